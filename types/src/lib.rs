@@ -1,0 +1,723 @@
+//! JSON types shared by the Kinetoscope server, worker and app.
+//!
+//! Everything here is plain data with serde derives so that it compiles for
+//! both the host and `wasm32`. Field names are contracts: the summary is what
+//! `kinetoscope analyze --json` prints, what the database stores and what the
+//! dashboard reads, so fields are only ever added, never renamed.
+//!
+//! Units: every `*_us` field is microseconds as a float (nanosecond precision
+//! survives as the third decimal); `*_pct` fields are percentages (0-100).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The analysis of one trace file (one rank), as stored by the worker.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Summary {
+    /// Version of the analyzer that produced this summary; stored runs whose
+    /// version differs from the running worker's are re-analyzed.
+    pub analyzer_version: u32,
+    pub trace: TraceInfo,
+    /// One row per distinct op name (torch `key_averages` semantics), sorted by
+    /// self device time, then self CPU time. Complete: every name is listed.
+    pub ops: Vec<OpRow>,
+    /// One row per distinct GPU op name (kernels, memcpys, memsets), sorted by
+    /// total device time. Complete: every name is listed.
+    pub kernels: Vec<KernelRow>,
+    /// Profiler steps in trace order.
+    pub steps: Vec<StepRow>,
+    pub steps_stats: StepsStats,
+    pub gpu_time: GpuTime,
+    pub layers: Layers,
+    /// Ranked findings, most important first.
+    pub findings: Vec<Finding>,
+}
+
+/// Facts about the trace as a whole.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TraceInfo {
+    /// Number of entries in the `traceEvents` array (every phase).
+    pub events: u64,
+    /// Number of GPU kernel events.
+    pub kernels: u64,
+    /// Number of GPU memcpy events.
+    pub memcpys: u64,
+    /// Number of GPU memset events.
+    pub memsets: u64,
+    /// Number of CPU ops (`cpu_op`/`Operator`) and annotations (`user_annotation`).
+    pub cpu_ops: u64,
+    /// Number of runtime and driver calls (`cuda_runtime`, `cuda_driver`, `Runtime`).
+    pub runtime_calls: u64,
+    /// Length of the profiled window: first event start to last event end.
+    pub span_us: f64,
+    /// Absolute start of the window in ns since the Unix epoch, when the trace
+    /// carries epoch time (all Kineto traces do); lets ranks be aligned.
+    pub start_epoch_ns: Option<i64>,
+    /// Names of the devices in `deviceProperties` (one per visible GPU).
+    pub devices: Vec<String>,
+    /// Device indices that ran GPU ops in this trace.
+    pub active_devices: Vec<i64>,
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    pub backend: Option<String>,
+    /// Profiler options seen at the top level (`record_shapes`, `with_stack`, ...).
+    pub profiler_options: Vec<String>,
+    /// `object` (a `traceEvents` object) or `array` (the 2020 bare array).
+    pub layout: String,
+    pub schema_version: Option<i64>,
+    pub trace_name: Option<String>,
+    pub base_time_ns: Option<i64>,
+    /// Decompressed JSON size in bytes.
+    pub json_bytes: u64,
+    /// Events per category as written in the file (`cat`), known or not.
+    pub categories: Vec<CategoryCount>,
+    /// Categories this analyzer does not interpret (kept and counted).
+    pub unknown_categories: Vec<String>,
+    /// How GPU ops found their launch and op; see [`Attribution`].
+    pub attribution: Attribution,
+    /// Peak of `Total Allocated` over `[memory]` events, per device (`cuda:0`, `cpu`).
+    pub peak_memory: Vec<PeakMemory>,
+    /// Non-fatal oddities met while reading (e.g. partial overlaps repaired).
+    pub notes: Vec<String>,
+}
+
+/// Count of events of one `cat` value.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CategoryCount {
+    pub category: String,
+    pub events: u64,
+}
+
+/// How GPU ops were linked to launches and launches to ops.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Attribution {
+    /// GPU ops (kernels, memcpys, memsets) in the trace.
+    pub gpu_ops: u64,
+    /// GPU ops whose launch was found through `args.correlation`.
+    pub by_correlation: u64,
+    /// GPU ops whose launch was found through a flow event (fallback).
+    pub by_flow: u64,
+    /// GPU ops with no launch in the file (launched before the window opened).
+    pub without_launch: u64,
+    /// GPU ops whose launch was found but was made outside any recorded op.
+    pub without_op: u64,
+    /// Device time of GPU ops without a launch or op, in µs.
+    pub unattributed_us: f64,
+    /// Launches by CUDA/HIP graph replay (`cudaGraphLaunch`, `hipGraphLaunch`).
+    pub graph_launches: u64,
+    /// GPU ops run by graph launches.
+    pub graph_gpu_ops: u64,
+    /// `external_id` when `External id` links runtime events to ops (2020-21,
+    /// 2024+ traces), `correlation` when it merely repeats the correlation
+    /// (2022-23 traces). Informational: attribution always uses time nesting.
+    pub external_id_regime: String,
+}
+
+/// Peak allocator usage on one device.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PeakMemory {
+    pub device: String,
+    pub bytes: i64,
+}
+
+/// One op name aggregated over all its calls, as torch's `key_averages()`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct OpRow {
+    pub name: String,
+    /// `op` (cpu_op), `annotation` (user_annotation / record_function) or
+    /// `runtime` (CUDA/HIP runtime and driver calls).
+    pub kind: String,
+    pub calls: u64,
+    /// CPU time of the calls minus the time of their child events.
+    pub self_cpu_us: f64,
+    /// Total CPU time of the calls (wall time of the op spans).
+    pub cpu_total_us: f64,
+    /// Device time of GPU ops launched directly by this op (not by child ops).
+    pub self_device_us: f64,
+    /// Device time of GPU ops launched anywhere under this op.
+    pub device_total_us: f64,
+    /// `self_device_us` as a share of all GPU-op time.
+    pub device_pct: f64,
+    /// GPU ops launched directly by this op.
+    pub gpu_ops: u64,
+    /// Calls per profiler step, when the trace has steps.
+    pub calls_per_step: Option<f64>,
+    /// Most common input shapes and dtypes (needs `record_shapes`).
+    pub input_shapes: Vec<ShapeGroup>,
+    /// Bytes read plus written per call, for copy/cast-like ops whose shapes
+    /// and dtypes are known (the most common shape group).
+    pub bytes_per_call: Option<f64>,
+    /// `bytes_per_call` over the self device time per call, in GB/s (1e9 B/s).
+    pub achieved_gbps: Option<f64>,
+}
+
+/// Calls of an op with one input signature.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ShapeGroup {
+    /// `Input Dims` as written, e.g. `[[2, 4096], [2, 4096], []]`.
+    pub shapes: String,
+    /// `Input type` as written, e.g. `["c10::BFloat16", "c10::Float8_e4m3fn", "Scalar"]`.
+    pub dtypes: String,
+    pub calls: u64,
+    pub self_cpu_us: f64,
+    pub self_device_us: f64,
+    /// Bytes read plus written per call, for copy/cast-like ops.
+    pub bytes_per_call: Option<f64>,
+    pub achieved_gbps: Option<f64>,
+}
+
+/// One GPU op name (kernel, memcpy or memset) aggregated over its calls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct KernelRow {
+    pub name: String,
+    /// The name without template arguments, parameter list or return type.
+    pub short_name: String,
+    /// gemm, attention, communication, memory, elementwise, reduction, norm, other.
+    pub category: String,
+    /// `kernel`, `memcpy` or `memset`.
+    pub kind: String,
+    pub calls: u64,
+    pub total_us: f64,
+    pub avg_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// Share of all GPU-op time.
+    pub pct: f64,
+    /// Most common launch grid and block.
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    /// Bytes moved per call (memcpy/memset, from `args.bytes`).
+    pub bytes_per_call: Option<f64>,
+    /// Calls per profiler step, when the trace has steps.
+    pub calls_per_step: Option<f64>,
+    /// The distinct op chains (outermost to innermost) that launched it.
+    pub launched_by: Vec<LaunchChain>,
+}
+
+/// One path from the outermost op to the op that launched a kernel.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LaunchChain {
+    /// Op names from outermost to innermost (the launching op). Step markers
+    /// are written with `#*` in place of the step number so that the same
+    /// path in different steps is one chain. Empty when no op enclosed the
+    /// launch.
+    pub chain: Vec<String>,
+    /// The runtime call that launched it (`cudaLaunchKernel`, `cudaGraphLaunch`, ...).
+    pub launch: String,
+    pub calls: u64,
+    pub total_us: f64,
+}
+
+/// One profiler step.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StepRow {
+    pub name: String,
+    /// Step number when the name carries one (`ProfilerStep#12` -> 12).
+    pub number: Option<i64>,
+    /// Start relative to the start of the trace window.
+    pub start_us: f64,
+    /// CPU-side duration of the step annotation (the step time).
+    pub cpu_us: f64,
+    /// GPU-op time of the GPU ops launched within the step.
+    pub device_us: f64,
+    /// First start to last end of those GPU ops.
+    pub gpu_span_us: f64,
+    /// GPU ops launched within the step.
+    pub kernels: u64,
+}
+
+/// Statistics over the steps' CPU durations.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StepsStats {
+    pub count: u64,
+    /// What marked the steps: `ProfilerStep`, or the serving framework's step
+    /// annotation (`step[...]`, `execute_...`, `capture_...`).
+    pub source: String,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    pub mean_device_us: f64,
+}
+
+/// Where GPU time went over the window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GpuTime {
+    pub span_us: f64,
+    /// Time at least one GPU op ran (union over streams and devices' own
+    /// timelines, summed over devices).
+    pub busy_us: f64,
+    pub idle_us: f64,
+    pub busy_pct: f64,
+    /// Sum of GPU-op durations (can exceed `busy_us` when streams overlap).
+    pub gpu_op_us: f64,
+    pub by_category: Vec<CategoryTime>,
+    pub streams: Vec<StreamTime>,
+}
+
+/// GPU-op time of one kernel category.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CategoryTime {
+    pub category: String,
+    pub us: f64,
+    pub pct: f64,
+    pub calls: u64,
+}
+
+/// Activity of one GPU stream.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StreamTime {
+    pub device: i64,
+    pub stream: i64,
+    pub busy_us: f64,
+    pub gpu_ops: u64,
+}
+
+/// Per-layer attribution of device time.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Layers {
+    /// `annotation`, `module`, `repetition`, `override`, or `none`.
+    pub method: String,
+    /// How sure the method is, 0 to 1.
+    pub confidence: f64,
+    /// Number of layers found.
+    pub count: u64,
+    /// For `repetition`: the period (ops per layer) found.
+    pub period: Option<u64>,
+    /// The op, annotation or module name that marks a layer.
+    pub marker: Option<String>,
+    /// A sentence on how the layers were found, or why not.
+    pub detail: String,
+    /// Steps the per-layer numbers are averaged over (1 without steps).
+    pub steps: u64,
+    pub items: Vec<LayerRow>,
+    /// Device time outside any layer (embedding, sampling, communication outside layers), per step.
+    pub outside: LayerRow,
+}
+
+/// One layer's device time, averaged per step.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LayerRow {
+    pub index: i64,
+    pub device_us: f64,
+    pub by_category: BTreeMap<String, f64>,
+    pub top_ops: Vec<NameTime>,
+    pub top_kernels: Vec<NameTime>,
+}
+
+/// A name with a time, for short top-N lists.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NameTime {
+    pub name: String,
+    pub us: f64,
+}
+
+/// One finding: a plain sentence with its numbers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Finding {
+    /// Stable identifier of the rule that produced it (`top_op`, `gpu_idle`, ...).
+    pub kind: String,
+    pub text: String,
+    /// How much it matters: the share of step or GPU time it speaks of (0-100).
+    pub impact_pct: f64,
+    /// The table row it speaks of, for linking: `ops`, `kernels`, `steps`, `gpu`, `layers`.
+    pub tab: Option<String>,
+    pub name: Option<String>,
+}
+
+/// Cross-rank summary of a multi-rank run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RanksSummary {
+    pub ranks: Vec<RankStats>,
+    /// Rank with the largest mean step time (or span without steps).
+    pub slowest_rank: Option<i64>,
+    /// How much slower the slowest rank is than the median rank, in %.
+    pub slowest_by_pct: f64,
+    /// Per-rank self device share of the top ops (by total over ranks).
+    pub top_ops: Vec<RankOpShare>,
+    pub findings: Vec<Finding>,
+}
+
+/// One rank's headline numbers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RankStats {
+    pub rank: i64,
+    pub steps: u64,
+    pub mean_step_us: f64,
+    pub p90_step_us: f64,
+    pub step_us: Vec<f64>,
+    pub span_us: f64,
+    pub busy_pct: f64,
+    /// Device time of communication (nccl/rccl) GPU ops.
+    pub collective_us: f64,
+    pub gpu_op_us: f64,
+}
+
+/// Self device share of one op on each rank.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RankOpShare {
+    pub name: String,
+    /// Indexed like `RanksSummary::ranks`.
+    pub pct: Vec<f64>,
+    pub us: Vec<f64>,
+}
+
+// ---------------------------------------------------------------- diff
+
+/// Before/after comparison of two runs' summaries.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Diff {
+    pub a: DiffSide,
+    pub b: DiffSide,
+    /// `per step` when both runs have steps, else `per trace`.
+    pub basis: String,
+    pub steps: StepsDiff,
+    pub gpu_busy: ValueDiff,
+    pub ops: Vec<DeltaRow>,
+    pub kernels: Vec<DeltaRow>,
+    pub categories: Vec<DeltaRow>,
+    pub layers: Vec<LayerDelta>,
+    pub added_ops: Vec<String>,
+    pub removed_ops: Vec<String>,
+    pub added_kernels: Vec<String>,
+    pub removed_kernels: Vec<String>,
+    /// Per-rank comparison when both runs have several ranks.
+    pub ranks: Vec<RankDelta>,
+    pub findings: Vec<DiffFinding>,
+}
+
+/// Which run a side of a diff is.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DiffSide {
+    pub id: String,
+    pub name: String,
+    pub devices: Vec<String>,
+    pub steps: u64,
+    pub mean_step_us: f64,
+    pub p50_step_us: f64,
+    pub busy_pct: f64,
+    pub layers: Vec<LayerRow>,
+    pub layer_method: String,
+}
+
+/// Step time of run a against run b.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StepsDiff {
+    pub a_mean_us: f64,
+    pub b_mean_us: f64,
+    pub change_pct: f64,
+    pub a_p50_us: f64,
+    pub b_p50_us: f64,
+    pub p50_change_pct: f64,
+}
+
+/// A number of run a against run b.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ValueDiff {
+    pub a_us: f64,
+    pub b_us: f64,
+    pub delta_us: f64,
+    pub change_pct: f64,
+}
+
+/// A matched row (op, kernel, category) of a diff; times per step or per trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DeltaRow {
+    pub name: String,
+    pub a_us: f64,
+    pub b_us: f64,
+    pub delta_us: f64,
+    pub change_pct: f64,
+    pub a_calls: f64,
+    pub b_calls: f64,
+    /// `name` or `normalized` (kernels matched without template arguments,
+    /// addresses and hashes), `added` or `removed`.
+    pub matched_by: String,
+    /// Kernels: the name on side b when it differs from side a.
+    pub b_name: Option<String>,
+    pub category: Option<String>,
+}
+
+/// One layer of a diff, per step.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LayerDelta {
+    pub index: i64,
+    pub a_us: f64,
+    pub b_us: f64,
+    pub delta_us: f64,
+}
+
+/// One rank of a multi-rank diff.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RankDelta {
+    pub rank: i64,
+    pub a_mean_step_us: f64,
+    pub b_mean_step_us: f64,
+    pub change_pct: f64,
+}
+
+/// One plain sentence of a diff.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DiffFinding {
+    pub text: String,
+}
+
+// ---------------------------------------------------------------- runs API
+
+/// A run: one upload or capture, with one trace per rank.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RunInfo {
+    pub id: String,
+    /// Link to the run page, relative to the server (`/runs/{id}`).
+    pub url: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub note: String,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    /// `queued`, `capturing`, `analyzing`, `done` or `failed`.
+    pub status: String,
+    /// Finer progress in words (`collecting 5/8 ranks`, `analyzing 2/8 ranks`).
+    pub stage: String,
+    /// Why the run failed, when it did.
+    pub error: Option<String>,
+    /// Compressed bytes parsed so far, over all ranks.
+    pub progress_bytes: u64,
+    /// Compressed bytes to parse, over all ranks.
+    pub total_bytes: u64,
+    /// `upload` or `capture`.
+    pub source: String,
+    pub ranks: Vec<RankInfo>,
+    /// Headline numbers once analyzed (from the first rank's summary).
+    pub devices: Vec<String>,
+    pub steps: Option<u64>,
+    pub mean_step_us: Option<f64>,
+    pub top_finding: Option<String>,
+    pub analyzer_version: Option<u32>,
+}
+
+/// One rank (trace file) of a run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RankInfo {
+    pub rank: i64,
+    pub file: String,
+    /// `queued`, `analyzing`, `done` or `failed`.
+    pub status: String,
+    pub error: Option<String>,
+    pub bytes: u64,
+    pub progress_bytes: u64,
+    pub sha256: String,
+    /// `json`, `gzip` or `zstd`.
+    pub encoding: String,
+}
+
+/// A page of runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RunList {
+    pub runs: Vec<RunInfo>,
+    pub total: u64,
+    pub offset: u64,
+    pub limit: u64,
+}
+
+/// The answer to an upload or a capture request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Created {
+    pub id: String,
+    pub url: String,
+    pub status: String,
+    /// Captures: the run the capture fills.
+    pub run_id: Option<String>,
+}
+
+/// An error body: `{error, detail}`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ApiError {
+    /// A short machine-readable code (`not_found`, `bad_request`, ...).
+    pub error: String,
+    /// A sentence for people.
+    pub detail: String,
+}
+
+/// An inference engine the worker can capture from.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct EngineInfo {
+    pub name: String,
+    pub flavour: String,
+    pub ranks: u32,
+    /// Whether it answered just now.
+    pub reachable: bool,
+    pub detail: Option<String>,
+}
+
+/// A capture request (`POST /api/captures`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CaptureRequest {
+    pub engine: String,
+    pub num_steps: u32,
+    pub name: String,
+    pub activities: Option<Vec<String>>,
+    pub record_shapes: Option<bool>,
+    pub with_stack: Option<bool>,
+}
+
+/// A run's summary as served to the dashboard: the stored summary with long
+/// tables cut to their top rows (the full tables are paged separately).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SummaryView {
+    pub summary: Summary,
+    pub ops_total: u64,
+    pub kernels_total: u64,
+    pub rank: i64,
+    pub ranks: Vec<i64>,
+    pub cross_rank: Option<RanksSummary>,
+}
+
+/// A page of a long table (`/api/runs/{id}/ops`, `/kernels`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: u64,
+    pub offset: u64,
+}
+
+// ---------------------------------------------------------------- units
+
+/// Formatting of times, bytes and rates for people, shared by the findings
+/// text, the CLI tables and the dashboard so all three read the same.
+pub mod units {
+    /// A duration in µs with a unit that keeps 3 significant digits:
+    /// `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
+    pub fn time_us(us: f64) -> String {
+        let a = us.abs();
+        if a == 0.0 {
+            "0".into()
+        } else if a < 1.0 {
+            format!("{:.0} ns", us * 1e3)
+        } else if a < 1e3 {
+            format!("{} µs", sig3(us))
+        } else if a < 1e6 {
+            format!("{} ms", sig3(us / 1e3))
+        } else {
+            format!("{} s", sig3(us / 1e6))
+        }
+    }
+
+    /// Bytes with decimal units: `857 MB`, `1.2 GB`, `512 B`.
+    pub fn bytes(b: f64) -> String {
+        let a = b.abs();
+        if a < 1e3 {
+            format!("{b:.0} B")
+        } else if a < 1e6 {
+            format!("{} kB", sig3(b / 1e3))
+        } else if a < 1e9 {
+            format!("{} MB", sig3(b / 1e6))
+        } else if a < 1e12 {
+            format!("{} GB", sig3(b / 1e9))
+        } else {
+            format!("{} TB", sig3(b / 1e12))
+        }
+    }
+
+    /// A rate given in GB/s (1e9 B/s): `1.03 TB/s`, `450 GB/s`, `3.2 MB/s`.
+    pub fn rate_gbps(gbps: f64) -> String {
+        let bps = gbps * 1e9;
+        if bps >= 1e12 {
+            format!("{} TB/s", sig3(bps / 1e12))
+        } else if bps >= 1e9 {
+            format!("{} GB/s", sig3(bps / 1e9))
+        } else {
+            format!("{} MB/s", sig3(bps / 1e6))
+        }
+    }
+
+    /// A percentage with one decimal: `69.3%`.
+    pub fn pct(p: f64) -> String {
+        format!("{p:.1}%")
+    }
+
+    /// A signed change in percent: `-29.1%`, `+3.0%`.
+    pub fn change_pct(p: f64) -> String {
+        format!("{p:+.1}%")
+    }
+
+    /// A count that may be fractional (calls per step): `78`, `2.5`.
+    pub fn count(x: f64) -> String {
+        if (x - x.round()).abs() < 0.05 {
+            format!("{:.0}", x.round())
+        } else {
+            format!("{x:.1}")
+        }
+    }
+
+    /// Three significant digits, trailing zeros kept short: 857, 1.03, 12.3.
+    pub fn sig3(x: f64) -> String {
+        let a = x.abs();
+        if a >= 100.0 {
+            format!("{x:.0}")
+        } else if a >= 10.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.2}")
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn formats() {
+            assert_eq!(time_us(0.85), "850 ns");
+            assert_eq!(time_us(12.34), "12.3 µs");
+            assert_eq!(time_us(4560.0), "4.56 ms");
+            assert_eq!(time_us(93_200.0), "93.2 ms");
+            assert_eq!(time_us(1_230_000.0), "1.23 s");
+            assert_eq!(bytes(857e6), "857 MB");
+            assert_eq!(rate_gbps(1030.0), "1.03 TB/s");
+            assert_eq!(rate_gbps(450.0), "450 GB/s");
+            assert_eq!(count(78.0), "78");
+            assert_eq!(count(2.5), "2.5");
+            assert_eq!(change_pct(-29.14), "-29.1%");
+        }
+    }
+}

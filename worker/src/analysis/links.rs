@@ -1,0 +1,258 @@
+//! Correlation: the op tree on each CPU thread, each GPU op's launch, and the
+//! op that issued each launch.
+//!
+//! - Op nesting is by time on the same `(pid, tid)`: Kineto writes no parent
+//!   ids for `cpu_op`/`user_annotation`. Slices are ordered by start, longer
+//!   first, ops before runtime calls at equal spans; a slice is inside the
+//!   innermost open op whose span contains its start. Partial overlaps (a
+//!   child outliving its parent by rounding) are tolerated: the child stays a
+//!   child and its time counts only up to the parent's end.
+//! - GPU op -> launch: the runtime call with the same `args.correlation`;
+//!   when a GPU op has no correlation, the launch flow (`ac2g` and its older
+//!   names) ending at the GPU op leads to the runtime call where it starts.
+//! - Launch -> op: the innermost op around the launch on its thread. In
+//!   traces whose runtime calls carry the launching op's `External id`
+//!   (2020-21 and 2024+ files), that id decides when time nesting is
+//!   ambiguous (integer-µs timestamps). In 2022-23 files `External id` merely
+//!   repeats the correlation and is never used: joining on it matches
+//!   unrelated ops by numeric coincidence.
+
+use crate::trace::store::{CpuKind, Trace, NONE};
+use hashbrown::HashMap;
+use kinetoscope_types::Attribution;
+
+/// "No index" in the link vectors.
+pub const NO: u32 = u32::MAX;
+
+/// The links the analysis is built on.
+pub struct Links {
+    /// Per CPU slice: the innermost enclosing op or annotation, or [`NO`].
+    pub parent: Vec<u32>,
+    /// Op and annotation slices, parents before their children.
+    pub preorder: Vec<u32>,
+    /// Per CPU slice: time of its direct children (clamped to its span), ns.
+    pub child_ns: Vec<i64>,
+    /// Per GPU slice: the runtime call that launched it, or [`NO`].
+    pub launch: Vec<u32>,
+    /// Per GPU slice: the op that issued the launch, or [`NO`].
+    pub op: Vec<u32>,
+    pub attribution: Attribution,
+}
+
+/// Builds the op tree and the GPU-op links.
+pub fn link(t: &Trace) -> Links {
+    let cpu = &t.cpu;
+    let n = cpu.len();
+    let mut parent = vec![NO; n];
+    let mut child_ns = vec![0i64; n];
+    let mut preorder = Vec::with_capacity(n);
+
+    // Bucket slices by thread; module frames are not part of the op tree.
+    let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
+    for i in 0..n {
+        if cpu.kind[i] != CpuKind::Module {
+            by_track[cpu.track[i] as usize].push(i as u32);
+        }
+    }
+    let mut stack: Vec<u32> = Vec::new();
+    for slices in by_track.iter_mut() {
+        // Stable sort: Kineto writes parents before children, so equal keys
+        // keep file order. Nearly sorted input makes this cheap.
+        slices.sort_by_key(|&i| {
+            let i = i as usize;
+            let rank = match cpu.kind[i] {
+                CpuKind::Annotation => 0u8,
+                CpuKind::Op => 1,
+                _ => 2,
+            };
+            (cpu.ts[i], std::cmp::Reverse(cpu.dur[i]), rank)
+        });
+        stack.clear();
+        for &c in slices.iter() {
+            let ci = c as usize;
+            let ts = cpu.ts[ci];
+            while let Some(&top) = stack.last() {
+                let ti = top as usize;
+                let inside = cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur[ti] || ts == cpu.ts[ti]);
+                if inside {
+                    break;
+                }
+                stack.pop();
+            }
+            if let Some(&top) = stack.last() {
+                let ti = top as usize;
+                parent[ci] = top;
+                let end = (ts + cpu.dur[ci]).min(cpu.ts[ti] + cpu.dur[ti]);
+                child_ns[ti] += (end - ts).max(0);
+            }
+            if cpu.kind[ci].is_op() {
+                stack.push(c);
+                preorder.push(c);
+            }
+        }
+    }
+
+    let mut attribution = Attribution::default();
+    let launcher = launching_ops(t, &parent, &mut attribution);
+    let (launch, op) = gpu_links(t, &launcher, &mut attribution);
+    Links {
+        parent,
+        preorder,
+        child_ns,
+        launch,
+        op,
+        attribution,
+    }
+}
+
+/// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
+fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Vec<u32> {
+    let cpu = &t.cpu;
+    let n = cpu.len();
+    // Decide whether `External id` on runtime calls names their op.
+    let (mut with_both, mut equal) = (0u64, 0u64);
+    for i in 0..n {
+        if cpu.kind[i].is_runtime() && cpu.correlation[i] != NONE && cpu.external_id[i] != NONE {
+            with_both += 1;
+            if cpu.correlation[i] == cpu.external_id[i] {
+                equal += 1;
+            }
+        }
+    }
+    let names_op = with_both > 0 && (equal as f64) < 0.9 * with_both as f64;
+    attribution.external_id_regime = if with_both == 0 {
+        "none".into()
+    } else if names_op {
+        "external_id".into()
+    } else {
+        "correlation".into()
+    };
+
+    let mut launcher = vec![NO; n];
+    let mut by_external: Option<HashMap<i64, u32>> = None;
+    for i in 0..n {
+        if !cpu.kind[i].is_runtime() {
+            continue;
+        }
+        let p = parent[i];
+        launcher[i] = p;
+        if !names_op || cpu.external_id[i] == NONE {
+            continue;
+        }
+        let ext = cpu.external_id[i];
+        if p != NO && cpu.external_id[p as usize] == ext {
+            continue;
+        }
+        // Time nesting disagrees with the id: trust the id when it names an
+        // op on the same thread (ambiguity from truncated timestamps).
+        let map = by_external.get_or_insert_with(|| {
+            let mut m = HashMap::new();
+            for j in 0..n {
+                if cpu.kind[j].is_op() && cpu.external_id[j] != NONE {
+                    m.entry(cpu.external_id[j]).or_insert(j as u32);
+                }
+            }
+            m
+        });
+        if let Some(&j) = map.get(&ext) {
+            if cpu.track[j as usize] == cpu.track[i] {
+                launcher[i] = j;
+            }
+        }
+    }
+    launcher
+}
+
+/// Per GPU slice: its launch and the op behind it.
+fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec<u32>, Vec<u32>) {
+    let cpu = &t.cpu;
+    let gpu = &t.gpu;
+    let mut by_corr: HashMap<i64, u32> = HashMap::with_capacity(cpu.len() / 4);
+    for i in 0..cpu.len() {
+        if cpu.kind[i].is_runtime() && cpu.correlation[i] != NONE {
+            by_corr.insert(cpu.correlation[i], i as u32);
+        }
+    }
+    let mut launch = vec![NO; gpu.len()];
+    let mut op = vec![NO; gpu.len()];
+    let mut missing_corr = false;
+    for g in 0..gpu.len() {
+        if !gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        let c = gpu.correlation[g];
+        if c == NONE {
+            missing_corr = true;
+        } else if let Some(&r) = by_corr.get(&c) {
+            launch[g] = r;
+            attribution.by_correlation += 1;
+        }
+    }
+    if missing_corr {
+        flow_fallback(t, &mut launch, attribution);
+    }
+    let graph_syms: Vec<u32> = ["cudaGraphLaunch", "hipGraphLaunch", "cudaGraphLaunch_v10000"]
+        .iter()
+        .filter_map(|s| t.names.find(s))
+        .collect();
+    let mut graph_launches = hashbrown::HashSet::new();
+    for g in 0..gpu.len() {
+        if !gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        attribution.gpu_ops += 1;
+        let r = launch[g];
+        if r == NO {
+            attribution.without_launch += 1;
+            attribution.unattributed_us += gpu.dur[g] as f64 / 1e3;
+            continue;
+        }
+        if graph_syms.contains(&cpu.name[r as usize]) {
+            attribution.graph_gpu_ops += 1;
+            graph_launches.insert(r);
+        }
+        op[g] = launcher[r as usize];
+        if op[g] == NO {
+            attribution.without_op += 1;
+            attribution.unattributed_us += gpu.dur[g] as f64 / 1e3;
+        }
+    }
+    attribution.graph_launches = graph_launches.len() as u64;
+    (launch, op)
+}
+
+/// GPU ops without `args.correlation`: follow the launch flow. A flow end
+/// sits at the GPU op (same track and start), its start at the runtime call.
+fn flow_fallback(t: &Trace, launch: &mut [u32], attribution: &mut Attribution) {
+    let f = &t.flows;
+    let mut start_at: HashMap<i64, (u32, i64)> = HashMap::new();
+    let mut end_at: HashMap<(u32, i64), i64> = HashMap::new();
+    for k in 0..f.id.len() {
+        if f.is_start[k] {
+            start_at.insert(f.id[k], (f.track[k], f.ts[k]));
+        } else {
+            end_at.insert((f.track[k], f.ts[k]), f.id[k]);
+        }
+    }
+    let cpu = &t.cpu;
+    let mut runtime_at: HashMap<(u32, i64), u32> = HashMap::new();
+    for i in 0..cpu.len() {
+        if cpu.kind[i].is_runtime() {
+            runtime_at.entry((cpu.track[i], cpu.ts[i])).or_insert(i as u32);
+        }
+    }
+    let gpu = &t.gpu;
+    for g in 0..gpu.len() {
+        if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation[g] != NONE {
+            continue;
+        }
+        let found = end_at
+            .get(&(gpu.track[g], gpu.ts[g]))
+            .and_then(|id| start_at.get(id))
+            .and_then(|at| runtime_at.get(at));
+        if let Some(&r) = found {
+            launch[g] = r;
+            attribution.by_flow += 1;
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Readable kernel names, normalized names for matching across runs, and
+//! kernel categories.
+
+/// The kernel name without return type, template arguments or parameter list:
+/// `void at::native::elementwise_kernel<128, 4, ...>(int, ...)` becomes
+/// `at::native::elementwise_kernel`. Names without C++ decoration are kept.
+pub fn short_name(name: &str) -> String {
+    if !name.contains("::") && !name.contains('<') {
+        // Not C++: keep it, minus a parameter list after a plain identifier
+        // (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgs...)`).
+        return match name.find('(') {
+            Some(p) if p > 0 && !name[..p].contains(' ') => name[..p].to_string(),
+            _ => name.to_string(),
+        };
+    }
+    let s = name.replace("(anonymous namespace)::", "");
+    let s = s.trim_start();
+    let s = s.strip_prefix("void ").unwrap_or(s).trim_start();
+    // The qualified name ends where template arguments or parameters start.
+    let cut = s.find(['<', '(']).unwrap_or(s.len());
+    let head = s[..cut].trim();
+    // Drop a return type written before the name.
+    let head = match head.rsplit_once(' ') {
+        Some((_, last)) if !last.is_empty() => last,
+        _ => head,
+    };
+    if head.is_empty() {
+        name.chars().take(120).collect()
+    } else {
+        head.to_string()
+    }
+}
+
+/// A name for matching the same kernel across two runs: the short name with
+/// hex addresses, hashes and long digit runs replaced by `#`.
+pub fn normalized_name(name: &str) -> String {
+    let short = short_name(name);
+    let mut out = String::with_capacity(short.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        if !token.is_empty() {
+            let is_hex_addr = token.starts_with("0x");
+            let digits = token.chars().filter(|c| c.is_ascii_digit()).count();
+            let hexish = token.len() >= 8 && token.chars().all(|c| c.is_ascii_hexdigit()) && digits > 0;
+            if is_hex_addr || hexish || (digits > 0 && digits == token.len()) {
+                out.push('#');
+            } else {
+                out.push_str(token);
+            }
+            token.clear();
+        }
+    };
+    for c in short.chars() {
+        if c.is_ascii_alphanumeric() {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
+}
+
+/// Kernel categories, in the order their rules are tried.
+pub const CATEGORIES: [&str; 8] = [
+    "communication",
+    "memory",
+    "attention",
+    "gemm",
+    "norm",
+    "reduction",
+    "elementwise",
+    "other",
+];
+
+/// The category of a GPU op from its kind and name. Rules, tried in order on
+/// the lower-cased full name (first match wins):
+///
+/// 1. `communication`: collectives — `nccl`, `rccl`, `allreduce`/`all_reduce`,
+///    `allgather`/`all_gather`, `reducescatter`/`reduce_scatter`,
+///    `alltoall`/`all_to_all`, `cross_device_reduce` (vLLM custom all-reduce),
+///    `sendrecv`.
+/// 2. `memory`: every memcpy and memset, and kernels that move data without
+///    arithmetic — `copy`, `memcpy`, `memset`, `fill`, `cat` kernels
+///    (`catarraybatched`), `gather`/`scatter`/`index_select`, KV-cache writes
+///    (`reshape_and_cache`, `kv_cache`, `store_kvcache`).
+/// 3. `attention`: `attention`, `attn`, `flash`, `fmha`, `mha`, `sdpa`,
+///    `paged`, `mla`.
+/// 4. `gemm`: matrix multiply and convolution — `gemm`, `matmul`, `cutlass`,
+///    `cublas`, `xmma`, `wgmma`, `nvjet`, `cijk_` (rocBLAS/Tensile), `_mm`,
+///    `conv`, `winograd`, `implicit`, `dgrad`, `wgrad`, `splitk`.
+/// 5. `norm`: `norm` (layer/rms/batch/group), `bn_fw`, `bn_bw`.
+/// 6. `reduction`: `reduce`, `softmax`, `sum`, `argmax`, `topk`, `sort`,
+///    `cumsum`, `scan`, `max_`, `mean`, `triton_red`, `triton_per`.
+/// 7. `elementwise`: `elementwise`, `vectorized`, `pointwise`, `triton_poi`,
+///    activations (`silu`, `gelu`, `relu`, `act_and_mul`, `sigmoid`, `tanh`),
+///    `rotary`/`rope`, `add`, `mul`, `div`, `where`, `dropout`.
+/// 8. `other`: everything else.
+pub fn category(kind: &str, name: &str) -> &'static str {
+    if kind == "memcpy" || kind == "memset" {
+        return "memory";
+    }
+    let n = name.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| n.contains(w));
+    if has(&[
+        "nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
+        "reduce_scatter", "alltoall", "all_to_all", "cross_device_reduce", "sendrecv",
+    ]) {
+        "communication"
+    } else if has(&[
+        "copy", "memcpy", "memset", "fill", "catarraybatched", "gather", "scatter", "index_select",
+        "reshape_and_cache", "kv_cache", "store_kvcache",
+    ]) {
+        "memory"
+    } else if has(&["attention", "attn", "flash", "fmha", "mha", "sdpa", "paged", "mla_"]) {
+        "attention"
+    } else if has(&[
+        "gemm", "matmul", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "cijk_", "_mm", "conv",
+        "winograd", "implicit", "dgrad", "wgrad", "splitk",
+    ]) {
+        "gemm"
+    } else if has(&["norm", "bn_fw", "bn_bw"]) {
+        "norm"
+    } else if has(&[
+        "reduce", "softmax", "sum", "argmax", "topk", "sort", "cumsum", "scan", "max_", "mean",
+        "triton_red", "triton_per",
+    ]) {
+        "reduction"
+    } else if has(&[
+        "elementwise", "vectorized", "pointwise", "triton_poi", "silu", "gelu", "relu", "act_and_mul",
+        "sigmoid", "tanh", "rotary", "rope", "add", "mul", "div", "where", "dropout",
+    ]) {
+        "elementwise"
+    } else {
+        "other"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_drop_templates_and_params() {
+        assert_eq!(
+            short_name("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}> >(int, at::native::foo)"),
+            "at::native::elementwise_kernel"
+        );
+        assert_eq!(
+            short_name("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4>(long)"),
+            "at::native::distribution_elementwise_grid_stride_kernel"
+        );
+        assert_eq!(
+            short_name("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() const::{lambda(bool, float, float)#1}>(at::TensorIteratorBase&)::{lambda(int)#1}>(int, at::native::foo)"),
+            "at::native::elementwise_kernel"
+        );
+        assert_eq!(short_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"), "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn");
+        assert_eq!(short_name("Memcpy DtoD (Device -> Device)"), "Memcpy DtoD (Device -> Device)");
+        assert_eq!(short_name("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+    }
+
+    #[test]
+    fn normalized_names_ignore_hashes_and_addresses() {
+        assert_eq!(
+            normalized_name("triton_poi_fused_add_0x7f3a12"),
+            normalized_name("triton_poi_fused_add_0x7f9912")
+        );
+        assert_eq!(normalized_name("kernel_abc_12345"), "kernel_abc_#");
+    }
+
+    #[test]
+    fn categories_follow_the_rules() {
+        assert_eq!(category("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "communication");
+        assert_eq!(category("kernel", "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>"), "memory");
+        assert_eq!(category("memcpy", "Memcpy HtoD (Pageable -> Device)"), "memory");
+        assert_eq!(category("kernel", "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>"), "attention");
+        assert_eq!(category("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"), "gemm");
+        assert_eq!(category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64"), "gemm");
+        assert_eq!(category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>"), "norm");
+        assert_eq!(category("kernel", "void at::native::reduce_kernel<512, 1>"), "reduction");
+        assert_eq!(category("kernel", "void vllm::act_and_mul_kernel<silu>"), "elementwise");
+        assert_eq!(category("kernel", "mystery"), "other");
+    }
+}

@@ -1,0 +1,304 @@
+//! Reading a trace from bytes: detect the encoding, decompress on one thread,
+//! parse on the calling thread.
+//!
+//! Decompression runs ahead into large recycled blocks so the parser always
+//! works on contiguous slices (parsing from a slice is several times faster
+//! than `serde_json::from_reader`-style byte pulls; see PERF-NOTES.md). Each
+//! block has free headroom in front, where the parser's unconsumed tail of
+//! the previous block (one partial event) is copied, so no block is copied
+//! whole.
+
+use super::parse::{Limits, Parser};
+use super::{Trace, TraceError};
+use std::io::{self, Read};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// How the trace bytes are encoded, found from their first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Json,
+    Gzip,
+    Zstd,
+}
+
+impl Encoding {
+    /// `json`, `gzip` or `zstd`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Gzip => "gzip",
+            Encoding::Zstd => "zstd",
+        }
+    }
+    /// The usual file suffix.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Gzip => "json.gz",
+            Encoding::Zstd => "json.zst",
+        }
+    }
+}
+
+/// Detects the encoding from the first bytes (at least 4 unless the input is
+/// shorter). JSON is recognised by its first non-blank character (`{` or `[`,
+/// after an optional UTF-8 byte order mark).
+pub fn sniff(head: &[u8]) -> Result<Encoding, String> {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(Encoding::Gzip);
+    }
+    if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Ok(Encoding::Zstd);
+    }
+    let body = head.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(head);
+    match body.iter().find(|c| !c.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => Ok(Encoding::Json),
+        None if head.is_empty() => Err("the body is empty".into()),
+        None => Err("the body is blank".into()),
+        Some(_) => {
+            let shown: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            Err(format!(
+                "not JSON, gzip or zstd (first bytes: {})",
+                shown.join(" ")
+            ))
+        }
+    }
+}
+
+/// Options for [`read_trace`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    pub limits: Limits,
+    /// Incremented with the number of source (compressed) bytes consumed.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+/// Size of a decompressed block handed to the parser.
+const BLOCK: usize = 4 << 20;
+/// Free space in front of each block for the previous block's partial event.
+const HEADROOM: usize = 1 << 20;
+
+/// Counts source bytes and remembers whether the source itself failed, so
+/// that a network or disk error is not mistaken for a damaged stream.
+struct Counting<R> {
+    inner: R,
+    progress: Option<Arc<AtomicU64>>,
+    failed: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf).inspect_err(|e| {
+            if e.kind() != io::ErrorKind::Interrupted {
+                self.failed.store(true, Ordering::Relaxed);
+            }
+        })?;
+        if let Some(p) = &self.progress {
+            p.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(n)
+    }
+}
+
+/// Reads a trace file from disk.
+pub fn read_trace_file(path: &std::path::Path, opts: &ReadOptions) -> Result<Trace, TraceError> {
+    let file = std::fs::File::open(path)?;
+    read_trace(file, opts)
+}
+
+/// Reads and parses a trace from any byte source.
+pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, TraceError> {
+    let failed = Arc::new(AtomicBool::new(false));
+    let mut src = Counting {
+        inner: src,
+        progress: opts.progress.clone(),
+        failed: failed.clone(),
+    };
+    let mut head = [0u8; 64];
+    let mut n = 0;
+    while n < head.len() {
+        match src.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let encoding = sniff(&head[..n]).map_err(TraceError::NotATrace)?;
+    let chained = io::Cursor::new(head[..n].to_vec()).chain(src);
+    let decoder: Box<dyn Read + Send + '_> = match encoding {
+        Encoding::Json => Box::new(chained),
+        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(
+            1 << 20,
+            chained,
+        ))),
+        Encoding::Zstd => Box::new(
+            zstd::stream::read::Decoder::new(chained)
+                .map_err(|e| TraceError::Corrupt("zstd", e.to_string()))?,
+        ),
+    };
+    parse_stream(decoder, encoding, &opts.limits, &failed)
+}
+
+struct Block {
+    buf: Vec<u8>,
+    len: usize,
+    last: bool,
+}
+
+fn decode_error(encoding: Encoding, e: io::Error, source_failed: bool) -> TraceError {
+    if source_failed {
+        return TraceError::Io(e);
+    }
+    match (encoding, e.kind()) {
+        (Encoding::Json, _) => TraceError::Io(e),
+        (_, io::ErrorKind::UnexpectedEof) => {
+            TraceError::Truncated(format!("the {} stream ends early", encoding.as_str()))
+        }
+        // The source did not fail, so the decoder's error is damage in
+        // the compressed stream.
+        _ => TraceError::Corrupt(encoding.as_str(), e.to_string()),
+    }
+}
+
+fn parse_stream(
+    mut decoder: Box<dyn Read + Send + '_>,
+    encoding: Encoding,
+    limits: &Limits,
+    source_failed: &AtomicBool,
+) -> Result<Trace, TraceError> {
+    let max_json = limits.max_json_bytes;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel::<Result<Block, TraceError>>(2);
+        let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
+        scope.spawn(move || {
+            let mut total: u64 = 0;
+            loop {
+                let mut buf = recycle_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| vec![0u8; HEADROOM + BLOCK]);
+                let mut len = 0;
+                let mut last = false;
+                while len < BLOCK {
+                    match decoder.read(&mut buf[HEADROOM + len..]) {
+                        Ok(0) => {
+                            last = true;
+                            break;
+                        }
+                        Ok(k) => len += k,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let failed = source_failed.load(Ordering::Relaxed);
+                            let _ = tx.send(Err(decode_error(encoding, e, failed)));
+                            return;
+                        }
+                    }
+                }
+                total += len as u64;
+                if total > max_json {
+                    let _ = tx.send(Err(TraceError::TooLarge(format!(
+                        "the trace decompresses to more than {} MB (the limit)",
+                        max_json >> 20
+                    ))));
+                    return;
+                }
+                if tx.send(Ok(Block { buf, len, last })).is_err() || last {
+                    return;
+                }
+            }
+        });
+
+        let mut parser = Parser::new(limits.clone());
+        let mut carry: Vec<u8> = Vec::new();
+        let mut joined: Vec<u8> = Vec::new();
+        loop {
+            let block = match rx.recv() {
+                Ok(b) => b?,
+                Err(_) => return Err(TraceError::Io(io::Error::other("decoder stopped"))),
+            };
+            let Block { mut buf, len, last } = block;
+            if carry.len() <= HEADROOM {
+                let start = HEADROOM - carry.len();
+                buf[start..HEADROOM].copy_from_slice(&carry);
+                let slice = &buf[start..HEADROOM + len];
+                let used = parser.feed(slice, last)?;
+                carry.clear();
+                carry.extend_from_slice(&slice[used..]);
+            } else {
+                joined.clear();
+                joined.extend_from_slice(&carry);
+                joined.extend_from_slice(&buf[HEADROOM..HEADROOM + len]);
+                let used = parser.feed(&joined, last)?;
+                carry.clear();
+                carry.extend_from_slice(&joined[used..]);
+            }
+            if carry.len() > limits.max_value_bytes {
+                return Err(TraceError::TooLarge(format!(
+                    "a single event or top-level value is larger than {} MB",
+                    limits.max_value_bytes >> 20
+                )));
+            }
+            let _ = recycle_tx.send(buf);
+            if last {
+                break;
+            }
+        }
+        parser.finish()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_by_magic_bytes() {
+        assert_eq!(sniff(&[0x1f, 0x8b, 8, 0]), Ok(Encoding::Gzip));
+        assert_eq!(sniff(&[0x28, 0xb5, 0x2f, 0xfd]), Ok(Encoding::Zstd));
+        assert_eq!(sniff(b"\n  {\"a\""), Ok(Encoding::Json));
+        assert_eq!(sniff(b"[{"), Ok(Encoding::Json));
+        assert!(sniff(b"hello").is_err());
+        assert!(sniff(b"").is_err());
+    }
+
+    #[test]
+    fn reads_all_three_encodings() {
+        let json = br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"correlation": 1}}]}"#;
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(json).unwrap();
+            e.finish().unwrap()
+        };
+        let zst = zstd::encode_all(&json[..], 3).unwrap();
+        for bytes in [json.to_vec(), gz, zst] {
+            let t = read_trace(&bytes[..], &ReadOptions::default()).unwrap();
+            assert_eq!(t.gpu.len(), 1);
+        }
+    }
+
+    #[test]
+    fn truncated_compressed_input_is_an_error() {
+        let mut json = b"{\"traceEvents\": [".to_vec();
+        for i in 0..2000 {
+            json.extend_from_slice(format!("{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k{i}\", \"pid\": 0, \"tid\": 7, \"ts\": {i}, \"dur\": 1}},").as_bytes());
+        }
+        json.extend_from_slice(b"{}]}");
+        let zst = zstd::encode_all(&json[..], 3).unwrap();
+        let gz = {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&json).unwrap();
+            e.finish().unwrap()
+        };
+        for bytes in [json, zst, gz] {
+            for cut in [bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+                let r = read_trace(&bytes[..cut], &ReadOptions::default());
+                let err = r.err().expect("must fail");
+                assert!(err.is_bad_input(), "{err}");
+            }
+        }
+    }
+}

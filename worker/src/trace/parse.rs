@@ -1,0 +1,1217 @@
+//! A streaming, hand-written parser for Kineto Chrome-trace JSON.
+//!
+//! The parser is fed contiguous byte slices and consumes whole JSON values
+//! (one event, or one top-level key and its value) at a time. When a value is
+//! cut by the end of the slice it stops *before* it and reports how far it got;
+//! the caller (see `input::read_trace`) keeps the unconsumed tail and feeds it
+//! again in front of the next block. Every step is therefore atomic, no
+//! generic JSON tree is ever built, and memory is bounded by the largest single
+//! event (limited by [`Limits::max_value_bytes`]).
+//!
+//! Only the fields the analysis needs are decoded; everything else is skipped
+//! structurally. Timestamps are parsed from their decimal text into integer
+//! nanoseconds so that 3-decimal epoch microseconds keep their precision.
+
+use super::store::*;
+use super::TraceError;
+use hashbrown::HashMap;
+
+/// Bounds that protect the process from hostile or broken input.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest decompressed JSON accepted, in bytes.
+    pub max_json_bytes: u64,
+    /// Deepest JSON nesting accepted.
+    pub max_depth: usize,
+    /// Largest single event or top-level value, in bytes.
+    pub max_value_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_json_bytes: 64 << 30,
+            max_depth: 64,
+            max_value_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Why a parsing step stopped.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The slice ended inside the value: feed more bytes.
+    More,
+    /// The input is not a valid trace.
+    Bad(String),
+}
+
+type Step<T> = Result<T, Stop>;
+
+fn bad<T>(msg: impl Into<String>) -> Step<T> {
+    Err(Stop::Bad(msg.into()))
+}
+
+#[inline(always)]
+fn at(b: &[u8], i: usize) -> Step<u8> {
+    match b.get(i) {
+        Some(&c) => Ok(c),
+        None => Err(Stop::More),
+    }
+}
+
+#[inline(always)]
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\n' | b'\r' | b'\t') {
+        i += 1;
+    }
+    i
+}
+
+/// A string's content span in the current slice.
+#[derive(Clone, Copy, Default, Debug)]
+struct Span {
+    start: usize,
+    end: usize,
+    escaped: bool,
+}
+
+impl Span {
+    fn bytes<'a>(&self, b: &'a [u8]) -> &'a [u8] {
+        &b[self.start..self.end]
+    }
+}
+
+/// Scans a string starting at its opening quote; returns its content span and
+/// the index after the closing quote.
+#[inline]
+fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
+    if at(b, i)? != b'"' {
+        return bad(format!("expected a string, found {}", show_byte(b[i])));
+    }
+    let start = i + 1;
+    let mut j = start;
+    let mut escaped = false;
+    loop {
+        match memchr::memchr2(b'"', b'\\', &b[j..]) {
+            None => return Err(Stop::More),
+            Some(k) => {
+                let p = j + k;
+                if b[p] == b'"' {
+                    return Ok((
+                        Span {
+                            start,
+                            end: p,
+                            escaped,
+                        },
+                        p + 1,
+                    ));
+                }
+                escaped = true;
+                if p + 1 >= b.len() {
+                    return Err(Stop::More);
+                }
+                j = p + 2;
+            }
+        }
+    }
+}
+
+fn show_byte(c: u8) -> String {
+    if c.is_ascii_graphic() {
+        format!("'{}'", c as char)
+    } else {
+        format!("byte 0x{c:02x}")
+    }
+}
+
+/// Decodes JSON string escapes into `out`.
+fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Step<()> {
+    out.clear();
+    let mut i = 0;
+    while i < raw.len() {
+        let c = raw[i];
+        if c != b'\\' {
+            out.push(c);
+            i += 1;
+            continue;
+        }
+        let e = *raw.get(i + 1).ok_or_else(|| Stop::Bad("bad escape".into()))?;
+        i += 2;
+        let ch = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(raw, i)?;
+                i += 4;
+                let code = if (0xD800..0xDC00).contains(&hi)
+                    && raw.get(i) == Some(&b'\\')
+                    && raw.get(i + 1) == Some(&b'u')
+                {
+                    let lo = hex4(raw, i + 2)?;
+                    if (0xDC00..0xE000).contains(&lo) {
+                        i += 6;
+                        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                    } else {
+                        hi
+                    }
+                } else {
+                    hi
+                };
+                char::from_u32(code).unwrap_or('\u{fffd}')
+            }
+            other => return bad(format!("bad escape \\{}", other as char)),
+        };
+        let mut tmp = [0u8; 4];
+        out.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+    }
+    Ok(())
+}
+
+fn hex4(raw: &[u8], i: usize) -> Step<u32> {
+    let s = raw
+        .get(i..i + 4)
+        .ok_or_else(|| Stop::Bad("bad \\u escape".into()))?;
+    let s = std::str::from_utf8(s).map_err(|_| Stop::Bad("bad \\u escape".into()))?;
+    u32::from_str_radix(s, 16).map_err(|_| Stop::Bad("bad \\u escape".into()))
+}
+
+/// Span of a number or literal (`true`, `false`, `null`) starting at `i`.
+#[inline]
+fn scan_scalar(b: &[u8], i: usize) -> Step<(usize, usize)> {
+    let c = at(b, i)?;
+    if !(c == b'-' || c.is_ascii_digit() || c == b't' || c == b'f' || c == b'n') {
+        return bad(format!("unexpected {}", show_byte(c)));
+    }
+    let mut j = i + 1;
+    while j < b.len() && matches!(b[j], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-' | b'a'..=b'z') {
+        j += 1;
+    }
+    if j >= b.len() {
+        return Err(Stop::More);
+    }
+    Ok((i, j))
+}
+
+/// Skips one JSON value of any kind, checking bracket balance and depth.
+fn skip_value(b: &[u8], i: usize, max_depth: usize) -> Step<usize> {
+    match at(b, i)? {
+        b'"' => Ok(scan_string(b, i)?.1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                let c = at(b, j)?;
+                match c {
+                    b'"' => {
+                        j = scan_string(b, j)?.1;
+                        continue;
+                    }
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > max_depth {
+                            return bad(format!("JSON nested deeper than {max_depth} levels"));
+                        }
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => Ok(scan_scalar(b, i)?.1),
+    }
+}
+
+/// Parses a decimal microsecond value (`1694128201428460`,
+/// `1712195495519695.812`, `-3.5`, `1.2e3`) into integer nanoseconds, exactly
+/// for up to three decimals (digits past the third are rounded).
+pub fn parse_time_ns(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let mut int: i64 = 0;
+    let mut i = 0;
+    while i < digits.len() && digits[i].is_ascii_digit() {
+        int = int.checked_mul(10)?.checked_add((digits[i] - b'0') as i64)?;
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    let mut frac: i64 = 0;
+    let mut round_up = false;
+    if i < digits.len() && digits[i] == b'.' {
+        i += 1;
+        let mut n = 0;
+        let start = i;
+        while i < digits.len() && digits[i].is_ascii_digit() {
+            if n < 3 {
+                frac = frac * 10 + (digits[i] - b'0') as i64;
+                n += 1;
+            } else if n == 3 {
+                round_up = digits[i] >= b'5';
+                n += 1;
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        while n < 3 {
+            frac *= 10;
+            n += 1;
+        }
+    }
+    if i < digits.len() {
+        if matches!(digits[i], b'e' | b'E') {
+            // Rare: fall back to floating point.
+            let text = std::str::from_utf8(s).ok()?;
+            let v: f64 = text.parse().ok()?;
+            let ns = (v * 1000.0).round();
+            return if ns.is_finite() && ns.abs() < 9.0e18 {
+                Some(ns as i64)
+            } else {
+                None
+            };
+        }
+        return None;
+    }
+    let mut ns = int.checked_mul(1000)?.checked_add(frac)?;
+    if round_up {
+        ns += 1;
+    }
+    Some(if neg { -ns } else { ns })
+}
+
+/// Parses an integer; a fractional part is truncated, `0x` hex is accepted
+/// (AMD writes `"stream": "0x0"`).
+fn parse_int(s: &[u8]) -> Option<i64> {
+    if let Some(hex) = s.strip_prefix(b"0x") {
+        return i64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok();
+    }
+    let (neg, digits) = match s.first()? {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let mut v: i64 = 0;
+    let mut n = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+        n += 1;
+    }
+    if n == 0 {
+        return None;
+    }
+    if n < digits.len() && matches!(digits[n], b'e' | b'E') {
+        let f: f64 = std::str::from_utf8(s).ok()?.parse().ok()?;
+        return if f.is_finite() && f.abs() < 9.0e18 {
+            Some(f as i64)
+        } else {
+            None
+        };
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// An integer written as a JSON number or a string holding one.
+fn int_value(b: &[u8], i: usize) -> Step<(Option<i64>, usize)> {
+    if at(b, i)? == b'"' {
+        let (span, next) = scan_string(b, i)?;
+        return Ok((parse_int(span.bytes(b)), next));
+    }
+    let (s, e) = scan_scalar(b, i)?;
+    Ok((parse_int(&b[s..e]), e))
+}
+
+/// `[x, y, z]` of small integers (grid and block).
+fn dim3_value(b: &[u8], i: usize, max_depth: usize) -> Step<(Option<[u32; 3]>, usize)> {
+    if at(b, i)? != b'[' {
+        return Ok((None, skip_value(b, i, max_depth)?));
+    }
+    let mut out = [0u32; 3];
+    let mut j = skip_ws(b, i + 1);
+    let mut n = 0;
+    loop {
+        if at(b, j)? == b']' {
+            return Ok((if n == 3 { Some(out) } else { None }, j + 1));
+        }
+        let (v, next) = int_value(b, j)?;
+        if n < 3 {
+            out[n] = v.unwrap_or(0).clamp(0, u32::MAX as i64) as u32;
+        }
+        n += 1;
+        j = skip_ws(b, next);
+        match at(b, j)? {
+            b',' => j = skip_ws(b, j + 1),
+            b']' => {}
+            c => return bad(format!("expected ',' or ']' in a list, found {}", show_byte(c))),
+        }
+    }
+}
+
+/// A pid or tid value as written.
+#[derive(Clone, Copy, Debug, Default)]
+enum RawId {
+    #[default]
+    Missing,
+    Int(i64),
+    Str(Span),
+}
+
+#[derive(Default)]
+struct RawArgs {
+    correlation: Option<i64>,
+    external_id: Option<i64>,
+    device: Option<i64>,
+    stream: Option<i64>,
+    grid: Option<[u32; 3]>,
+    block: Option<[u32; 3]>,
+    input_dims: Option<(usize, usize)>,
+    input_type: Option<(usize, usize)>,
+    bytes: Option<i64>,
+    total_allocated: Option<i64>,
+    device_type: Option<i64>,
+    device_id: Option<i64>,
+}
+
+#[derive(Default)]
+struct RawEvent {
+    ph: u8,
+    cat: Option<Span>,
+    name: Option<Span>,
+    pid: RawId,
+    tid: RawId,
+    ts: Option<i64>,
+    dur: Option<i64>,
+    id: Option<i64>,
+    args: RawArgs,
+}
+
+/// How a `cat` value is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CatClass {
+    Cpu(CpuKind),
+    Gpu(GpuKind),
+    Python,
+    LaunchFlow,
+    /// Known categories the analysis does not need (`Trace`, `fwdbwd`, ...).
+    Ignored,
+    /// Known, kept in the "other" table (`cuda_sync`, `cuda_profiler_range`).
+    KeptKnown,
+    /// Not known to this analyzer: kept in the "other" table and reported.
+    Unknown,
+}
+
+fn classify_cat(cat: &str) -> CatClass {
+    match cat {
+        "cpu_op" | "Operator" => CatClass::Cpu(CpuKind::Op),
+        "user_annotation" => CatClass::Cpu(CpuKind::Annotation),
+        "cuda_runtime" | "Runtime" => CatClass::Cpu(CpuKind::Runtime),
+        "cuda_driver" => CatClass::Cpu(CpuKind::Driver),
+        "kernel" | "Kernel" => CatClass::Gpu(GpuKind::Kernel),
+        "gpu_memcpy" | "Memcpy" => CatClass::Gpu(GpuKind::Memcpy),
+        "gpu_memset" | "Memset" => CatClass::Gpu(GpuKind::Memset),
+        "gpu_user_annotation" => CatClass::Gpu(GpuKind::Annotation),
+        "python_function" => CatClass::Python,
+        "ac2g" | "async_cpu_to_gpu" | "async" => CatClass::LaunchFlow,
+        "" | "Trace" | "fwdbwd" | "cpu_instant_event" | "overhead" | "python_function_flow" => {
+            CatClass::Ignored
+        }
+        "cuda_sync" | "cuda_profiler_range" => CatClass::KeptKnown,
+        _ => CatClass::Unknown,
+    }
+}
+
+/// Whether the analyzer interprets a `cat` value (or knowingly ignores it).
+pub fn is_known_category(cat: &str) -> bool {
+    classify_cat(cat) != CatClass::Unknown
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Start,
+    TopFirstKey,
+    TopKey,
+    TopAfterValue,
+    EventsFirst,
+    EventsNext,
+    EventsAfterItem,
+    Done,
+}
+
+/// Incremental parser state; see the module docs.
+pub struct Parser {
+    state: State,
+    limits: Limits,
+    trace: Trace,
+    track_ids: HashMap<Track, u32>,
+    cat_class: HashMap<Sym, CatClass>,
+    saw_events: bool,
+    consumed: u64,
+    scratch: Vec<u8>,
+    scratch2: Vec<u8>,
+    memory_peaks: HashMap<(i64, i64), i64>,
+}
+
+impl Parser {
+    /// A parser at the start of a document.
+    pub fn new(limits: Limits) -> Self {
+        Parser {
+            state: State::Start,
+            limits,
+            trace: Trace::new(),
+            track_ids: HashMap::new(),
+            cat_class: HashMap::new(),
+            saw_events: false,
+            consumed: 0,
+            scratch: Vec::new(),
+            scratch2: Vec::new(),
+            memory_peaks: HashMap::new(),
+        }
+    }
+
+    /// Parses as many whole values of `b` as possible and returns how many
+    /// bytes were consumed; the rest must be passed again, followed by more
+    /// input. With `eof`, the input ends at `b`.
+    pub fn feed(&mut self, b: &[u8], eof: bool) -> Result<usize, TraceError> {
+        let mut i = 0;
+        loop {
+            match self.step(b, i) {
+                Ok(Some(next)) => i = next,
+                Ok(None) => {
+                    self.consumed += b.len() as u64;
+                    return Ok(b.len());
+                }
+                Err(Stop::More) => {
+                    if eof {
+                        return Err(self.truncated());
+                    }
+                    self.consumed += i as u64;
+                    return Ok(i);
+                }
+                Err(Stop::Bad(msg)) => {
+                    let at = self.consumed + i as u64;
+                    return Err(TraceError::NotATrace(format!(
+                        "{msg} (near byte {at}, after {} events)",
+                        self.trace.counters.events
+                    )));
+                }
+            }
+        }
+    }
+
+    fn truncated(&self) -> TraceError {
+        let where_ = match self.state {
+            State::Start => "before any JSON".to_string(),
+            State::EventsFirst | State::EventsNext | State::EventsAfterItem => format!(
+                "inside the traceEvents array, after {} events",
+                self.trace.counters.events
+            ),
+            _ => "before the end of the top-level object".to_string(),
+        };
+        TraceError::Truncated(format!("the JSON ends {where_}"))
+    }
+
+    /// Finishes parsing and returns the trace.
+    pub fn finish(mut self) -> Result<Trace, TraceError> {
+        if self.state != State::Done {
+            return Err(self.truncated());
+        }
+        if !self.saw_events {
+            return Err(TraceError::NotATrace(
+                "the JSON has no traceEvents array: not a Kineto/Chrome trace".into(),
+            ));
+        }
+        let mut peaks: Vec<(String, i64)> = self
+            .memory_peaks
+            .iter()
+            .map(|(&(ty, id), &v)| {
+                let dev = match ty {
+                    0 => "cpu".to_string(),
+                    1 => format!("cuda:{id}"),
+                    6 => format!("hip:{id}"),
+                    other => format!("device{other}:{id}"),
+                };
+                (dev, v)
+            })
+            .collect();
+        peaks.sort();
+        self.trace.counters.peak_memory = peaks;
+        self.trace.counters.json_bytes = self.consumed;
+        Ok(self.trace)
+    }
+
+    /// One atomic step from `i`: `Some(next)` to continue, `None` when the
+    /// document is complete and only whitespace remains in `b`.
+    fn step(&mut self, b: &[u8], i: usize) -> Step<Option<usize>> {
+        let i = skip_ws(b, i);
+        match self.state {
+            State::Start => {
+                // A UTF-8 byte order mark is tolerated.
+                let i = if b[i.min(b.len())..].starts_with(&[0xEF, 0xBB, 0xBF]) {
+                    skip_ws(b, i + 3)
+                } else {
+                    i
+                };
+                match at(b, i)? {
+                    b'{' => self.state = State::TopFirstKey,
+                    b'[' => {
+                        self.trace.meta.layout_array = true;
+                        self.saw_events = true;
+                        self.state = State::EventsFirst;
+                    }
+                    c => {
+                        return bad(format!(
+                            "the document is not a JSON object or array (starts with {})",
+                            show_byte(c)
+                        ))
+                    }
+                }
+                Ok(Some(i + 1))
+            }
+            State::TopFirstKey if at(b, i)? == b'}' => {
+                self.state = State::Done;
+                Ok(Some(i + 1))
+            }
+            State::TopFirstKey | State::TopKey => self.top_key(b, i).map(Some),
+            State::TopAfterValue => match at(b, i)? {
+                b',' => {
+                    self.state = State::TopKey;
+                    Ok(Some(i + 1))
+                }
+                b'}' => {
+                    self.state = State::Done;
+                    Ok(Some(i + 1))
+                }
+                c => bad(format!("expected ',' or '}}' after a top-level value, found {}", show_byte(c))),
+            },
+            State::EventsFirst if at(b, i)? == b']' => {
+                self.end_events();
+                Ok(Some(i + 1))
+            }
+            State::EventsFirst | State::EventsNext => {
+                if at(b, i)? != b'{' {
+                    return bad(format!(
+                        "an entry of traceEvents is not an object (found {})",
+                        show_byte(b[i])
+                    ));
+                }
+                let next = self.event(b, i)?;
+                self.state = State::EventsAfterItem;
+                Ok(Some(next))
+            }
+            State::EventsAfterItem => match at(b, i)? {
+                b',' => {
+                    self.state = State::EventsNext;
+                    Ok(Some(i + 1))
+                }
+                b']' => {
+                    self.end_events();
+                    Ok(Some(i + 1))
+                }
+                c => bad(format!("expected ',' or ']' between events, found {}", show_byte(c))),
+            },
+            State::Done => {
+                if i >= b.len() {
+                    Ok(None)
+                } else {
+                    bad(format!("unexpected {} after the end of the JSON document", show_byte(b[i])))
+                }
+            }
+        }
+    }
+
+    fn end_events(&mut self) {
+        self.state = if self.trace.meta.layout_array {
+            State::Done
+        } else {
+            State::TopAfterValue
+        };
+    }
+
+    /// A top-level key and its value (or the start of the event array).
+    fn top_key(&mut self, b: &[u8], i: usize) -> Step<usize> {
+        let (key, next) = scan_string(b, i)?;
+        let j = skip_ws(b, next);
+        if at(b, j)? != b':' {
+            return bad("expected ':' after a top-level key");
+        }
+        let j = skip_ws(b, j + 1);
+        let key = key.bytes(b);
+        if key == b"traceEvents" {
+            if at(b, j)? != b'[' {
+                return bad("traceEvents is not an array");
+            }
+            if self.saw_events {
+                return bad("traceEvents appears twice");
+            }
+            self.saw_events = true;
+            self.state = State::EventsFirst;
+            return Ok(j + 1);
+        }
+        let end = skip_value(b, j, self.limits.max_depth)?;
+        let value = &b[j..end];
+        let meta = &mut self.trace.meta;
+        match key {
+            b"schemaVersion" => meta.schema_version = parse_int(value),
+            b"baseTimeNanoseconds" => meta.base_time_ns = parse_int(value),
+            b"traceName" => meta.trace_name = serde_json::from_slice(value).ok(),
+            b"displayTimeUnit" => meta.display_time_unit = serde_json::from_slice(value).ok(),
+            b"deviceProperties" => {
+                #[derive(serde::Deserialize)]
+                struct Dev {
+                    #[serde(default)]
+                    id: Option<i64>,
+                    #[serde(default)]
+                    name: Option<String>,
+                    #[serde(default, rename = "numSms")]
+                    num_sms: Option<i64>,
+                    #[serde(default, rename = "totalGlobalMem")]
+                    total_global_mem: Option<i64>,
+                }
+                if let Ok(devs) = serde_json::from_slice::<Vec<Dev>>(value) {
+                    meta.devices = devs
+                        .into_iter()
+                        .enumerate()
+                        .map(|(k, d)| DeviceProps {
+                            id: d.id.unwrap_or(k as i64),
+                            name: d.name.unwrap_or_default(),
+                            num_sms: d.num_sms,
+                            total_global_mem: d.total_global_mem,
+                        })
+                        .collect();
+                }
+            }
+            b"distributedInfo" => {
+                #[derive(serde::Deserialize)]
+                struct Dist {
+                    #[serde(default)]
+                    backend: Option<String>,
+                    #[serde(default)]
+                    rank: Option<i64>,
+                    #[serde(default)]
+                    world_size: Option<i64>,
+                }
+                if let Ok(d) = serde_json::from_slice::<Dist>(value) {
+                    meta.backend = d.backend;
+                    meta.rank = d.rank;
+                    meta.world_size = d.world_size;
+                }
+            }
+            b"record_shapes" | b"profile_memory" | b"with_stack" | b"with_flops" | b"with_modules" => {
+                if matches!(value, b"1" | b"true") {
+                    meta.options.push(String::from_utf8_lossy(key).into_owned());
+                }
+            }
+            _ => {}
+        }
+        self.state = State::TopAfterValue;
+        Ok(end)
+    }
+
+    /// One event object; commits it to the store only once it is complete.
+    fn event(&mut self, b: &[u8], i: usize) -> Step<usize> {
+        let mut ev = RawEvent::default();
+        let mut j = skip_ws(b, i + 1);
+        if at(b, j)? == b'}' {
+            self.commit(b, ev)?;
+            return Ok(j + 1);
+        }
+        loop {
+            let (key, next) = scan_string(b, j)?;
+            j = skip_ws(b, next);
+            if at(b, j)? != b':' {
+                return bad("expected ':' after a key in an event");
+            }
+            j = skip_ws(b, j + 1);
+            j = match key.bytes(b) {
+                b"ph" => {
+                    let (s, next) = scan_string(b, j)?;
+                    ev.ph = *b.get(s.start).filter(|_| s.end > s.start).unwrap_or(&0);
+                    next
+                }
+                b"cat" => {
+                    let (s, next) = self.string_or_skip(b, j)?;
+                    ev.cat = s;
+                    next
+                }
+                b"name" => {
+                    let (s, next) = self.string_or_skip(b, j)?;
+                    ev.name = s;
+                    next
+                }
+                b"pid" => {
+                    let (id, next) = raw_id(b, j)?;
+                    ev.pid = id;
+                    next
+                }
+                b"tid" => {
+                    let (id, next) = raw_id(b, j)?;
+                    ev.tid = id;
+                    next
+                }
+                b"ts" => {
+                    let (v, next) = time_value(b, j)?;
+                    ev.ts = v;
+                    next
+                }
+                b"dur" => {
+                    let (v, next) = time_value(b, j)?;
+                    ev.dur = v;
+                    next
+                }
+                b"id" => {
+                    let (v, next) = int_value(b, j)?;
+                    ev.id = v;
+                    next
+                }
+                b"args" => self.args(b, j, &mut ev.args)?,
+                _ => skip_value(b, j, self.limits.max_depth)?,
+            };
+            j = skip_ws(b, j);
+            match at(b, j)? {
+                b',' => j = skip_ws(b, j + 1),
+                b'}' => {
+                    self.commit(b, ev)?;
+                    return Ok(j + 1);
+                }
+                c => return bad(format!("expected ',' or '}}' in an event, found {}", show_byte(c))),
+            }
+        }
+    }
+
+    fn string_or_skip(&self, b: &[u8], j: usize) -> Step<(Option<Span>, usize)> {
+        if at(b, j)? == b'"' {
+            let (s, next) = scan_string(b, j)?;
+            Ok((Some(s), next))
+        } else {
+            Ok((None, skip_value(b, j, self.limits.max_depth)?))
+        }
+    }
+
+    fn args(&mut self, b: &[u8], i: usize, args: &mut RawArgs) -> Step<usize> {
+        if at(b, i)? != b'{' {
+            return skip_value(b, i, self.limits.max_depth);
+        }
+        let mut j = skip_ws(b, i + 1);
+        if at(b, j)? == b'}' {
+            return Ok(j + 1);
+        }
+        loop {
+            let (key, next) = scan_string(b, j)?;
+            j = skip_ws(b, next);
+            if at(b, j)? != b':' {
+                return bad("expected ':' after a key in args");
+            }
+            j = skip_ws(b, j + 1);
+            let depth = self.limits.max_depth.saturating_sub(2);
+            j = match key.bytes(b) {
+                b"correlation" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.correlation = v;
+                    n
+                }
+                b"External id" | b"external id" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.external_id = v;
+                    n
+                }
+                b"device" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.device = v;
+                    n
+                }
+                b"stream" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.stream = v;
+                    n
+                }
+                b"bytes" | b"Bytes" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.bytes = v;
+                    n
+                }
+                b"grid" => {
+                    let (v, n) = dim3_value(b, j, depth)?;
+                    args.grid = v;
+                    n
+                }
+                b"block" => {
+                    let (v, n) = dim3_value(b, j, depth)?;
+                    args.block = v;
+                    n
+                }
+                b"Input Dims" | b"Input dims" => {
+                    let n = skip_value(b, j, depth)?;
+                    args.input_dims = Some((j, n));
+                    n
+                }
+                b"Input type" => {
+                    let n = skip_value(b, j, depth)?;
+                    args.input_type = Some((j, n));
+                    n
+                }
+                b"Total Allocated" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.total_allocated = v;
+                    n
+                }
+                b"Device Type" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.device_type = v;
+                    n
+                }
+                b"Device Id" => {
+                    let (v, n) = int_value(b, j)?;
+                    args.device_id = v;
+                    n
+                }
+                _ => skip_value(b, j, depth)?,
+            };
+            j = skip_ws(b, j);
+            match at(b, j)? {
+                b',' => j = skip_ws(b, j + 1),
+                b'}' => return Ok(j + 1),
+                c => return bad(format!("expected ',' or '}}' in args, found {}", show_byte(c))),
+            }
+        }
+    }
+
+    /// Interns a string span, decoding escapes when present.
+    fn intern_span(&mut self, b: &[u8], s: Span) -> Step<Sym> {
+        if s.escaped {
+            let mut out = std::mem::take(&mut self.scratch);
+            unescape(s.bytes(b), &mut out)?;
+            let sym = self.trace.names.intern_bytes(&out);
+            self.scratch = out;
+            Ok(sym)
+        } else {
+            Ok(self.trace.names.intern_bytes(s.bytes(b)))
+        }
+    }
+
+    /// Interns a JSON value (shapes, dtypes) in a canonical spacing:
+    /// whitespace outside strings removed, one space after each comma.
+    fn intern_compact(&mut self, raw: &[u8]) -> Sym {
+        let out = &mut self.scratch2;
+        out.clear();
+        let mut in_str = false;
+        let mut esc = false;
+        for &c in raw {
+            if in_str {
+                out.push(c);
+                if esc {
+                    esc = false;
+                } else if c == b'\\' {
+                    esc = true;
+                } else if c == b'"' {
+                    in_str = false;
+                }
+                continue;
+            }
+            match c {
+                b' ' | b'\n' | b'\r' | b'\t' => {}
+                b'"' => {
+                    in_str = true;
+                    out.push(c);
+                }
+                b',' => out.extend_from_slice(b", "),
+                _ => out.push(c),
+            }
+        }
+        self.trace.names.intern_bytes(out)
+    }
+
+    fn id_value(&mut self, b: &[u8], id: RawId) -> Step<TrackId> {
+        Ok(match id {
+            RawId::Missing => 0,
+            RawId::Int(v) => v,
+            RawId::Str(s) => {
+                let bytes = s.bytes(b);
+                if let Some(v) = (!bytes.is_empty() && bytes.iter().all(|c| c.is_ascii_digit()))
+                    .then(|| parse_int(bytes))
+                    .flatten()
+                {
+                    v
+                } else {
+                    STRING_ID_BASE + self.intern_span(b, s)? as i64
+                }
+            }
+        })
+    }
+
+    fn track(&mut self, b: &[u8], pid: RawId, tid: RawId) -> Step<u32> {
+        let track = Track {
+            pid: self.id_value(b, pid)?,
+            tid: self.id_value(b, tid)?,
+        };
+        let tracks = &mut self.trace.tracks;
+        Ok(*self.track_ids.entry(track).or_insert_with(|| {
+            tracks.push(track);
+            (tracks.len() - 1) as u32
+        }))
+    }
+
+    /// Stores a complete event in the tables it belongs to.
+    fn commit(&mut self, b: &[u8], ev: RawEvent) -> Step<()> {
+        let counters = &mut self.trace.counters;
+        counters.events += 1;
+        let cat_sym = match ev.cat {
+            Some(s) => self.intern_span(b, s)?,
+            None => 0,
+        };
+        *self.trace.counters.by_cat.entry(cat_sym).or_insert(0) += 1;
+        let class = match self.cat_class.get(&cat_sym) {
+            Some(&c) => c,
+            None => {
+                let c = classify_cat(self.trace.names.get(cat_sym));
+                self.cat_class.insert(cat_sym, c);
+                c
+            }
+        };
+        match ev.ph {
+            b'X' => self.commit_slice(b, ev, class, cat_sym),
+            b's' | b'f' => {
+                if class == CatClass::LaunchFlow {
+                    if let (Some(id), Some(ts)) = (ev.id, ev.ts) {
+                        let track = self.track(b, ev.pid, ev.tid)?;
+                        let flows = &mut self.trace.flows;
+                        flows.is_start.push(ev.ph == b's');
+                        flows.id.push(id);
+                        flows.track.push(track);
+                        flows.ts.push(ts);
+                    }
+                } else {
+                    self.trace.counters.flows_other += 1;
+                }
+                Ok(())
+            }
+            b'i' | b'I' => {
+                self.trace.counters.instants += 1;
+                if let Some(total) = ev.args.total_allocated {
+                    let key = (
+                        ev.args.device_type.unwrap_or(-1),
+                        ev.args.device_id.unwrap_or(-1),
+                    );
+                    let peak = self.memory_peaks.entry(key).or_insert(i64::MIN);
+                    *peak = (*peak).max(total);
+                }
+                Ok(())
+            }
+            b'M' => {
+                self.trace.counters.metadata += 1;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn commit_slice(&mut self, b: &[u8], ev: RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {
+        let (Some(ts), dur) = (ev.ts, ev.dur.unwrap_or(0).max(0)) else {
+            // A slice without a start cannot be placed; it is counted only.
+            return Ok(());
+        };
+        let name = match ev.name {
+            Some(s) => self.intern_span(b, s)?,
+            None => 0,
+        };
+        match class {
+            CatClass::Cpu(kind) => self.push_cpu(b, &ev, kind, name, ts, dur),
+            CatClass::Python => {
+                if self.trace.names.get(name).starts_with("nn.Module: ") {
+                    self.push_cpu(b, &ev, CpuKind::Module, name, ts, dur)
+                } else {
+                    self.trace.counters.python_frames += 1;
+                    Ok(())
+                }
+            }
+            CatClass::Gpu(kind) => {
+                let track = self.track(b, ev.pid, ev.tid)?;
+                let a = &ev.args;
+                let device = match (a.device, ev.pid) {
+                    (Some(d), _) => d,
+                    (None, RawId::Int(p)) => p,
+                    _ => 0,
+                };
+                let stream = match (a.stream, ev.tid) {
+                    (Some(s), _) => s,
+                    (None, RawId::Int(t)) => t,
+                    _ => self.trace.tracks[track as usize].tid,
+                };
+                let g = &mut self.trace.gpu;
+                g.ts.push(ts);
+                g.dur.push(dur);
+                g.name.push(name);
+                g.kind.push(kind);
+                g.device.push(device);
+                g.stream.push(stream);
+                g.correlation.push(a.correlation.unwrap_or(NONE));
+                g.external_id.push(a.external_id.unwrap_or(NONE));
+                g.grid.push(a.grid.unwrap_or_default());
+                g.block.push(a.block.unwrap_or_default());
+                g.bytes.push(a.bytes.unwrap_or(0).max(0) as u64);
+                g.track.push(track);
+                Ok(())
+            }
+            CatClass::KeptKnown | CatClass::Unknown => {
+                let track = self.track(b, ev.pid, ev.tid)?;
+                let o = &mut self.trace.other;
+                o.cat.push(cat_sym);
+                o.ts.push(ts);
+                o.dur.push(dur);
+                o.name.push(name);
+                o.track.push(track);
+                Ok(())
+            }
+            CatClass::LaunchFlow | CatClass::Ignored => Ok(()),
+        }
+    }
+
+    fn push_cpu(&mut self, b: &[u8], ev: &RawEvent, kind: CpuKind, name: Sym, ts: i64, dur: i64) -> Step<()> {
+        let track = self.track(b, ev.pid, ev.tid)?;
+        let shapes = match ev.args.input_dims {
+            Some((s, e)) => self.intern_compact(&b[s..e]),
+            None => 0,
+        };
+        let dtypes = match ev.args.input_type {
+            Some((s, e)) => self.intern_compact(&b[s..e]),
+            None => 0,
+        };
+        let c = &mut self.trace.cpu;
+        c.ts.push(ts);
+        c.dur.push(dur);
+        c.name.push(name);
+        c.track.push(track);
+        c.kind.push(kind);
+        c.correlation.push(if kind.is_runtime() {
+            ev.args.correlation.unwrap_or(NONE)
+        } else {
+            NONE
+        });
+        c.external_id.push(ev.args.external_id.unwrap_or(NONE));
+        c.shapes.push(shapes);
+        c.dtypes.push(dtypes);
+        Ok(())
+    }
+}
+
+fn raw_id(b: &[u8], i: usize) -> Step<(RawId, usize)> {
+    if at(b, i)? == b'"' {
+        let (s, next) = scan_string(b, i)?;
+        return Ok((RawId::Str(s), next));
+    }
+    let (s, e) = scan_scalar(b, i)?;
+    Ok((parse_int(&b[s..e]).map_or(RawId::Missing, RawId::Int), e))
+}
+
+fn time_value(b: &[u8], i: usize) -> Step<(Option<i64>, usize)> {
+    if at(b, i)? == b'"' {
+        let (s, next) = scan_string(b, i)?;
+        return Ok((parse_time_ns(s.bytes(b)), next));
+    }
+    let (s, e) = scan_scalar(b, i)?;
+    match parse_time_ns(&b[s..e]) {
+        Some(v) => Ok((Some(v), e)),
+        None if matches!(b[s], b'n' | b't' | b'f') => Ok((None, e)),
+        None => bad(format!(
+            "bad time value {}",
+            String::from_utf8_lossy(&b[s..e.min(s + 40)])
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_keep_nanoseconds() {
+        assert_eq!(parse_time_ns(b"1712195495519695.812"), Some(1712195495519695812));
+        assert_eq!(parse_time_ns(b"1694128201428460"), Some(1694128201428460000));
+        assert_eq!(parse_time_ns(b"1428625731896.1"), Some(1428625731896100));
+        assert_eq!(parse_time_ns(b"0.0005"), Some(1));
+        assert_eq!(parse_time_ns(b"-2.5"), Some(-2500));
+        assert_eq!(parse_time_ns(b"1.5e3"), Some(1_500_000));
+        assert_eq!(parse_time_ns(b"abc"), None);
+        assert_eq!(parse_time_ns(b"99999999999999999999"), None);
+    }
+
+    #[test]
+    fn ints_accept_hex_and_strings() {
+        assert_eq!(parse_int(b"0x1f"), Some(31));
+        assert_eq!(parse_int(b"-1"), Some(-1));
+        assert_eq!(parse_int(b"12.9"), Some(12));
+        assert_eq!(parse_int(b"1751410836000000000"), Some(1751410836000000000));
+    }
+
+    #[test]
+    fn unescapes_strings() {
+        let mut out = Vec::new();
+        unescape(br#"a\"b\\c\u00e9\ud83d\ude00"#, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "a\"b\\cé😀");
+    }
+
+    #[test]
+    fn any_split_point_gives_the_same_trace() {
+        let doc = br#"
+{"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 10.5, "dur": 3,
+   "args": {"External id": 4, "Input Dims": [[2, 3], [2,3], []], "Input type": ["c10::BFloat16", "float", "Scalar"]}},
+  {"ph": "X", "cat": "kernel", "name": "k\"1", "pid": 0, "tid": 7, "ts": 12, "dur": 1.25,
+   "args": {"correlation": 9, "grid": [1, 2, 3], "block": [4, 5, 6], "stream": "0x7"}}
+ ], "baseTimeNanoseconds": 1751410836000000000}"#;
+        for cut in 0..doc.len() {
+            let mut p = Parser::new(Limits::default());
+            let n = p.feed(&doc[..cut], false).unwrap();
+            let mut rest = doc[n..cut].to_vec();
+            rest.extend_from_slice(&doc[cut..]);
+            let m = p.feed(&rest, true).unwrap();
+            assert_eq!(m, rest.len());
+            let t = p.finish().unwrap();
+            assert_eq!(t.counters.events, 2, "cut {cut}");
+            assert_eq!(t.cpu.ts, vec![10_500]);
+            assert_eq!(t.name(t.cpu.shapes[0]), "[[2, 3], [2, 3], []]");
+            assert_eq!(t.name(t.gpu.name[0]), "k\"1");
+            assert_eq!(t.gpu.dur, vec![1250]);
+            assert_eq!(t.gpu.stream, vec![7]);
+            assert_eq!(t.gpu.grid, vec![[1, 2, 3]]);
+            assert_eq!(t.meta.base_time_ns, Some(1751410836000000000));
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_clearly() {
+        for doc in [&b"hello"[..], b"{\"a\": 1}", b"[1, 2]", b"{\"traceEvents\": 5}", b"{\"traceEvents\": [{]}"] {
+            let mut p = Parser::new(Limits::default());
+            let r = p.feed(doc, true).and_then(|_| p.finish().map(|_| 0));
+            assert!(r.is_err(), "{}", String::from_utf8_lossy(doc));
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let mut doc = b"{\"traceEvents\": [{\"args\": {\"x\": ".to_vec();
+        doc.extend(std::iter::repeat_n(b'[', 100_000));
+        doc.extend(std::iter::repeat_n(b']', 100_000));
+        doc.extend_from_slice(b"}}]}");
+        let mut p = Parser::new(Limits::default());
+        let err = p.feed(&doc, true).err().unwrap();
+        assert!(err.to_string().contains("nested deeper"), "{err}");
+    }
+}

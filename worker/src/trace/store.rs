@@ -1,0 +1,346 @@
+//! The columnar event store the parser fills and the analysis reads.
+//!
+//! Events are split by what they are (CPU-side slices, GPU ops, launch flows)
+//! into struct-of-arrays tables with interned names, so that a 1.4 M-event
+//! trace takes tens of megabytes and the analysis walks plain vectors.
+//! Times are integer nanoseconds, exactly as written in the trace (see
+//! `parse::parse_time_ns`).
+
+use hashbrown::HashTable;
+use std::hash::{BuildHasher, Hasher};
+
+/// A string id in an [`Interner`]. Id 0 is always the empty string.
+pub type Sym = u32;
+
+/// Deduplicated strings: each distinct name is stored once.
+#[derive(Default)]
+pub struct Interner {
+    table: HashTable<Sym>,
+    spans: Vec<(u32, u32)>,
+    arena: String,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Interner {
+    /// An interner holding only the empty string (id 0).
+    pub fn new() -> Self {
+        let mut i = Interner::default();
+        i.intern("");
+        i
+    }
+
+    fn hash(&self, s: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write(s);
+        h.finish()
+    }
+
+    /// The id of `s`, adding it if new.
+    pub fn intern(&mut self, s: &str) -> Sym {
+        self.intern_bytes(s.as_bytes())
+    }
+
+    /// The id of `s`, adding it if new. Invalid UTF-8 is replaced (once, when
+    /// the string is first seen).
+    pub fn intern_bytes(&mut self, s: &[u8]) -> Sym {
+        let hash = self.hash(s);
+        let Interner {
+            table,
+            spans,
+            arena,
+            hasher,
+        } = self;
+        let eq = |&id: &Sym| {
+            let (start, len) = spans[id as usize];
+            &arena.as_bytes()[start as usize..(start + len) as usize] == s
+        };
+        if let Some(&id) = table.find(hash, eq) {
+            return id;
+        }
+        let id = spans.len() as Sym;
+        let start = arena.len() as u32;
+        match std::str::from_utf8(s) {
+            Ok(text) => arena.push_str(text),
+            Err(_) => arena.push_str(&String::from_utf8_lossy(s)),
+        }
+        spans.push((start, arena.len() as u32 - start));
+        let spans = &*spans;
+        let arena_ref = &*arena;
+        let hasher = &*hasher;
+        table.insert_unique(hash, id, |&other| {
+            let (st, len) = spans[other as usize];
+            let mut h = hasher.build_hasher();
+            h.write(&arena_ref.as_bytes()[st as usize..(st + len) as usize]);
+            h.finish()
+        });
+        id
+    }
+
+    /// Looks up a string without adding it.
+    pub fn find(&self, s: &str) -> Option<Sym> {
+        let hash = self.hash(s.as_bytes());
+        self.table
+            .find(hash, |&id| self.get(id) == s)
+            .copied()
+    }
+
+    /// The string of an id.
+    pub fn get(&self, id: Sym) -> &str {
+        let (start, len) = self.spans[id as usize];
+        &self.arena[start as usize..(start + len) as usize]
+    }
+
+    /// Number of distinct strings (including the empty one).
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether only the empty string is held.
+    pub fn is_empty(&self) -> bool {
+        self.spans.len() <= 1
+    }
+}
+
+/// A `pid` or `tid` value: JSON integers and all-digit strings become
+/// integers (2020-21 traces write CPU tids as strings but flows as integers);
+/// other strings (`"Spans"`, `"stream 7"`) become a reserved negative range.
+pub type TrackId = i64;
+
+/// Offset of string-valued pid/tid ids: `STRING_ID_BASE + sym`.
+pub const STRING_ID_BASE: i64 = i64::MIN / 2;
+
+/// Marker for "no value" in integer columns (correlation, external id).
+pub const NONE: i64 = i64::MIN;
+
+/// One (pid, tid) pair: a CPU thread or a GPU stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Track {
+    pub pid: TrackId,
+    pub tid: TrackId,
+}
+
+/// What a CPU-side slice is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum CpuKind {
+    /// `user_annotation`: record_function ranges (`ProfilerStep#N`, `nccl:all_reduce`).
+    Annotation = 0,
+    /// `cpu_op` / `Operator`: ATen ops and autograd nodes.
+    Op = 1,
+    /// `cuda_runtime` / `Runtime` (also HIP calls on AMD).
+    Runtime = 2,
+    /// `cuda_driver` (`cuLaunchKernel`).
+    Driver = 3,
+    /// `python_function` frames of `nn.Module`s (other Python frames are only counted).
+    Module = 4,
+}
+
+impl CpuKind {
+    /// Ops and annotations can launch GPU work and own child events.
+    pub fn is_op(self) -> bool {
+        matches!(self, CpuKind::Annotation | CpuKind::Op)
+    }
+    /// Runtime and driver calls.
+    pub fn is_runtime(self) -> bool {
+        matches!(self, CpuKind::Runtime | CpuKind::Driver)
+    }
+}
+
+/// CPU-side slices (`X` events on CPU threads), one column per field.
+#[derive(Default)]
+pub struct CpuTable {
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub name: Vec<Sym>,
+    pub track: Vec<u32>,
+    pub kind: Vec<CpuKind>,
+    /// `args.correlation` (runtime and driver calls), else [`NONE`].
+    pub correlation: Vec<i64>,
+    /// `args.External id` / `external id`, else [`NONE`].
+    pub external_id: Vec<i64>,
+    /// Interned `Input Dims` text (0 when absent).
+    pub shapes: Vec<Sym>,
+    /// Interned `Input type` text (0 when absent).
+    pub dtypes: Vec<Sym>,
+}
+
+impl CpuTable {
+    /// Number of slices.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+}
+
+/// What a GPU-side slice is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum GpuKind {
+    Kernel = 0,
+    Memcpy = 1,
+    Memset = 2,
+    /// `gpu_user_annotation`: the GPU projection of a record_function range;
+    /// not device work, never counted as GPU-op time.
+    Annotation = 3,
+}
+
+impl GpuKind {
+    /// Kernels, memcpys and memsets: the device work.
+    pub fn is_gpu_op(self) -> bool {
+        !matches!(self, GpuKind::Annotation)
+    }
+    /// The word used in summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuKind::Kernel => "kernel",
+            GpuKind::Memcpy => "memcpy",
+            GpuKind::Memset => "memset",
+            GpuKind::Annotation => "annotation",
+        }
+    }
+}
+
+/// GPU-side slices, one column per field.
+#[derive(Default)]
+pub struct GpuTable {
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub name: Vec<Sym>,
+    pub kind: Vec<GpuKind>,
+    pub device: Vec<i64>,
+    pub stream: Vec<i64>,
+    pub correlation: Vec<i64>,
+    pub external_id: Vec<i64>,
+    /// Launch grid, `[0, 0, 0]` when absent.
+    pub grid: Vec<[u32; 3]>,
+    pub block: Vec<[u32; 3]>,
+    /// `args.bytes` of memcpy/memset, else 0.
+    pub bytes: Vec<u64>,
+    pub track: Vec<u32>,
+}
+
+impl GpuTable {
+    /// Number of slices.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+}
+
+/// Launch flow ends (`ac2g`, `async_cpu_to_gpu`, `async`): only used when a GPU
+/// op lacks `args.correlation`.
+#[derive(Default)]
+pub struct FlowTable {
+    /// `true` for a start (`s`, at the launch), `false` for an end (`f`).
+    pub is_start: Vec<bool>,
+    pub id: Vec<i64>,
+    pub track: Vec<u32>,
+    pub ts: Vec<i64>,
+}
+
+/// Slices of categories the analysis does not interpret (`cuda_sync`,
+/// `cuda_profiler_range`, `mtia_runtime`, ...): kept so nothing is lost.
+#[derive(Default)]
+pub struct OtherTable {
+    pub cat: Vec<Sym>,
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub name: Vec<Sym>,
+    pub track: Vec<u32>,
+}
+
+/// One entry of `deviceProperties`.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceProps {
+    pub id: i64,
+    pub name: String,
+    pub num_sms: Option<i64>,
+    pub total_global_mem: Option<i64>,
+}
+
+/// Top-level metadata of the trace file.
+#[derive(Clone, Debug, Default)]
+pub struct TraceMeta {
+    pub layout_array: bool,
+    pub schema_version: Option<i64>,
+    pub devices: Vec<DeviceProps>,
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    pub backend: Option<String>,
+    pub base_time_ns: Option<i64>,
+    pub trace_name: Option<String>,
+    pub display_time_unit: Option<String>,
+    /// Profiler options set to 1 at the top level (`record_shapes`, ...).
+    pub options: Vec<String>,
+}
+
+/// Per-`cat` counters, including events that are not stored.
+#[derive(Default)]
+pub struct Counters {
+    /// Entries of `traceEvents`.
+    pub events: u64,
+    /// Events per interned `cat` (sym 0 = no cat).
+    pub by_cat: hashbrown::HashMap<Sym, u64>,
+    pub flows_other: u64,
+    pub instants: u64,
+    pub metadata: u64,
+    pub python_frames: u64,
+    /// Peak `Total Allocated` per device key (`cuda:0`, `cpu`).
+    pub peak_memory: Vec<(String, i64)>,
+    /// Decompressed JSON bytes read.
+    pub json_bytes: u64,
+}
+
+/// A parsed trace: the input of the analysis.
+pub struct Trace {
+    pub meta: TraceMeta,
+    pub names: Interner,
+    pub tracks: Vec<Track>,
+    pub cpu: CpuTable,
+    pub gpu: GpuTable,
+    pub flows: FlowTable,
+    pub other: OtherTable,
+    pub counters: Counters,
+}
+
+impl Trace {
+    /// An empty trace.
+    pub fn new() -> Self {
+        Trace {
+            meta: TraceMeta::default(),
+            names: Interner::new(),
+            tracks: Vec::new(),
+            cpu: CpuTable::default(),
+            gpu: GpuTable::default(),
+            flows: FlowTable::default(),
+            other: OtherTable::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The name of a string id.
+    pub fn name(&self, sym: Sym) -> &str {
+        self.names.get(sym)
+    }
+
+    /// Readable form of a pid or tid.
+    pub fn track_id_text(&self, id: TrackId) -> String {
+        if (STRING_ID_BASE..STRING_ID_BASE + (1 << 32)).contains(&id) {
+            self.names.get((id - STRING_ID_BASE) as Sym).to_string()
+        } else {
+            id.to_string()
+        }
+    }
+}
+
+impl Default for Trace {
+    fn default() -> Self {
+        Trace::new()
+    }
+}
