@@ -1,1 +1,119 @@
-fn main() {}
+//! `kinetoscope`: the server, the worker, and the command-line tools.
+
+use clap::{Parser, Subcommand};
+use server::cli;
+use server::config::{ServeArgs, StoreArgs, WorkerArgs};
+use std::path::PathBuf;
+
+/// Kinetoscope: upload PyTorch profiler (Kineto) traces, read what slows the
+/// step down, diff a baseline against a patch.
+#[derive(Parser)]
+#[command(name = "kinetoscope", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API and the app, with an embedded worker (the default).
+    Serve(ServeArgs),
+    /// Run jobs only (scale-out: point several at the same database and blobs).
+    Worker(WorkerArgs),
+    /// Analyze a local trace and print the op table, top kernels and findings.
+    Analyze {
+        /// A trace: .json, .json.gz or .json.zst (detected from its bytes).
+        file: PathBuf,
+        /// Print the summary JSON (what the server stores) instead.
+        #[arg(long)]
+        json: bool,
+        /// Rows of the op table.
+        #[arg(long, default_value_t = 25)]
+        rows: usize,
+        /// Op, annotation or module name that marks one layer.
+        #[arg(long)]
+        layer_marker: Option<String>,
+        /// Layers per step.
+        #[arg(long)]
+        layer_period: Option<u64>,
+    },
+    /// Compare two local traces: baseline A against patch B.
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Print the diff JSON (what the server's /api/diff returns).
+        #[arg(long)]
+        json: bool,
+        /// Rows of each delta table.
+        #[arg(long, default_value_t = 15)]
+        rows: usize,
+    },
+    /// Upload traces to a server (several files are the ranks of one run).
+    Upload(cli::upload::UploadArgs),
+    /// Ask the server's worker to capture from a configured inference engine.
+    Capture(cli::capture::CaptureArgs),
+    /// Manage write tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Write a generated decode trace (the founding story's shape by default).
+    Generate(cli::generate::GenerateArgs),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token: prints it once; only its hash is stored.
+    Create {
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("KINETOSCOPE_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    let json = std::env::var("KINETOSCOPE_LOG_FORMAT").is_ok_and(|f| f == "json");
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    match cli.command {
+        None => {
+            init_tracing();
+            rt.block_on(server::serve(cli.serve))
+        }
+        Some(Command::Serve(args)) => {
+            init_tracing();
+            rt.block_on(server::serve(args))
+        }
+        Some(Command::Worker(args)) => {
+            init_tracing();
+            rt.block_on(server::run_worker(args))
+        }
+        Some(Command::Analyze {
+            file,
+            json,
+            rows,
+            layer_marker,
+            layer_period,
+        }) => cli::analyze::run(&file, json, rows, layer_marker, layer_period),
+        Some(Command::Diff { a, b, json, rows }) => cli::analyze::diff(&a, &b, json, rows),
+        Some(Command::Upload(args)) => rt.block_on(cli::upload::run(args)),
+        Some(Command::Capture(args)) => rt.block_on(cli::capture::run(args)),
+        Some(Command::Token {
+            command: TokenCommand::Create { name, store },
+        }) => rt.block_on(cli::token::create(&name, &store)),
+        Some(Command::Generate(args)) => cli::generate::run(args),
+    }
+}

@@ -302,3 +302,8 @@ mod tests {
         }
     }
 }
+
+/// A gzip writer (re-exported so tools need no compression crate of their own).
+pub use flate2::write::GzEncoder;
+/// gzip compression level.
+pub use flate2::Compression as GzLevel;

@@ -1,0 +1,60 @@
+//! `GET /api/diff/{a}/{b}`: run a against run b, from stored summaries.
+
+use super::runs::{parsed_summary, RankQuery};
+use super::{valid_id, ApiError, ApiResult, AppState, Q};
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use kinetoscope_types::RanksSummary;
+use std::sync::Arc;
+use worker::diff::{diff as compute, rank_deltas, Side};
+
+/// Handles the diff of two runs (rank 0 of each, or `?rank=N`).
+pub async fn diff(
+    State(state): State<AppState>,
+    Path((a, b)): Path<(String, String)>,
+    Q(q): Q<RankQuery>,
+) -> ApiResult<Response> {
+    if !valid_id(&a) || !valid_id(&b) {
+        return Err(ApiError::no_run());
+    }
+    let rank = q.rank.unwrap_or(0);
+    let run_a = state.db.run(&a).await?.ok_or_else(|| ApiError::NotFound(format!("no run {a}")))?;
+    let run_b = state.db.run(&b).await?.ok_or_else(|| ApiError::NotFound(format!("no run {b}")))?;
+    let sa = parsed_summary(&state, &a, rank).await?;
+    let sb = parsed_summary(&state, &b, rank).await?;
+    let analyses = |traces: Vec<worker::db::TraceRecord>| traces.iter().map(|t| t.analyses).sum::<i64>();
+    let key = format!(
+        "diff:{a}:{b}:{rank}:{}:{}:{}:{}",
+        analyses(state.db.traces(&a).await?),
+        analyses(state.db.traces(&b).await?),
+        run_a.name,
+        run_b.name
+    );
+    if let Some(bytes) = state.cache.get(&key) {
+        return Ok(([(header::CONTENT_TYPE, "application/json")], bytes.as_ref().clone()).into_response());
+    }
+    let mut d = compute(
+        &Side {
+            id: &a,
+            name: &run_a.name,
+            summary: &sa,
+        },
+        &Side {
+            id: &b,
+            name: &run_b.name,
+            summary: &sb,
+        },
+    );
+    if let (Some(ca), Some(cb)) = (state.db.cross_summary(&a).await?, state.db.cross_summary(&b).await?) {
+        if let (Ok(ca), Ok(cb)) = (
+            serde_json::from_str::<RanksSummary>(&ca),
+            serde_json::from_str::<RanksSummary>(&cb),
+        ) {
+            d.ranks = rank_deltas(&ca, &cb);
+        }
+    }
+    let bytes = serde_json::to_vec(&d).map_err(|e| ApiError::Internal(e.to_string()))?;
+    state.cache.insert(key, Arc::new(bytes.clone()));
+    Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}

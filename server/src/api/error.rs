@@ -1,0 +1,107 @@
+//! The one error type of the HTTP API, mapped to status codes with a JSON
+//! body `{error, detail}`. Internal causes are logged, never sent.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kinetoscope_types::ApiError as Body;
+
+/// An API failure.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the request is malformed or the upload is not a trace.
+    BadRequest(String),
+    /// 401: a token is needed or the one given is not valid.
+    Unauthorized(String),
+    /// 404: no such run (or route).
+    NotFound(String),
+    /// 409: the request conflicts with the run's state.
+    Conflict(String),
+    /// 413: the upload exceeds the size limit.
+    TooLarge(String),
+    /// 415: the body's content type cannot be read.
+    UnsupportedMedia(String),
+    /// 422: well-formed but unusable (e.g. an unknown engine).
+    Unprocessable(String),
+    /// 502: an engine the server talked to failed.
+    BadGateway(String),
+    /// 503: a dependency (database, blob store) is unavailable.
+    Unavailable(String),
+    /// 500: a bug or an unexpected failure; the cause is logged.
+    Internal(String),
+}
+
+impl ApiError {
+    fn parts(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::UnsupportedMedia(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// The standard "no such run" error.
+    pub fn no_run() -> ApiError {
+        ApiError::NotFound("no run with this id".into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.parts();
+        let detail = match self {
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "internal error");
+                "internal error; the cause is in the server's log".to_string()
+            }
+            ApiError::Unavailable(cause) => {
+                tracing::warn!(%cause, "dependency unavailable");
+                "a backing service (database or blob store) is unavailable; try again".to_string()
+            }
+            ApiError::BadRequest(d)
+            | ApiError::Unauthorized(d)
+            | ApiError::NotFound(d)
+            | ApiError::Conflict(d)
+            | ApiError::TooLarge(d)
+            | ApiError::UnsupportedMedia(d)
+            | ApiError::Unprocessable(d)
+            | ApiError::BadGateway(d) => d,
+        };
+        (
+            status,
+            Json(Body {
+                error: code.into(),
+                detail,
+            }),
+        )
+            .into_response()
+    }
+}
+
+impl From<worker::db::DbError> for ApiError {
+    fn from(e: worker::db::DbError) -> Self {
+        match e {
+            worker::db::DbError::PoolTimedOut | worker::db::DbError::Io(_) => ApiError::Unavailable(e.to_string()),
+            other => ApiError::Internal(format!("database: {other}")),
+        }
+    }
+}
+
+impl From<worker::blobs::BlobError> for ApiError {
+    fn from(e: worker::blobs::BlobError) -> Self {
+        match e {
+            worker::blobs::BlobError::NotFound { .. } => ApiError::NotFound("the stored trace is missing".into()),
+            other => ApiError::Internal(format!("blob store: {other}")),
+        }
+    }
+}
+
+/// Result of an API handler.
+pub type ApiResult<T> = Result<T, ApiError>;

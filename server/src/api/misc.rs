@@ -1,0 +1,41 @@
+//! Health, readiness, metrics and the OpenAPI document.
+
+use super::{ApiError, ApiResult, AppState};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// `GET /readyz`: the database answers.
+pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
+    state
+        .db
+        .ping()
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("database: {e}")))?;
+    Ok("ready")
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    if let Ok(counts) = state.db.job_counts().await {
+        worker::metrics::set_jobs_by_state(&counts);
+    }
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        worker::metrics::render(),
+    )
+}
+
+/// The OpenAPI document, written by hand next to the routes it describes
+/// (a test checks that every route is in it).
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// `GET /api/openapi.json`.
+pub async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}

@@ -1,0 +1,169 @@
+//! The HTTP API and the app's static files.
+//!
+//! Handlers read stored summaries and metadata; they never parse a trace.
+//! Every error is an [`ApiError`], which becomes a status code with a JSON
+//! body.
+
+pub mod captures;
+pub mod diff;
+pub mod error;
+pub mod misc;
+pub mod runs;
+pub mod upload;
+
+use crate::web;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query};
+use axum::http::request::Parts;
+use axum::http::HeaderMap;
+use axum::routing::{get, post};
+use axum::Router;
+pub use error::{ApiError, ApiResult};
+use serde::de::DeserializeOwned;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
+use tower_http::compression::CompressionLayer;
+use tower_http::trace::TraceLayer;
+use worker::blobs::Blobs;
+use worker::capture::Engine;
+use worker::db::Db;
+
+/// Shared state of the handlers.
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    pub blobs: Blobs,
+    /// Wakes this process's embedded worker when a job is queued.
+    pub wake: Arc<Notify>,
+    pub max_upload_bytes: u64,
+    pub engines: Arc<Vec<Engine>>,
+    /// Serialized views and diffs, keyed by what they were computed from.
+    pub cache: Arc<quick_cache::sync::Cache<String, Arc<Vec<u8>>>>,
+    /// Parsed stored summaries, keyed by run, rank and analysis count.
+    pub summaries: Arc<quick_cache::sync::Cache<String, Arc<kinetoscope_types::Summary>>>,
+    pub http: reqwest::Client,
+}
+
+/// Builds the whole router: health, metrics, `/api`, and the app.
+pub fn router(state: AppState, static_dir: PathBuf) -> Router {
+    let api = Router::new()
+        .route("/runs", get(runs::list).post(upload::create))
+        .route("/runs/{id}", get(runs::get).patch(runs::patch).delete(runs::delete))
+        .route("/runs/{id}/summary", get(runs::summary))
+        .route("/runs/{id}/view", get(runs::view))
+        .route("/runs/{id}/ops", get(runs::ops_page))
+        .route("/runs/{id}/kernels", get(runs::kernels_page))
+        .route("/runs/{id}/ranks", get(runs::ranks))
+        .route("/runs/{id}/trace", get(runs::download))
+        .route("/runs/{id}/reanalyze", post(runs::reanalyze))
+        .route("/diff/{a}/{b}", get(diff::diff))
+        .route("/captures", post(captures::create))
+        .route("/engines", get(captures::engines))
+        .route("/openapi.json", get(misc::openapi))
+        .fallback(|| async { ApiError::NotFound("no such API route".into()) })
+        // Uploads stream and enforce their own limit.
+        .layer(DefaultBodyLimit::disable());
+    // Stored traces are already compressed; small answers are not worth it.
+    let compress = CompressionLayer::new().compress_when(
+        SizeAbove::new(1024)
+            .and(NotForContentType::const_new("application/octet-stream"))
+            .and(NotForContentType::const_new("application/gzip"))
+            .and(NotForContentType::const_new("application/zstd"))
+            .and(NotForContentType::GRPC)
+            .and(NotForContentType::IMAGES)
+            .and(NotForContentType::SSE),
+    );
+    Router::new()
+        .route("/healthz", get(misc::healthz))
+        .route("/readyz", get(misc::readyz))
+        .route("/metrics", get(misc::metrics))
+        .nest("/api", api)
+        .fallback_service(web::app_service(&static_dir))
+        .layer(compress)
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// A query string extractor whose rejection is an [`ApiError`].
+pub struct Q<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Q<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Q(v))
+            .map_err(|e| ApiError::BadRequest(format!("bad query string: {}", e.body_text())))
+    }
+}
+
+/// A run id from the path, validated: anything that is not the shape of an
+/// id (22 URL-safe characters) is "not found", so no other text reaches a
+/// query or a blob key.
+pub struct RunId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunId {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::no_run())?;
+        if valid_id(&id) {
+            Ok(RunId(id))
+        } else {
+            Err(ApiError::no_run())
+        }
+    }
+}
+
+/// Whether `s` has the shape of a run id.
+pub fn valid_id(s: &str) -> bool {
+    s.len() == 22 && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+/// A new unguessable id: 128 random bits, base64url without padding.
+pub fn new_id() -> String {
+    use base64::Engine as _;
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the OS random source failed");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Refuses writes without a valid token when tokens are configured.
+pub async fn require_writer(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
+    if !state.db.tokens_exist().await? {
+        return Ok(());
+    }
+    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
+        return Err(ApiError::Unauthorized(
+            "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
+        ));
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or("");
+    if token.is_empty() || state.db.token_name(&worker::blobs::sha256_hex(token.as_bytes())).await?.is_none() {
+        return Err(ApiError::Unauthorized("the token is not valid".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_128_bit_url_safe() {
+        let a = new_id();
+        let b = new_id();
+        assert_ne!(a, b);
+        assert!(valid_id(&a), "{a}");
+        assert!(!valid_id("../../etc/passwd"));
+        assert!(!valid_id("short"));
+        assert!(!valid_id("aaaaaaaaaaaaaaaaaaaa/."));
+    }
+}

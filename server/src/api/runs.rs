@@ -1,0 +1,474 @@
+//! The runs API: list, get, edit, delete, summaries, table pages, download,
+//! re-analysis. Everything is read from stored summaries.
+
+use super::upload::{body_from_blob, clean_name, clean_tags};
+use super::{require_writer, ApiError, ApiResult, AppState, RunId, Q};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use kinetoscope_types::*;
+use serde::Deserialize;
+use std::sync::Arc;
+use worker::db::{RunFilter, RunPatch, RunRecord, TraceRecord};
+
+/// Rows of the op and kernel tables sent with a run's view; the rest is paged.
+pub const VIEW_ROWS: usize = 200;
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+/// The API form of a stored run.
+pub fn run_info(r: &RunRecord, traces: &[TraceRecord]) -> RunInfo {
+    let h = r.headline.clone().unwrap_or_default();
+    RunInfo {
+        id: r.id.clone(),
+        url: format!("/runs/{}", r.id),
+        name: r.name.clone(),
+        tags: r.tags.clone(),
+        note: r.note.clone(),
+        created_at: rfc3339(r.created_at),
+        status: r.status.clone(),
+        stage: r.stage.clone(),
+        error: r.error.clone(),
+        progress_bytes: r.progress_bytes.max(0) as u64,
+        total_bytes: r.total_bytes.max(0) as u64,
+        source: r.source.clone(),
+        ranks: traces
+            .iter()
+            .map(|t| RankInfo {
+                rank: t.rank,
+                file: t.file_name.clone(),
+                status: t.status.clone(),
+                error: t.error.clone(),
+                bytes: t.bytes.max(0) as u64,
+                progress_bytes: t.progress_bytes.max(0) as u64,
+                sha256: t.sha256.clone(),
+                encoding: t.encoding.clone(),
+            })
+            .collect(),
+        devices: h.devices,
+        steps: h.steps,
+        mean_step_us: h.mean_step_us,
+        top_finding: h.top_finding,
+        analyzer_version: traces.iter().filter_map(|t| t.analyzer_version).map(|v| v as u32).min(),
+    }
+}
+
+/// Query of the runs list.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct ListQuery {
+    pub q: Option<String>,
+    pub name: Option<String>,
+    pub tag: Option<String>,
+    pub status: Option<String>,
+    pub offset: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+/// `GET /api/runs`.
+pub async fn list(State(state): State<AppState>, Q(q): Q<ListQuery>) -> ApiResult<Json<RunList>> {
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 500".into()));
+    }
+    let offset = q.offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::BadRequest("offset must not be negative".into()));
+    }
+    if let Some(s) = q.status.as_deref().filter(|s| !s.is_empty()) {
+        if !["queued", "capturing", "analyzing", "done", "failed"].contains(&s) {
+            return Err(ApiError::BadRequest(format!("unknown status {s:?}")));
+        }
+    }
+    let filter = RunFilter {
+        name: q.name.or(q.q),
+        tag: q.tag,
+        status: q.status,
+        offset,
+        limit,
+    };
+    let (runs, total) = state.db.list_runs(&filter).await?;
+    Ok(Json(RunList {
+        runs: runs.iter().map(|r| run_info(r, &[])).collect(),
+        total: total as u64,
+        offset: offset as u64,
+        limit: limit as u64,
+    }))
+}
+
+async fn load_run(state: &AppState, id: &str) -> ApiResult<(RunRecord, Vec<TraceRecord>)> {
+    let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
+    let traces = state.db.traces(id).await?;
+    Ok((run, traces))
+}
+
+/// `GET /api/runs/{id}`.
+pub async fn get(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<Json<RunInfo>> {
+    let (run, traces) = load_run(&state, &id).await?;
+    Ok(Json(run_info(&run, &traces)))
+}
+
+/// `PATCH /api/runs/{id}` with `{name?, tags?, note?}`.
+pub async fn patch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RunId(id): RunId,
+    body: Bytes,
+) -> ApiResult<Json<RunInfo>> {
+    require_writer(&state, &headers).await?;
+    let mut p: RunPatch =
+        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
+    if let Some(n) = &p.name {
+        let n = clean_name(n)?;
+        if n.is_empty() {
+            return Err(ApiError::BadRequest("the name must not be empty".into()));
+        }
+        p.name = Some(n);
+    }
+    if let Some(t) = &p.tags {
+        p.tags = Some(clean_tags(t.iter().map(String::as_str))?);
+    }
+    if let Some(note) = &p.note {
+        if note.chars().count() > 10_000 {
+            return Err(ApiError::BadRequest("the note is longer than 10000 characters".into()));
+        }
+    }
+    if !state.db.update_run(&id, &p).await? {
+        return Err(ApiError::no_run());
+    }
+    get(State(state), RunId(id)).await
+}
+
+/// `DELETE /api/runs/{id}`: the metadata, then the blobs.
+pub async fn delete(State(state): State<AppState>, headers: HeaderMap, RunId(id): RunId) -> ApiResult<StatusCode> {
+    require_writer(&state, &headers).await?;
+    let keys = state.db.delete_run(&id).await?.ok_or_else(ApiError::no_run)?;
+    for k in keys {
+        // A blob left behind here is removed by the orphan sweep.
+        if let Err(e) = state.blobs.delete(&k).await {
+            tracing::warn!(key = %k, error = %e, "could not delete a blob");
+        }
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Query naming a rank.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct RankQuery {
+    pub rank: Option<i64>,
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn not_ready(run: &RunRecord) -> ApiError {
+    match run.status.as_str() {
+        "failed" => ApiError::Conflict(format!(
+            "the run failed: {}",
+            run.error.as_deref().unwrap_or("no reason recorded")
+        )),
+        s => ApiError::Conflict(format!("the run is {s}: its summary is not ready yet")),
+    }
+}
+
+/// `GET /api/runs/{id}/summary[?rank=N]`: the stored summary, as stored.
+pub async fn summary(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+    let rank = q.rank.unwrap_or(0);
+    match state.db.summary(&id, rank).await? {
+        Some(json) => Ok(json_response(json.into_bytes())),
+        None => {
+            let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
+            let traces = state.db.traces(&id).await?;
+            if !traces.iter().any(|t| t.rank == rank) && !traces.is_empty() {
+                return Err(ApiError::NotFound(format!("the run has no rank {rank}")));
+            }
+            Err(not_ready(&run))
+        }
+    }
+}
+
+/// A parsed stored summary, cached by what identifies its content.
+pub async fn parsed_summary(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<Summary>> {
+    let traces = state.db.traces(id).await?;
+    let Some(t) = traces.iter().find(|t| t.rank == rank) else {
+        return Err(if traces.is_empty() {
+            match state.db.run(id).await? {
+                Some(run) => not_ready(&run),
+                None => ApiError::no_run(),
+            }
+        } else {
+            ApiError::NotFound(format!("the run has no rank {rank}"))
+        });
+    };
+    let key = format!("summary:{id}:{rank}:{}", t.analyses);
+    if let Some(s) = state.summaries.get(&key) {
+        return Ok(s);
+    }
+    let Some(json) = state.db.summary(id, rank).await? else {
+        let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
+        return Err(not_ready(&run));
+    };
+    let s: Summary =
+        serde_json::from_str(&json).map_err(|e| ApiError::Internal(format!("stored summary does not parse: {e}")))?;
+    let s = Arc::new(s);
+    state.summaries.insert(key, s.clone());
+    Ok(s)
+}
+
+/// `GET /api/runs/{id}/view[?rank=N]`: the summary for the dashboard, with
+/// the op and kernel tables cut to their top rows (cached).
+pub async fn view(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+    let rank = q.rank.unwrap_or(0);
+    let traces = state.db.traces(&id).await?;
+    let version = traces.iter().find(|t| t.rank == rank).map(|t| t.analyses).unwrap_or(-1);
+    let key = format!("view:{id}:{rank}:{version}");
+    if let Some(bytes) = state.cache.get(&key) {
+        return Ok(json_response(bytes.as_ref().clone()));
+    }
+    let s = parsed_summary(&state, &id, rank).await?;
+    let cross = match state.db.cross_summary(&id).await? {
+        Some(json) => serde_json::from_str(&json).ok(),
+        None => None,
+    };
+    let mut summary = (*s).clone();
+    let ops_total = summary.ops.len() as u64;
+    let kernels_total = summary.kernels.len() as u64;
+    summary.ops.truncate(VIEW_ROWS);
+    summary.kernels.truncate(VIEW_ROWS);
+    let v = SummaryView {
+        summary,
+        ops_total,
+        kernels_total,
+        rank,
+        ranks: traces.iter().map(|t| t.rank).collect(),
+        cross_rank: cross,
+    };
+    let bytes = serde_json::to_vec(&v).map_err(|e| ApiError::Internal(e.to_string()))?;
+    state.cache.insert(key, Arc::new(bytes.clone()));
+    Ok(json_response(bytes))
+}
+
+/// Query of a table page.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct PageQuery {
+    pub rank: Option<i64>,
+    pub offset: Option<usize>,
+    pub limit: Option<usize>,
+    /// Column to sort by.
+    pub sort: Option<String>,
+    /// `asc` or `desc` (default).
+    pub dir: Option<String>,
+    /// Name substring, case-insensitive.
+    pub q: Option<String>,
+}
+
+fn page_bounds(q: &PageQuery) -> ApiResult<(usize, usize, bool)> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
+    }
+    let asc = match q.dir.as_deref() {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(other) => return Err(ApiError::BadRequest(format!("dir must be asc or desc, not {other:?}"))),
+    };
+    Ok((q.offset.unwrap_or(0), limit, asc))
+}
+
+fn page<T: Clone>(rows: Vec<&T>, offset: usize, limit: usize) -> Page<T> {
+    Page {
+        total: rows.len() as u64,
+        offset: offset as u64,
+        items: rows.into_iter().skip(offset).take(limit).cloned().collect(),
+    }
+}
+
+/// The value an op row sorts by for a column name.
+pub fn op_sort_key(o: &OpRow, col: &str) -> Option<f64> {
+    Some(match col {
+        "calls" => o.calls as f64,
+        "self_cpu" => o.self_cpu_us,
+        "cpu_total" => o.cpu_total_us,
+        "self_device" => o.self_device_us,
+        "device_total" => o.device_total_us,
+        "device_pct" => o.device_pct,
+        "bytes" => o.bytes_per_call.unwrap_or(-1.0),
+        "gbps" => o.achieved_gbps.unwrap_or(-1.0),
+        "avg_device" => o.self_device_us / o.calls.max(1) as f64,
+        _ => return None,
+    })
+}
+
+/// The value a kernel row sorts by for a column name.
+pub fn kernel_sort_key(k: &KernelRow, col: &str) -> Option<f64> {
+    Some(match col {
+        "calls" => k.calls as f64,
+        "total" => k.total_us,
+        "avg" => k.avg_us,
+        "min" => k.min_us,
+        "max" => k.max_us,
+        "pct" => k.pct,
+        _ => return None,
+    })
+}
+
+/// `GET /api/runs/{id}/ops`: a sorted, filtered page of the op table.
+pub async fn ops_page(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<PageQuery>) -> ApiResult<Json<Page<OpRow>>> {
+    let (offset, limit, asc) = page_bounds(&q)?;
+    let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
+    let needle = q.q.as_deref().unwrap_or("").to_lowercase();
+    let mut rows: Vec<&OpRow> = s.ops.iter().filter(|o| o.name.to_lowercase().contains(&needle)).collect();
+    let col = q.sort.as_deref().unwrap_or("self_device");
+    if col == "name" {
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        if !asc {
+            rows.reverse();
+        }
+    } else {
+        if op_sort_key(rows.first().copied().unwrap_or(&OpRow::default()), col).is_none() {
+            return Err(ApiError::BadRequest(format!("cannot sort ops by {col:?}")));
+        }
+        rows.sort_by(|a, b| {
+            let (x, y) = (op_sort_key(a, col).unwrap_or(0.0), op_sort_key(b, col).unwrap_or(0.0));
+            if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
+        });
+    }
+    Ok(Json(page(rows, offset, limit)))
+}
+
+/// `GET /api/runs/{id}/kernels`: a sorted, filtered page of the kernel table.
+pub async fn kernels_page(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<PageQuery>,
+) -> ApiResult<Json<Page<KernelRow>>> {
+    let (offset, limit, asc) = page_bounds(&q)?;
+    let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
+    let needle = q.q.as_deref().unwrap_or("").to_lowercase();
+    let mut rows: Vec<&KernelRow> = s.kernels.iter().filter(|k| k.name.to_lowercase().contains(&needle)).collect();
+    let col = q.sort.as_deref().unwrap_or("total");
+    match col {
+        "name" | "category" => {
+            rows.sort_by(|a, b| {
+                let (x, y) = if col == "name" { (&a.short_name, &b.short_name) } else { (&a.category, &b.category) };
+                x.cmp(y).then(a.name.cmp(&b.name))
+            });
+            if !asc {
+                rows.reverse();
+            }
+        }
+        _ => {
+            if kernel_sort_key(&KernelRow::default(), col).is_none() {
+                return Err(ApiError::BadRequest(format!("cannot sort kernels by {col:?}")));
+            }
+            rows.sort_by(|a, b| {
+                let (x, y) = (kernel_sort_key(a, col).unwrap_or(0.0), kernel_sort_key(b, col).unwrap_or(0.0));
+                if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
+            });
+        }
+    }
+    Ok(Json(page(rows, offset, limit)))
+}
+
+/// `GET /api/runs/{id}/ranks`: the cross-rank summary of a multi-rank run.
+pub async fn ranks(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<Response> {
+    match state.db.cross_summary(&id).await? {
+        Some(json) => Ok(json_response(json.into_bytes())),
+        None => {
+            let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
+            let n = state.db.traces(&id).await?.len();
+            if n <= 1 && run.status == "done" {
+                Err(ApiError::NotFound("the run has a single rank: there is no cross-rank summary".into()))
+            } else {
+                Err(not_ready(&run))
+            }
+        }
+    }
+}
+
+/// `GET /api/runs/{id}/trace[?rank=N]`: the stored trace, streamed as stored.
+pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+    let rank = q.rank.unwrap_or(0);
+    let traces = state.db.traces(&id).await?;
+    let Some(t) = traces.iter().find(|t| t.rank == rank) else {
+        return Err(if state.db.run_exists(&id).await? {
+            ApiError::NotFound(format!("the run has no rank {rank}"))
+        } else {
+            ApiError::no_run()
+        });
+    };
+    let (size, stream) = state.blobs.stream(&t.blob_key).await?;
+    let content_type = match t.encoding.as_str() {
+        "gzip" => "application/gzip",
+        "zstd" => "application/zstd",
+        _ => "application/json",
+    };
+    let suffix = match t.encoding.as_str() {
+        "gzip" => "json.gz",
+        "zstd" => "json.zst",
+        _ => "json",
+    };
+    let file = format!("{id}-rank{rank}.{suffix}");
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CONTENT_LENGTH, size.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+        ],
+        body_from_blob(stream),
+    )
+        .into_response())
+}
+
+/// Body of a re-analysis request.
+#[derive(Deserialize, Default, serde::Serialize)]
+#[serde(default)]
+pub struct ReanalyzeBody {
+    /// Op, annotation or module name that marks one layer.
+    pub layer_marker: Option<String>,
+    /// Layers per step.
+    pub layer_period: Option<u64>,
+}
+
+/// `POST /api/runs/{id}/reanalyze`, optionally with layer overrides.
+pub async fn reanalyze(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RunId(id): RunId,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<RunInfo>)> {
+    require_writer(&state, &headers).await?;
+    let opts: Option<ReanalyzeBody> = if body.iter().all(|b| b.is_ascii_whitespace()) {
+        None
+    } else {
+        Some(serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?)
+    };
+    if let Some(o) = &opts {
+        if o.layer_marker.as_deref().is_some_and(|m| m.len() > 500) {
+            return Err(ApiError::BadRequest("layer_marker is too long".into()));
+        }
+        if o.layer_period.is_some_and(|p| p == 0 || p > 10_000) {
+            return Err(ApiError::BadRequest("layer_period must be between 1 and 10000".into()));
+        }
+    }
+    let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
+    if matches!(run.status.as_str(), "capturing") {
+        return Err(ApiError::Conflict("the run is still capturing".into()));
+    }
+    let opts_json = opts.map(|o| serde_json::to_string(&o).unwrap_or_default());
+    if !state.db.reanalyze(&id, opts_json.as_deref()).await? {
+        return Err(ApiError::Conflict("the run has no stored trace to analyze".into()));
+    }
+    state.wake.notify_waiters();
+    let (run, traces) = load_run(&state, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(run_info(&run, &traces))))
+}

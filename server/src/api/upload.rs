@@ -1,0 +1,293 @@
+//! `POST /api/runs`: streaming uploads.
+//!
+//! The body is the trace itself (`curl --data-binary @trace.json.gz`), or a
+//! `multipart/form-data` form whose file fields are the ranks of one run.
+//! Bytes stream into the blob store while being hashed and counted; the run
+//! becomes visible (and `201` is sent) only once every file is stored, so an
+//! interrupted upload leaves no run behind.
+
+use super::{new_id, require_writer, ApiError, ApiResult, AppState, Q};
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use kinetoscope_types::Created;
+use serde::Deserialize;
+use worker::blobs::trace_key;
+use worker::db::{NewRun, NewTrace};
+use worker::trace::{sniff, Encoding};
+
+/// The upload's query string.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct UploadQuery {
+    pub name: Option<String>,
+    /// Comma-separated tags.
+    pub tags: Option<String>,
+}
+
+/// Longest run name accepted.
+pub const MAX_NAME: usize = 200;
+/// Most tags and longest tag accepted.
+pub const MAX_TAGS: usize = 32;
+pub const MAX_TAG: usize = 64;
+/// Most files (ranks) in one upload.
+pub const MAX_FILES: usize = 1024;
+
+/// Checks and cleans a run name.
+pub fn clean_name(name: &str) -> ApiResult<String> {
+    let name = name.trim();
+    if name.chars().count() > MAX_NAME {
+        return Err(ApiError::BadRequest(format!("the name is longer than {MAX_NAME} characters")));
+    }
+    if name.chars().any(|c| c.is_control()) {
+        return Err(ApiError::BadRequest("the name contains control characters".into()));
+    }
+    Ok(name.to_string())
+}
+
+/// Checks and cleans tags.
+pub fn clean_tags<'a>(tags: impl Iterator<Item = &'a str>) -> ApiResult<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tags.map(str::trim).filter(|t| !t.is_empty()) {
+        if t.chars().count() > MAX_TAG || t.chars().any(|c| c.is_control()) {
+            return Err(ApiError::BadRequest(format!(
+                "tags must be at most {MAX_TAG} characters without control characters"
+            )));
+        }
+        if !out.iter().any(|o| o == t) {
+            out.push(t.to_string());
+        }
+    }
+    if out.len() > MAX_TAGS {
+        return Err(ApiError::BadRequest(format!("at most {MAX_TAGS} tags")));
+    }
+    Ok(out)
+}
+
+/// Handles `POST /api/runs`.
+pub async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Q(q): Q<UploadQuery>,
+    req: Request,
+) -> ApiResult<impl IntoResponse> {
+    let result = create_inner(&state, &headers, q, req).await;
+    if result.is_err() {
+        worker::metrics::upload_rejected();
+    }
+    result
+}
+
+async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req: Request) -> ApiResult<impl IntoResponse> {
+    require_writer(state, headers).await?;
+    let mut name = clean_name(q.name.as_deref().unwrap_or(""))?;
+    let tags = clean_tags(q.tags.as_deref().unwrap_or("").split(','))?;
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > state.max_upload_bytes {
+            return Err(too_large(state.max_upload_bytes));
+        }
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let id = new_id();
+    let mut stored: Vec<NewTrace> = Vec::new();
+    let outcome = if content_type.starts_with("multipart/form-data") {
+        store_multipart(state, &id, req, &mut stored).await
+    } else {
+        // Any other content type is the raw trace: what it is comes from its
+        // bytes (curl --data-binary says x-www-form-urlencoded, for one).
+        let budget = state.max_upload_bytes;
+        store_stream(state, &id, 0, "trace", req.into_body().into_data_stream(), budget)
+            .await
+            .map(|t| stored.push(t))
+    };
+    if let Err(e) = outcome {
+        discard(state, &stored).await;
+        return Err(e);
+    }
+    if stored.is_empty() {
+        return Err(ApiError::BadRequest("the form has no file fields".into()));
+    }
+    if name.is_empty() {
+        name = default_name(&stored[0].file_name);
+    }
+    let run = NewRun {
+        id: id.clone(),
+        name,
+        tags,
+        source: "upload".into(),
+        capture: None,
+    };
+    if let Err(e) = state.db.create_run(&run, &stored).await {
+        discard(state, &stored).await;
+        return Err(e.into());
+    }
+    state.wake.notify_waiters();
+    let total: i64 = stored.iter().map(|t| t.bytes).sum();
+    worker::metrics::upload_accepted(total as u64);
+    tracing::info!(run = %id, files = stored.len(), bytes = total, "upload stored");
+    let url = format!("/runs/{id}");
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, url.clone())],
+        Json(Created {
+            id,
+            url,
+            status: "queued".into(),
+            run_id: None,
+        }),
+    ))
+}
+
+fn too_large(limit: u64) -> ApiError {
+    ApiError::TooLarge(format!("the upload is larger than the limit of {} bytes", limit))
+}
+
+fn default_name(file: &str) -> String {
+    let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+    let base = base
+        .trim_end_matches(".zst")
+        .trim_end_matches(".gz")
+        .trim_end_matches(".json")
+        .trim_end_matches(".pt.trace");
+    if base.is_empty() || base == "trace" {
+        "trace".into()
+    } else {
+        base.chars().take(MAX_NAME).collect()
+    }
+}
+
+async fn discard(state: &AppState, stored: &[NewTrace]) {
+    for t in stored {
+        if let Err(e) = state.blobs.delete(&t.blob_key).await {
+            tracing::warn!(key = %t.blob_key, error = %e, "could not remove an abandoned upload");
+        }
+    }
+}
+
+async fn store_multipart(state: &AppState, id: &str, req: Request, stored: &mut Vec<NewTrace>) -> ApiResult<()> {
+    let mut form = Multipart::from_request(req, &())
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("bad multipart form: {}", e.body_text())))?;
+    let mut budget = state.max_upload_bytes;
+    loop {
+        let field = match form.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => return Err(ApiError::BadRequest(format!("bad multipart form: {}", e.body_text()))),
+        };
+        let Some(file_name) = field.file_name().map(str::to_string) else {
+            continue; // a plain form field
+        };
+        if stored.len() >= super::upload::MAX_FILES {
+            return Err(ApiError::BadRequest(format!("at most {MAX_FILES} files in one upload")));
+        }
+        let rank = stored.len() as i64;
+        let stream = futures::stream::unfold(field, |mut f| async move {
+            match f.chunk().await {
+                Ok(Some(c)) => Some((Ok(c), f)),
+                Ok(None) => None,
+                Err(e) => Some((Err(std::io::Error::other(e.body_text())), f)),
+            }
+        });
+        let t = store_stream(state, id, rank, &file_name, stream, budget).await?;
+        budget = budget.saturating_sub(t.bytes as u64);
+        stored.push(t);
+    }
+    Ok(())
+}
+
+/// Streams one file into the blob store, checking its first bytes.
+async fn store_stream<S, E>(
+    state: &AppState,
+    id: &str,
+    rank: i64,
+    file_name: &str,
+    stream: S,
+    budget: u64,
+) -> ApiResult<NewTrace>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: std::fmt::Display,
+{
+    let mut stream = std::pin::pin!(stream);
+    // Read enough to recognise the content before storing anything.
+    let mut head: Vec<u8> = Vec::new();
+    let mut ended = false;
+    while head.len() < 64 {
+        match stream.next().await {
+            Some(Ok(chunk)) => head.extend_from_slice(&chunk),
+            Some(Err(e)) => return Err(ApiError::BadRequest(format!("reading the upload failed: {e}"))),
+            None => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    let encoding = sniff(&head[..head.len().min(64)]).map_err(|why| {
+        ApiError::BadRequest(format!("{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"))
+    })?;
+    if head.len() as u64 > budget {
+        return Err(too_large(state.max_upload_bytes));
+    }
+    let key = trace_key(id, rank, encoding.suffix());
+    let mut writer = state.blobs.writer(&key);
+    let mut failure: Option<ApiError> = None;
+    if let Err(e) = writer.write(&head).await {
+        failure = Some(ApiError::Internal(format!("writing the blob failed: {e}")));
+    }
+    while failure.is_none() && !ended {
+        match stream.next().await {
+            Some(Ok(chunk)) => {
+                if writer.bytes() + chunk.len() as u64 > budget {
+                    failure = Some(too_large(state.max_upload_bytes));
+                } else if let Err(e) = writer.write(&chunk).await {
+                    failure = Some(ApiError::Internal(format!("writing the blob failed: {e}")));
+                }
+            }
+            Some(Err(e)) => failure = Some(ApiError::BadRequest(format!("the upload was interrupted: {e}"))),
+            None => ended = true,
+        }
+    }
+    if let Some(e) = failure {
+        writer.abort().await;
+        return Err(e);
+    }
+    let (bytes, sha256) = writer
+        .finish()
+        .await
+        .map_err(|e| ApiError::Internal(format!("completing the blob failed: {e}")))?;
+    let file_name = if file_name == "trace" {
+        format!("trace.{}", encoding.suffix())
+    } else {
+        file_name.chars().take(255).collect()
+    };
+    Ok(NewTrace {
+        rank,
+        file_name,
+        blob_key: key,
+        bytes: bytes as i64,
+        sha256,
+        encoding: encoding_name(encoding).into(),
+    })
+}
+
+fn encoding_name(e: Encoding) -> &'static str {
+    e.as_str()
+}
+
+/// A body that streams a blob (downloads).
+pub fn body_from_blob(stream: futures::stream::BoxStream<'static, Result<Bytes, worker::blobs::BlobError>>) -> Body {
+    Body::from_stream(stream)
+}

@@ -1,0 +1,242 @@
+//! `kinetoscope analyze` and `kinetoscope diff` on local files.
+
+use anyhow::Context;
+use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
+use kinetoscope_types::{Diff, Summary};
+use std::fmt::Write as _;
+use std::path::Path;
+use worker::trace::ReadOptions;
+use worker::AnalysisOptions;
+
+fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
+    worker::analyze_file(file, &ReadOptions::default(), opts).with_context(|| format!("{}", file.display()))
+}
+
+/// Cuts a name to `n` characters, marking the cut.
+fn cut(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Runs `analyze`.
+pub fn run(
+    file: &Path,
+    json: bool,
+    rows: usize,
+    layer_marker: Option<String>,
+    layer_period: Option<u64>,
+) -> anyhow::Result<()> {
+    let opts = AnalysisOptions {
+        layer_marker,
+        layer_period,
+    };
+    let s = load(file, &opts)?;
+    if json {
+        let out = serde_json::to_string(&s)?;
+        println!("{out}");
+    } else {
+        print!("{}", render(&s, rows));
+    }
+    Ok(())
+}
+
+/// The text report: header, op table (like torch's
+/// `key_averages().table(sort_by="self_cuda_time_total")`), top kernels,
+/// steps, layers and findings.
+pub fn render(s: &Summary, rows: usize) -> String {
+    let mut o = String::new();
+    let t = &s.trace;
+    let _ = writeln!(
+        o,
+        "Trace: {} events, {} kernels, {} window{}{}",
+        t.events,
+        t.kernels,
+        time_us(t.span_us),
+        t.devices.first().map(|d| format!(", {d}")).unwrap_or_default(),
+        match (t.rank, t.world_size) {
+            (Some(r), Some(w)) => format!(", rank {r} of {w}"),
+            _ => String::new(),
+        }
+    );
+    if s.steps_stats.count > 0 {
+        let st = &s.steps_stats;
+        let _ = writeln!(
+            o,
+            "Steps: {} ({}), mean {}, p50 {}, p90 {}, {} of GPU work per step",
+            st.count,
+            st.source,
+            time_us(st.mean_us),
+            time_us(st.p50_us),
+            time_us(st.p90_us),
+            time_us(st.mean_device_us)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "GPU: busy {} of the window, {} of GPU-op time",
+        pct(s.gpu_time.busy_pct),
+        time_us(s.gpu_time.gpu_op_us)
+    );
+    for note in &t.notes {
+        let _ = writeln!(o, "Note: {note}");
+    }
+
+    let _ = writeln!(o, "\nOps by self device time ({} of {})", rows.min(s.ops.len()), s.ops.len());
+    let header = format!(
+        "{:<48} {:>10} {:>10} {:>11} {:>12} {:>10} {:>8} {:>7} {:>9} {:>10}",
+        "Name", "Self CPU", "CPU total", "Self device", "Device total", "Avg device", "Calls", "Share", "Bytes", "Rate"
+    );
+    let _ = writeln!(o, "{header}\n{}", "-".repeat(header.chars().count()));
+    for r in s.ops.iter().take(rows) {
+        let _ = writeln!(
+            o,
+            "{:<48} {:>10} {:>10} {:>11} {:>12} {:>10} {:>8} {:>7} {:>9} {:>10}",
+            cut(&r.name, 48),
+            time_us(r.self_cpu_us),
+            time_us(r.cpu_total_us),
+            time_us(r.self_device_us),
+            time_us(r.device_total_us),
+            time_us(r.self_device_us / r.calls.max(1) as f64),
+            r.calls,
+            pct(r.device_pct),
+            r.bytes_per_call.map(bytes).unwrap_or_default(),
+            r.achieved_gbps.map(rate_gbps).unwrap_or_default(),
+        );
+    }
+
+    let k_rows = rows.min(15);
+    let _ = writeln!(o, "\nTop kernels ({} of {})", k_rows.min(s.kernels.len()), s.kernels.len());
+    let header = format!(
+        "{:<60} {:<13} {:>8} {:>10} {:>10} {:>7}  {}",
+        "Kernel", "Category", "Calls", "Total", "Avg", "Share", "Launched by"
+    );
+    let _ = writeln!(o, "{header}\n{}", "-".repeat(header.chars().count() + 20));
+    for k in s.kernels.iter().take(k_rows) {
+        let by = k
+            .launched_by
+            .first()
+            .map(|c| c.chain.last().cloned().unwrap_or_else(|| format!("({})", c.launch)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "{:<60} {:<13} {:>8} {:>10} {:>10} {:>7}  {}",
+            cut(&k.short_name, 60),
+            k.category,
+            k.calls,
+            time_us(k.total_us),
+            time_us(k.avg_us),
+            pct(k.pct),
+            by
+        );
+    }
+
+    if s.layers.count > 0 {
+        let _ = writeln!(
+            o,
+            "\nLayers: {} found by {} ({}); {} per layer on average",
+            s.layers.count,
+            s.layers.method,
+            s.layers.detail,
+            time_us(s.layers.items.iter().map(|l| l.device_us).sum::<f64>() / s.layers.count as f64)
+        );
+    }
+
+    if !s.findings.is_empty() {
+        let _ = writeln!(o, "\nFindings");
+        for (k, f) in s.findings.iter().enumerate() {
+            let _ = writeln!(o, "{:>2}. {}", k + 1, f.text);
+        }
+    }
+    o
+}
+
+/// Runs `diff`.
+pub fn diff(a: &Path, b: &Path, json: bool, rows: usize) -> anyhow::Result<()> {
+    let opts = AnalysisOptions::default();
+    let (sa, sb) = std::thread::scope(|scope| {
+        let ha = scope.spawn(|| load(a, &opts));
+        let hb = scope.spawn(|| load(b, &opts));
+        (ha.join().expect("analysis panicked"), hb.join().expect("analysis panicked"))
+    });
+    let (sa, sb) = (sa?, sb?);
+    let name = |p: &Path| p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    let d = worker::diff::diff(
+        &worker::diff::Side {
+            id: "a",
+            name: &name(a),
+            summary: &sa,
+        },
+        &worker::diff::Side {
+            id: "b",
+            name: &name(b),
+            summary: &sb,
+        },
+    );
+    if json {
+        println!("{}", serde_json::to_string(&d)?);
+    } else {
+        print!("{}", render_diff(&d, rows));
+    }
+    Ok(())
+}
+
+/// The text form of a diff.
+pub fn render_diff(d: &Diff, rows: usize) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "A: {}   B: {}   ({})", d.a.name, d.b.name, d.basis);
+    if d.a.steps > 0 && d.b.steps > 0 {
+        let _ = writeln!(
+            o,
+            "Step time: mean {} -> {} ({:+.1}%), p50 {} -> {} ({:+.1}%)",
+            time_us(d.steps.a_mean_us),
+            time_us(d.steps.b_mean_us),
+            d.steps.change_pct,
+            time_us(d.steps.a_p50_us),
+            time_us(d.steps.b_p50_us),
+            d.steps.p50_change_pct
+        );
+    }
+    let _ = writeln!(
+        o,
+        "GPU busy: {} -> {} ({:+.1}%)",
+        time_us(d.gpu_busy.a_us),
+        time_us(d.gpu_busy.b_us),
+        d.gpu_busy.change_pct
+    );
+    let _ = writeln!(o, "\nFindings");
+    for (k, f) in d.findings.iter().enumerate() {
+        let _ = writeln!(o, "{:>2}. {}", k + 1, f.text);
+    }
+    for (title, table) in [("Ops (self device time)", &d.ops), ("Kernels", &d.kernels)] {
+        let _ = writeln!(o, "\n{title}, {}", d.basis);
+        let _ = writeln!(o, "{:<60} {:>10} {:>10} {:>11} {:>8} {:>12}", "Name", "A", "B", "Delta", "Change", "Calls A->B");
+        for r in table.iter().take(rows) {
+            let _ = writeln!(
+                o,
+                "{:<60} {:>10} {:>10} {:>11} {:>7.1}% {:>12}",
+                cut(&r.name, 60),
+                time_us(r.a_us),
+                time_us(r.b_us),
+                time_us(r.delta_us),
+                r.change_pct,
+                format!("{}->{}", count(r.a_calls), count(r.b_calls))
+            );
+        }
+    }
+    if !d.added_kernels.is_empty() || !d.removed_kernels.is_empty() {
+        let _ = writeln!(o, "\nAdded kernels: {}", d.added_kernels.len());
+        for k in d.added_kernels.iter().take(5) {
+            let _ = writeln!(o, "  + {}", cut(k, 100));
+        }
+        let _ = writeln!(o, "Removed kernels: {}", d.removed_kernels.len());
+        for k in d.removed_kernels.iter().take(5) {
+            let _ = writeln!(o, "  - {}", cut(k, 100));
+        }
+    }
+    o
+}

@@ -1,0 +1,71 @@
+//! `kinetoscope capture`: asks a server's worker to profile a configured
+//! inference engine, then follows the run until it is analyzed.
+
+use clap::Args;
+use kinetoscope_types::{CaptureRequest, Created, RunInfo};
+use std::time::Duration;
+
+/// Arguments of `capture`.
+#[derive(Args, Clone, Debug)]
+pub struct CaptureArgs {
+    /// A configured engine's name (see GET /api/engines).
+    #[arg(long)]
+    pub engine: String,
+    /// Steps to profile.
+    #[arg(long, default_value_t = 30)]
+    pub steps: u32,
+    /// Run name.
+    #[arg(long, default_value = "")]
+    pub name: String,
+    /// The server's base URL.
+    #[arg(long, env = "KINETOSCOPE_SERVER", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// Write token, when the server requires one.
+    #[arg(long, env = "KINETOSCOPE_TOKEN")]
+    pub token: Option<String>,
+    /// Return once the capture is queued instead of following it.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// Runs `capture`.
+pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
+    let server = args.server.trim_end_matches('/').to_string();
+    let client = reqwest::Client::new();
+    let mut req = client.post(format!("{server}/api/captures")).json(&CaptureRequest {
+        engine: args.engine.clone(),
+        num_steps: args.steps,
+        name: args.name.clone(),
+        ..Default::default()
+    });
+    if let Some(t) = &args.token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await?;
+    if !resp.status().is_success() {
+        return Err(super::http_error(resp).await);
+    }
+    let created: Created = resp.json().await?;
+    println!("{server}{}", created.url);
+    if args.no_wait {
+        return Ok(());
+    }
+    let mut last = String::new();
+    loop {
+        let resp = client.get(format!("{server}/api/runs/{}", created.id)).send().await?;
+        if !resp.status().is_success() {
+            return Err(super::http_error(resp).await);
+        }
+        let run: RunInfo = resp.json().await?;
+        let now = if run.stage.is_empty() { run.status.clone() } else { format!("{} ({})", run.status, run.stage) };
+        if now != last {
+            eprintln!("{now}");
+            last = now;
+        }
+        match run.status.as_str() {
+            "done" => return Ok(()),
+            "failed" => anyhow::bail!("the capture failed: {}", run.error.unwrap_or_default()),
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Configuration: command-line flags, each with an environment variable.
+
+use clap::Args;
+use std::path::PathBuf;
+use worker::capture::Engine;
+
+/// Where data lives and the limits every process shares (server and worker).
+#[derive(Args, Clone, Debug)]
+pub struct StoreArgs {
+    /// Folder for the embedded database and blobs.
+    #[arg(long, env = "KINETOSCOPE_DATA", default_value = "./data")]
+    pub data: PathBuf,
+    /// Database URL: `sqlite://PATH` or `postgres://...` [default: sqlite://$KINETOSCOPE_DATA/kinetoscope.db]
+    #[arg(long = "database-url", env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Blob store: a folder or `s3://bucket/prefix` [default: $KINETOSCOPE_DATA/blobs]
+    #[arg(long, env = "KINETOSCOPE_BLOBS")]
+    pub blobs: Option<String>,
+    /// Largest decompressed trace accepted, in bytes (zstd/gzip bombs fail the job).
+    #[arg(long, env = "KINETOSCOPE_MAX_TRACE_BYTES", default_value_t = 16 << 30)]
+    pub max_trace_bytes: u64,
+    /// Deepest JSON nesting accepted in a trace.
+    #[arg(long, env = "KINETOSCOPE_MAX_DEPTH", default_value_t = 64)]
+    pub max_depth: usize,
+    /// Inference engines capture jobs may target, as a JSON array of
+    /// `{name, url, flavour, trace_dir, ranks}`.
+    #[arg(long, env = "KINETOSCOPE_ENGINES")]
+    pub engines: Option<String>,
+    /// How long a capture waits for the engine's trace files, in seconds.
+    #[arg(long, env = "KINETOSCOPE_CAPTURE_TIMEOUT_SECS", default_value_t = 600)]
+    pub capture_timeout_secs: u64,
+    /// How long a capture waits for the first step before calling the engine idle, in seconds.
+    #[arg(long, env = "KINETOSCOPE_CAPTURE_IDLE_SECS", default_value_t = 120)]
+    pub capture_idle_secs: u64,
+}
+
+impl StoreArgs {
+    /// The database URL, defaulting to SQLite in the data folder.
+    pub fn database_url(&self) -> String {
+        self.database_url
+            .clone()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| format!("sqlite://{}", self.data.join("kinetoscope.db").display()))
+    }
+
+    /// The blob store spec, defaulting to a folder in the data folder.
+    pub fn blobs(&self) -> String {
+        self.blobs
+            .clone()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| self.data.join("blobs").display().to_string())
+    }
+
+    /// Parsing limits for traces.
+    pub fn limits(&self) -> worker::trace::Limits {
+        worker::trace::Limits {
+            max_json_bytes: self.max_trace_bytes,
+            max_depth: self.max_depth.clamp(8, 1024),
+            ..Default::default()
+        }
+    }
+
+    /// The configured engines.
+    pub fn engines(&self) -> anyhow::Result<Vec<Engine>> {
+        match self.engines.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            None => Ok(Vec::new()),
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| anyhow::anyhow!("KINETOSCOPE_ENGINES is not a JSON array of engines: {e}")),
+        }
+    }
+}
+
+/// Settings of `kinetoscope serve`.
+#[derive(Args, Clone, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Address to listen on.
+    #[arg(long, env = "KINETOSCOPE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Embedded worker job loops (0: this process serves only).
+    #[arg(long, env = "KINETOSCOPE_WORKERS", default_value_t = 1)]
+    pub workers: usize,
+    /// Folder of the built app (Trunk's output).
+    #[arg(long = "static-dir", env = "KINETOSCOPE_STATIC", default_value = "app/dist")]
+    pub static_dir: PathBuf,
+    /// Largest upload accepted, in bytes (compressed, all files together).
+    #[arg(long, env = "KINETOSCOPE_MAX_UPLOAD_BYTES", default_value_t = 8 << 30)]
+    pub max_upload_bytes: u64,
+    /// Blobs of unknown runs and staging files older than this many seconds
+    /// are removed at start-up.
+    #[arg(long, env = "KINETOSCOPE_ORPHAN_AGE_SECS", default_value_t = 3600)]
+    pub orphan_age_secs: u64,
+}
+
+/// Settings of `kinetoscope worker`.
+#[derive(Args, Clone, Debug)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Job loops in this process.
+    #[arg(long, env = "KINETOSCOPE_WORKERS", default_value_t = 1)]
+    pub workers: usize,
+}

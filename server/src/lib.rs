@@ -1,0 +1,198 @@
+//! Kinetoscope's server: the `kinetoscope` binary's commands, the HTTP API
+//! and the app's static files.
+//!
+//! - [`config`]: flags and environment variables.
+//! - [`api`]: axum handlers, one error type, the router.
+//! - [`web`]: the built Leptos app, with deep links.
+//! - [`cli`]: `analyze`, `diff`, `upload`, `capture`, `token`, `generate`.
+
+pub mod api;
+pub mod cli;
+pub mod config;
+pub mod web;
+
+use anyhow::Context;
+use config::{ServeArgs, StoreArgs, WorkerArgs};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use worker::blobs::Blobs;
+use worker::db::Db;
+use worker::jobs::{Runner, RunnerConfig};
+
+/// Opens the database (running migrations) and the blob store.
+pub async fn open_store(store: &StoreArgs) -> anyhow::Result<(Db, Blobs)> {
+    let url = store.database_url();
+    let db = Db::connect(&url)
+        .await
+        .with_context(|| format!("opening the database {}", redact(&url)))?;
+    let blobs = Blobs::open(&store.blobs()).with_context(|| format!("opening the blob store {}", store.blobs()))?;
+    Ok((db, blobs))
+}
+
+/// The URL without a password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}://***{}", &url[..s], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+fn worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    format!("{}:{}:{}", host.trim(), std::process::id(), &api::new_id()[..6])
+}
+
+fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow::Result<Runner> {
+    Ok(Runner {
+        db,
+        blobs,
+        config: Arc::new(RunnerConfig {
+            worker_id: worker_id(),
+            limits: store.limits(),
+            poll: Duration::from_millis(1000),
+            engines: store.engines()?,
+            capture_timeout: Duration::from_secs(store.capture_timeout_secs),
+            capture_idle: Duration::from_secs(store.capture_idle_secs),
+        }),
+        wake,
+    })
+}
+
+/// A server started by [`start`].
+pub struct Running {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting connections, lets in-flight requests and jobs
+    /// finish, and waits.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.done.await;
+    }
+
+    /// Waits until the server stops (it stops on [`Running::shutdown`] or a signal).
+    pub async fn wait(self) {
+        let _ = self.done.await;
+    }
+}
+
+/// Starts the server (and its embedded worker) in this process.
+pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
+    let (db, blobs) = open_store(&args.store).await?;
+    let engines = args.store.engines()?;
+    let wake = Arc::new(Notify::new());
+    let stop = CancellationToken::new();
+
+    // Remove blobs of interrupted uploads and deleted runs, in the background.
+    {
+        let (db, blobs) = (db.clone(), blobs.clone());
+        let age = Duration::from_secs(args.orphan_age_secs);
+        tokio::spawn(async move {
+            let exists = |id: String| {
+                let db = db.clone();
+                async move { db.run_exists(&id).await.unwrap_or(true) }
+            };
+            match blobs.sweep_orphans(age, exists).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "removed orphaned blobs"),
+                Err(e) => tracing::warn!(error = %e, "orphan sweep failed"),
+            }
+        });
+    }
+
+    let state = api::AppState {
+        db: db.clone(),
+        blobs: blobs.clone(),
+        wake: wake.clone(),
+        max_upload_bytes: args.max_upload_bytes,
+        engines: Arc::new(engines),
+        cache: Arc::new(quick_cache::sync::Cache::new(256)),
+        summaries: Arc::new(quick_cache::sync::Cache::new(32)),
+        http: reqwest::Client::new(),
+    };
+    let app = api::router(state, args.static_dir.clone());
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+
+    let jobs = if args.workers > 0 {
+        let r = runner(db.clone(), blobs.clone(), &args.store, wake.clone())?;
+        let stop = stop.clone();
+        let n = args.workers;
+        Some(tokio::spawn(async move { r.run(n, stop).await }))
+    } else {
+        None
+    };
+    let shutdown = stop.clone();
+    let done = tokio::spawn(async move {
+        let serving = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await });
+        if let Err(e) = serving.await {
+            tracing::error!(error = %e, "server error");
+        }
+        if let Some(j) = jobs {
+            let _ = j.await;
+        }
+        db.close().await;
+    });
+    Ok(Running { addr, stop, done })
+}
+
+/// Waits for Ctrl-C or SIGTERM, then cancels `stop`.
+pub fn stop_on_signal(stop: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                s.recv().await;
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term => {}
+        }
+        tracing::info!("shutting down: finishing in-flight requests and jobs");
+        stop.cancel();
+    });
+}
+
+/// `kinetoscope serve`.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let running = start(args.clone()).await?;
+    let data = args.store.data.display().to_string();
+    println!("Kinetoscope is listening on http://{}", running.addr);
+    println!(
+        "  database: {}   blobs: {}   embedded workers: {}",
+        redact(&args.store.database_url()),
+        args.store.blobs(),
+        args.workers
+    );
+    println!("  upload:   curl -sS --data-binary @trace.json.gz 'http://{}/api/runs?name=baseline'", running.addr);
+    tracing::info!(addr = %running.addr, data = %data, "listening");
+    stop_on_signal(running.stop.clone());
+    running.wait().await;
+    Ok(())
+}
+
+/// `kinetoscope worker`: runs jobs only, until a signal.
+pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let (db, blobs) = open_store(&args.store).await?;
+    let stop = CancellationToken::new();
+    stop_on_signal(stop.clone());
+    let r = runner(db.clone(), blobs, &args.store, Arc::new(Notify::new()))?;
+    tracing::info!(workers = args.workers, "worker started");
+    eprintln!("Kinetoscope worker running {} job loop(s)", args.workers.max(1));
+    r.run(args.workers.max(1), stop).await;
+    db.close().await;
+    Ok(())
+}

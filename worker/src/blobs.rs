@@ -1,0 +1,262 @@
+//! Trace blobs, through the `object_store` crate: a local folder by default,
+//! S3-compatible storage with `s3://bucket/prefix`.
+//!
+//! Writes are atomic: object_store stages local writes under a temporary
+//! name and renames on completion, and S3 multipart uploads only appear when
+//! completed. A process killed mid-write can leave a staging file (local) or
+//! an incomplete multipart upload (S3, cleaned by the bucket's lifecycle
+//! rules); [`Blobs::sweep_orphans`] removes local staging files and objects of
+//! runs that do not exist once they are older than a grace period.
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::buffered::BufWriter;
+use object_store::path::Path as StorePath;
+use object_store::{GetResultPayload, ObjectStore};
+use sha2::{Digest, Sha256};
+use std::io::{self, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+pub use object_store::Error as BlobError;
+
+/// The blob store handle (cheap to clone).
+#[derive(Clone)]
+pub struct Blobs {
+    store: Arc<dyn ObjectStore>,
+    /// The folder, for a local store.
+    local_root: Option<PathBuf>,
+    description: String,
+}
+
+/// The key of a run's trace for one rank.
+pub fn trace_key(run_id: &str, rank: i64, suffix: &str) -> String {
+    format!("runs/{run_id}/{rank}.{suffix}")
+}
+
+impl Blobs {
+    /// Opens `s3://bucket[/prefix]` (credentials and endpoint from the usual
+    /// `AWS_*` environment variables) or a local folder (created if needed).
+    pub fn open(spec: &str) -> Result<Blobs, BlobError> {
+        if spec.starts_with("s3://") {
+            let rest = &spec["s3://".len()..];
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let s3 = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()?;
+            let store: Arc<dyn ObjectStore> = if prefix.trim_matches('/').is_empty() {
+                Arc::new(s3)
+            } else {
+                Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.trim_matches('/')))
+            };
+            return Ok(Blobs {
+                store,
+                local_root: None,
+                description: spec.to_string(),
+            });
+        }
+        let root = PathBuf::from(spec.strip_prefix("file://").unwrap_or(spec));
+        std::fs::create_dir_all(&root).map_err(|e| BlobError::Generic {
+            store: "local",
+            source: Box::new(e),
+        })?;
+        let root = root.canonicalize().map_err(|e| BlobError::Generic {
+            store: "local",
+            source: Box::new(e),
+        })?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(&root)?;
+        Ok(Blobs {
+            store: Arc::new(store),
+            description: root.display().to_string(),
+            local_root: Some(root),
+        })
+    }
+
+    /// Where the blobs live, for logs.
+    pub fn describe(&self) -> &str {
+        &self.description
+    }
+
+    /// Starts an atomic streaming write of `key`, hashing as it goes.
+    pub fn writer(&self, key: &str) -> BlobWriter {
+        BlobWriter {
+            inner: BufWriter::with_capacity(self.store.clone(), StorePath::from(key), 8 << 20),
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Opens a blob for blocking, sequential reading (the analysis runs on a
+    /// blocking thread). Local files are read directly; remote objects are
+    /// streamed through a bounded channel.
+    pub async fn reader(&self, key: &str) -> Result<Box<dyn Read + Send>, BlobError> {
+        let got = self.store.get(&StorePath::from(key)).await?;
+        match got.payload {
+            GetResultPayload::File(file, _) => Ok(Box::new(file)),
+            GetResultPayload::Stream(stream) => {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<io::Result<Bytes>>(8);
+                tokio::spawn(async move {
+                    let mut stream = stream;
+                    while let Some(item) = stream.next().await {
+                        let item = item.map_err(io::Error::other);
+                        let stop = item.is_err();
+                        if tx.send(item).is_err() || stop {
+                            break;
+                        }
+                    }
+                });
+                Ok(Box::new(ChannelReader {
+                    rx,
+                    current: Bytes::new(),
+                }))
+            }
+        }
+    }
+
+    /// The blob's size and its bytes as a stream (downloads).
+    pub async fn stream(&self, key: &str) -> Result<(u64, BoxStream<'static, Result<Bytes, BlobError>>), BlobError> {
+        let got = self.store.get(&StorePath::from(key)).await?;
+        let size = got.meta.size as u64;
+        Ok((size, got.into_stream()))
+    }
+
+    /// Deletes a blob; a missing blob is not an error.
+    pub async fn delete(&self, key: &str) -> Result<(), BlobError> {
+        match self.store.delete(&StorePath::from(key)).await {
+            Ok(()) | Err(BlobError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes a whole blob from memory (small objects, tests).
+    pub async fn put(&self, key: &str, data: Bytes) -> Result<(), BlobError> {
+        self.store.put(&StorePath::from(key), data.into()).await.map(|_| ())
+    }
+
+    /// Deletes blobs of runs for which `run_exists` says no, and local staging
+    /// files left by interrupted writes, when older than `min_age`. Returns
+    /// how many were removed.
+    pub async fn sweep_orphans<F, Fut>(&self, min_age: Duration, run_exists: F) -> Result<usize, BlobError>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let cutoff = chrono::Utc::now() - chrono::Duration::from_std(min_age).unwrap_or_default();
+        let mut removed = 0;
+        let mut listing = self.store.list(Some(&StorePath::from("runs")));
+        let mut doomed = Vec::new();
+        while let Some(meta) = listing.next().await {
+            let meta = meta?;
+            let key = meta.location.to_string();
+            let Some(run_id) = key.strip_prefix("runs/").and_then(|r| r.split('/').next()) else {
+                continue;
+            };
+            if meta.last_modified <= cutoff && !run_exists(run_id.to_string()).await {
+                doomed.push(meta.location.clone());
+            }
+        }
+        drop(listing);
+        for path in doomed {
+            self.store.delete(&path).await?;
+            removed += 1;
+        }
+        if let Some(root) = &self.local_root {
+            removed += sweep_local_staging(&root.join("runs"), min_age);
+        }
+        Ok(removed)
+    }
+}
+
+/// Removes `name#N` staging files of interrupted local writes and empty run
+/// folders.
+fn sweep_local_staging(dir: &std::path::Path, min_age: Duration) -> usize {
+    let mut removed = 0;
+    let Ok(runs) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for run in runs.flatten() {
+        let Ok(files) = std::fs::read_dir(run.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let name = f.file_name().to_string_lossy().to_string();
+            let old = f
+                .metadata()
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed().unwrap_or_default() >= min_age)
+                .unwrap_or(false);
+            if name.contains('#') && old && std::fs::remove_file(f.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        // Only succeeds when empty.
+        let _ = std::fs::remove_dir(run.path());
+    }
+    removed
+}
+
+/// An in-progress blob write; nothing is visible until [`BlobWriter::finish`].
+pub struct BlobWriter {
+    inner: BufWriter,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl BlobWriter {
+    /// Appends bytes.
+    pub async fn write(&mut self, chunk: &[u8]) -> io::Result<()> {
+        self.hasher.update(chunk);
+        self.bytes += chunk.len() as u64;
+        self.inner.write_all(chunk).await
+    }
+
+    /// Bytes written so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Completes the write (durable and visible from now on); returns the
+    /// size and the sha256 in hex.
+    pub async fn finish(mut self) -> io::Result<(u64, String)> {
+        self.inner.shutdown().await?;
+        Ok((self.bytes, hex(&self.hasher.finalize())))
+    }
+
+    /// Abandons the write, removing staged data.
+    pub async fn abort(mut self) {
+        let _ = self.inner.abort().await;
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Sha256 of bytes, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// A blocking reader over chunks sent by an async task.
+struct ChannelReader {
+    rx: std::sync::mpsc::Receiver<io::Result<Bytes>>,
+    current: Bytes,
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.rx.recv() {
+                Ok(chunk) => self.current = chunk?,
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = self.current.slice(n..);
+        Ok(n)
+    }
+}

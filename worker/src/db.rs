@@ -1,0 +1,858 @@
+//! Run metadata, summaries, the job queue and tokens, in SQLite (the embedded
+//! default) or PostgreSQL (scale-out), through sqlx's `Any` driver.
+//!
+//! Both backends run the same SQL text (`$N` placeholders work in both); the
+//! one difference is the claim query, which adds `FOR UPDATE SKIP LOCKED` on
+//! PostgreSQL so that concurrent workers never claim the same job. On SQLite
+//! a claim is a single `UPDATE` statement, which SQLite serializes.
+//!
+//! Times are Unix milliseconds; JSON values are stored as text.
+
+use serde::{Deserialize, Serialize};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use sqlx::Error as DbError;
+
+/// Result of a database call.
+pub type DbResult<T> = Result<T, DbError>;
+
+/// Which database is behind the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The database handle (cheap to clone).
+#[derive(Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A run as stored.
+#[derive(Clone, Debug, Default)]
+pub struct RunRecord {
+    pub id: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub note: String,
+    pub created_at: i64,
+    pub status: String,
+    pub stage: String,
+    pub error: Option<String>,
+    pub source: String,
+    pub options: String,
+    pub capture: Option<String>,
+    pub headline: Option<Headline>,
+    /// Sum over the run's traces.
+    pub progress_bytes: i64,
+    pub total_bytes: i64,
+}
+
+/// The few numbers the runs list shows, stored when a run completes so the
+/// list never reads full summaries.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Headline {
+    pub devices: Vec<String>,
+    pub steps: Option<u64>,
+    pub mean_step_us: Option<f64>,
+    pub top_finding: Option<String>,
+}
+
+/// One rank's trace as stored.
+#[derive(Clone, Debug, Default)]
+pub struct TraceRecord {
+    pub run_id: String,
+    pub rank: i64,
+    pub file_name: String,
+    pub blob_key: String,
+    pub bytes: i64,
+    pub sha256: String,
+    pub encoding: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub progress_bytes: i64,
+    pub analyzer_version: Option<i64>,
+    pub analyses: i64,
+}
+
+/// A run to create.
+#[derive(Clone, Debug, Default)]
+pub struct NewRun {
+    pub id: String,
+    pub name: String,
+    pub tags: Vec<String>,
+    pub source: String,
+    pub capture: Option<String>,
+}
+
+/// A stored trace to attach to a new run.
+#[derive(Clone, Debug, Default)]
+pub struct NewTrace {
+    pub rank: i64,
+    pub file_name: String,
+    pub blob_key: String,
+    pub bytes: i64,
+    pub sha256: String,
+    pub encoding: String,
+}
+
+/// A claimed job.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub id: i64,
+    pub kind: String,
+    pub run_id: String,
+    pub rank: i64,
+    pub attempts: i64,
+    pub max_attempts: i64,
+    pub worker: String,
+}
+
+/// Filters and paging for the runs list.
+#[derive(Clone, Debug, Default)]
+pub struct RunFilter {
+    /// Substring of the name, case-insensitive.
+    pub name: Option<String>,
+    pub tag: Option<String>,
+    pub status: Option<String>,
+    pub offset: i64,
+    pub limit: i64,
+}
+
+/// Changes to a run's descriptive fields.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RunPatch {
+    pub name: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub note: Option<String>,
+}
+
+const RUN_COLUMNS: &str = "r.id, r.name, r.tags, r.note, r.created_at, r.status, r.stage, r.error, r.source, \
+     r.options, r.capture, r.headline, \
+     COALESCE((SELECT SUM(t.progress_bytes) FROM traces t WHERE t.run_id = r.id), 0) AS progress_bytes, \
+     COALESCE((SELECT SUM(t.bytes) FROM traces t WHERE t.run_id = r.id), 0) AS total_bytes";
+
+const TRACE_COLUMNS: &str = "run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, error, \
+     progress_bytes, analyzer_version, analyses";
+
+fn run_from_row(row: &AnyRow) -> DbResult<RunRecord> {
+    let tags: String = row.try_get("tags")?;
+    let headline: Option<String> = row.try_get("headline")?;
+    Ok(RunRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        note: row.try_get("note")?,
+        created_at: row.try_get("created_at")?,
+        status: row.try_get("status")?,
+        stage: row.try_get("stage")?,
+        error: row.try_get("error")?,
+        source: row.try_get("source")?,
+        options: row.try_get("options")?,
+        capture: row.try_get("capture")?,
+        headline: headline.and_then(|h| serde_json::from_str(&h).ok()),
+        progress_bytes: row.try_get("progress_bytes")?,
+        total_bytes: row.try_get("total_bytes")?,
+    })
+}
+
+fn trace_from_row(row: &AnyRow) -> DbResult<TraceRecord> {
+    Ok(TraceRecord {
+        run_id: row.try_get("run_id")?,
+        rank: row.try_get("rank")?,
+        file_name: row.try_get("file_name")?,
+        blob_key: row.try_get("blob_key")?,
+        bytes: row.try_get("bytes")?,
+        sha256: row.try_get("sha256")?,
+        encoding: row.try_get("encoding")?,
+        status: row.try_get("status")?,
+        error: row.try_get("error")?,
+        progress_bytes: row.try_get("progress_bytes")?,
+        analyzer_version: row.try_get("analyzer_version")?,
+        analyses: row.try_get("analyses")?,
+    })
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl Db {
+    /// Connects (creating a SQLite file and its folder if needed) and runs
+    /// the migrations of the backend.
+    pub async fn connect(url: &str) -> DbResult<Db> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.trim_start_matches("//");
+            let path = path.split('?').next().unwrap_or(path);
+            if let Some(dir) = std::path::Path::new(path).parent() {
+                if !dir.as_os_str().is_empty() {
+                    std::fs::create_dir_all(dir).map_err(DbError::Io)?;
+                }
+            }
+            let url = if url.contains("mode=") {
+                url.to_string()
+            } else if url.contains('?') {
+                format!("{url}&mode=rwc")
+            } else {
+                format!("{url}?mode=rwc")
+            };
+            (Backend::Sqlite, url)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            (Backend::Postgres, url.to_string())
+        } else {
+            return Err(DbError::Configuration(
+                format!("unsupported DATABASE_URL scheme in {url:?}: use sqlite:// or postgres://").into(),
+            ));
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets readers proceed during writes; the busy
+                        // timeout makes writers queue instead of failing.
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA busy_timeout = 15000").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                        conn.execute("PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        match backend {
+            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&pool).await?,
+            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&pool).await?,
+        }
+        Ok(Db { pool, backend })
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> DbResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map(|_| ())
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await
+    }
+
+    // ------------------------------------------------------------ runs
+
+    /// Creates a run with its traces and one analysis job per trace, in one
+    /// transaction: either all of it is visible or none.
+    pub async fn create_run(&self, run: &NewRun, traces: &[NewTrace]) -> DbResult<()> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let status = if run.source == "capture" { "capturing" } else { "queued" };
+        sqlx::query(
+            "INSERT INTO runs (id, name, tags, note, created_at, status, stage, source, options, capture) \
+             VALUES ($1, $2, $3, '', $4, $5, '', $6, '{}', $7)",
+        )
+        .bind(&run.id)
+        .bind(&run.name)
+        .bind(serde_json::to_string(&run.tags).unwrap_or_else(|_| "[]".into()))
+        .bind(now)
+        .bind(status)
+        .bind(&run.source)
+        .bind(run.capture.clone())
+        .execute(&mut *tx)
+        .await?;
+        for t in traces {
+            insert_trace(&mut tx, &run.id, t).await?;
+        }
+        if run.source == "capture" {
+            sqlx::query(
+                "INSERT INTO jobs (kind, run_id, rank, state, run_after, max_attempts, created_at, updated_at) \
+                 VALUES ('capture', $1, 0, 'queued', $2, 1, $2, $2)",
+            )
+            .bind(&run.id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await
+    }
+
+    /// Attaches the traces a capture collected to its run and queues their
+    /// analysis, finishing the capture job, in one transaction.
+    pub async fn attach_captured(&self, job: &Job, traces: &[NewTrace]) -> DbResult<bool> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = $1 \
+             WHERE id = $2 AND worker = $3 AND state = 'running'",
+        )
+        .bind(now)
+        .bind(job.id)
+        .bind(&job.worker)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        for t in traces {
+            insert_trace(&mut tx, &job.run_id, t).await?;
+        }
+        sqlx::query("UPDATE runs SET status = 'queued', stage = $1 WHERE id = $2")
+            .bind(format!("analyzing 0/{} ranks", traces.len()))
+            .bind(&job.run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// One run with its progress.
+    pub async fn run(&self, id: &str) -> DbResult<Option<RunRecord>> {
+        let row = sqlx::query(&format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    /// The traces (ranks) of a run, by rank.
+    pub async fn traces(&self, run_id: &str) -> DbResult<Vec<TraceRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {TRACE_COLUMNS} FROM traces WHERE run_id = $1 ORDER BY rank"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(trace_from_row).collect()
+    }
+
+    /// A page of runs, newest first, and the number matching the filter.
+    pub async fn list_runs(&self, f: &RunFilter) -> DbResult<(Vec<RunRecord>, i64)> {
+        let mut conds: Vec<String> = Vec::new();
+        let mut binds: Vec<String> = Vec::new();
+        if let Some(name) = f.name.as_deref().filter(|s| !s.is_empty()) {
+            binds.push(format!("%{}%", like_escape(&name.to_lowercase())));
+            conds.push(format!("LOWER(r.name) LIKE ${} ESCAPE '\\'", binds.len()));
+        }
+        if let Some(tag) = f.tag.as_deref().filter(|s| !s.is_empty()) {
+            let quoted = serde_json::to_string(tag).unwrap_or_default();
+            binds.push(format!("%{}%", like_escape(&quoted)));
+            conds.push(format!("r.tags LIKE ${} ESCAPE '\\'", binds.len()));
+        }
+        if let Some(status) = f.status.as_deref().filter(|s| !s.is_empty()) {
+            binds.push(status.to_string());
+            conds.push(format!("r.status = ${}", binds.len()));
+        }
+        let where_ = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        };
+        let count_sql = format!("SELECT COUNT(*) AS n FROM runs r {where_}");
+        let mut count_q = sqlx::query(&count_sql).persistent(false);
+        for b in &binds {
+            count_q = count_q.bind(b.clone());
+        }
+        let total: i64 = count_q.fetch_one(&self.pool).await?.try_get("n")?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs r {where_} ORDER BY r.created_at DESC, r.id LIMIT ${} OFFSET ${}",
+            binds.len() + 1,
+            binds.len() + 2
+        );
+        let mut q = sqlx::query(&sql).persistent(false);
+        for b in &binds {
+            q = q.bind(b.clone());
+        }
+        let rows = q
+            .bind(f.limit.clamp(1, 500))
+            .bind(f.offset.max(0))
+            .fetch_all(&self.pool)
+            .await?;
+        let runs = rows.iter().map(run_from_row).collect::<DbResult<Vec<_>>>()?;
+        Ok((runs, total))
+    }
+
+    /// Renames, re-tags or annotates a run; false if there is no such run.
+    pub async fn update_run(&self, id: &str, patch: &RunPatch) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let exists = sqlx::query("SELECT id FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if !exists {
+            return Ok(false);
+        }
+        if let Some(name) = &patch.name {
+            sqlx::query("UPDATE runs SET name = $1 WHERE id = $2")
+                .bind(name)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(tags) = &patch.tags {
+            sqlx::query("UPDATE runs SET tags = $1 WHERE id = $2")
+                .bind(serde_json::to_string(tags).unwrap_or_else(|_| "[]".into()))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(note) = &patch.note {
+            sqlx::query("UPDATE runs SET note = $1 WHERE id = $2")
+                .bind(note)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Deletes a run, its traces and jobs; returns the blob keys to delete,
+    /// or `None` if there was no such run.
+    pub async fn delete_run(&self, id: &str) -> DbResult<Option<Vec<String>>> {
+        let mut tx = self.pool.begin().await?;
+        let keys: Vec<String> = sqlx::query("SELECT blob_key FROM traces WHERE run_id = $1")
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get("blob_key"))
+            .collect::<DbResult<_>>()?;
+        sqlx::query("DELETE FROM jobs WHERE run_id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM traces WHERE run_id = $1").bind(id).execute(&mut *tx).await?;
+        let gone = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok((gone.rows_affected() == 1).then_some(keys))
+    }
+
+    /// Whether a run with this id exists.
+    pub async fn run_exists(&self, id: &str) -> DbResult<bool> {
+        Ok(sqlx::query("SELECT id FROM runs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some())
+    }
+
+    /// The stored summary JSON of one rank.
+    pub async fn summary(&self, run_id: &str, rank: i64) -> DbResult<Option<String>> {
+        let row = sqlx::query("SELECT summary FROM traces WHERE run_id = $1 AND rank = $2")
+            .bind(run_id)
+            .bind(rank)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| r.try_get::<Option<String>, _>("summary").ok().flatten()))
+    }
+
+    /// All stored summaries of a run, by rank.
+    pub async fn summaries(&self, run_id: &str) -> DbResult<Vec<(i64, String)>> {
+        let rows = sqlx::query(
+            "SELECT rank, summary FROM traces WHERE run_id = $1 AND summary IS NOT NULL ORDER BY rank",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("rank")?, r.try_get("summary")?)))
+            .collect()
+    }
+
+    /// The cross-rank summary JSON of a multi-rank run.
+    pub async fn cross_summary(&self, run_id: &str) -> DbResult<Option<String>> {
+        let row = sqlx::query("SELECT cross_summary FROM runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| r.try_get::<Option<String>, _>("cross_summary").ok().flatten()))
+    }
+
+    /// Sets a run's status words (capture progress).
+    pub async fn set_stage(&self, run_id: &str, status: &str, stage: &str) -> DbResult<()> {
+        sqlx::query("UPDATE runs SET status = $1, stage = $2 WHERE id = $3")
+            .bind(status)
+            .bind(stage)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    /// Stores analysis options for a run and queues its re-analysis.
+    pub async fn reanalyze(&self, run_id: &str, options_json: Option<&str>) -> DbResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(opts) = options_json {
+            sqlx::query("UPDATE runs SET options = $1 WHERE id = $2")
+                .bind(opts)
+                .bind(run_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let ranks: Vec<i64> = sqlx::query("SELECT rank FROM traces WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| r.try_get("rank"))
+            .collect::<DbResult<_>>()?;
+        if ranks.is_empty() {
+            return Ok(false);
+        }
+        let now = now_ms();
+        for rank in ranks {
+            enqueue_analysis(&mut tx, run_id, rank, now).await?;
+        }
+        sqlx::query("UPDATE runs SET stage = 're-analyzing' WHERE id = $1 AND status = 'done'")
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE runs SET status = 'queued', error = NULL WHERE id = $1 AND status = 'failed'")
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Queues re-analysis of every analyzed trace whose summary came from
+    /// another analyzer version; returns how many were queued.
+    pub async fn enqueue_stale(&self, version: u32) -> DbResult<u64> {
+        let rows = sqlx::query(
+            "SELECT run_id, rank FROM traces WHERE status IN ('done', 'failed') \
+             AND (analyzer_version IS NULL OR analyzer_version <> $1)",
+        )
+        .bind(version as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut n = 0;
+        for r in rows {
+            let run_id: String = r.try_get("run_id")?;
+            let rank: i64 = r.try_get("rank")?;
+            let mut tx = self.pool.begin().await?;
+            n += enqueue_analysis(&mut tx, &run_id, rank, now_ms()).await?;
+            tx.commit().await?;
+        }
+        Ok(n)
+    }
+
+    // ------------------------------------------------------------ jobs
+
+    /// Claims the oldest runnable job: a queued one whose time has come, or a
+    /// running one whose lease expired (its worker died).
+    pub async fn claim(&self, worker: &str, lease_ms: i64) -> DbResult<Option<Job>> {
+        let now = now_ms();
+        let lock = match self.backend {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', worker = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3 \
+             WHERE id = (SELECT id FROM jobs \
+                         WHERE (state = 'queued' AND run_after <= $3) OR (state = 'running' AND lease_until < $3) \
+                         ORDER BY id LIMIT 1{lock}) \
+             RETURNING id, kind, run_id, rank, attempts, max_attempts"
+        );
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_ms)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(Job {
+                id: r.try_get("id")?,
+                kind: r.try_get("kind")?,
+                run_id: r.try_get("run_id")?,
+                rank: r.try_get("rank")?,
+                attempts: r.try_get("attempts")?,
+                max_attempts: r.try_get("max_attempts")?,
+                worker: worker.to_string(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Extends a job's lease and records progress; false if the job is no
+    /// longer this worker's (its lease expired and another took it).
+    pub async fn heartbeat(&self, job: &Job, lease_ms: i64, progress: Option<i64>) -> DbResult<bool> {
+        let now = now_ms();
+        let r = sqlx::query(
+            "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND worker = $4 AND state = 'running'",
+        )
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(job.id)
+        .bind(&job.worker)
+        .execute(&self.pool)
+        .await?;
+        if let Some(p) = progress {
+            sqlx::query("UPDATE traces SET progress_bytes = $1 WHERE run_id = $2 AND rank = $3")
+                .bind(p)
+                .bind(&job.run_id)
+                .bind(job.rank)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(r.rows_affected() == 1)
+    }
+
+    /// Marks a claimed analysis as started.
+    pub async fn start_analysis(&self, job: &Job) -> DbResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE traces SET status = 'analyzing', progress_bytes = 0 WHERE run_id = $1 AND rank = $2 AND status <> 'done'")
+            .bind(&job.run_id)
+            .bind(job.rank)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE runs SET status = 'analyzing' WHERE id = $1 AND status IN ('queued', 'failed')")
+            .bind(&job.run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
+    }
+
+    /// The trace a job works on, with the run's analysis options.
+    pub async fn job_trace(&self, job: &Job) -> DbResult<Option<(TraceRecord, String)>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TRACE_COLUMNS}, (SELECT options FROM runs WHERE id = run_id) AS options \
+             FROM traces WHERE run_id = $1 AND rank = $2"
+        ))
+        .bind(&job.run_id)
+        .bind(job.rank)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((trace_from_row(&r)?, r.try_get::<Option<String>, _>("options")?.unwrap_or_default())))
+            .transpose()
+    }
+
+    /// Stores a finished analysis and completes the job, atomically, if the
+    /// job is still this worker's. Returns whether it was stored.
+    pub async fn finish_analysis(&self, job: &Job, summary: &str, version: u32) -> DbResult<bool> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE jobs SET state = 'done', lease_until = NULL, error = NULL, updated_at = $1 \
+             WHERE id = $2 AND worker = $3 AND state = 'running'",
+        )
+        .bind(now)
+        .bind(job.id)
+        .bind(&job.worker)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "UPDATE traces SET status = 'done', error = NULL, summary = $1, analyzer_version = $2, \
+             analyses = analyses + 1, analyzed_at = $3, progress_bytes = bytes WHERE run_id = $4 AND rank = $5",
+        )
+        .bind(summary)
+        .bind(version as i64)
+        .bind(now)
+        .bind(&job.run_id)
+        .bind(job.rank)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Counts of a run's traces: (done, failed, all).
+    pub async fn trace_counts(&self, run_id: &str) -> DbResult<(i64, i64, i64)> {
+        let row = sqlx::query(
+            "SELECT COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done, \
+                    COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failed, \
+                    COUNT(*) AS n FROM traces WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("done")?, row.try_get("failed")?, row.try_get("n")?))
+    }
+
+    /// Marks a run complete with its headline and cross-rank summary.
+    pub async fn complete_run(&self, run_id: &str, headline: &Headline, cross: Option<&str>) -> DbResult<()> {
+        sqlx::query(
+            "UPDATE runs SET status = 'done', stage = '', error = NULL, headline = $1, cross_summary = $2 WHERE id = $3",
+        )
+        .bind(serde_json::to_string(headline).unwrap_or_default())
+        .bind(cross.map(str::to_string))
+        .bind(run_id)
+        .execute(&self.pool)
+        .await
+        .map(|_| ())
+    }
+
+    /// Sets the "analyzing k/n ranks" words of a multi-rank run.
+    pub async fn set_rank_stage(&self, run_id: &str, done: i64, all: i64) -> DbResult<()> {
+        sqlx::query("UPDATE runs SET stage = $1 WHERE id = $2 AND status <> 'done'")
+            .bind(format!("analyzing {done}/{all} ranks"))
+            .bind(run_id)
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    /// Fails a job. With `retry_after_ms` (a transient error, attempts left)
+    /// it is queued again after that delay; otherwise it fails for good and
+    /// so do its trace and run, with the reason.
+    pub async fn fail_job(&self, job: &Job, reason: &str, retry_after_ms: Option<i64>) -> DbResult<()> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        match retry_after_ms {
+            Some(delay) => {
+                sqlx::query(
+                    "UPDATE jobs SET state = 'queued', run_after = $1, error = $2, lease_until = NULL, updated_at = $3 \
+                     WHERE id = $4 AND worker = $5 AND state = 'running'",
+                )
+                .bind(now + delay)
+                .bind(reason)
+                .bind(now)
+                .bind(job.id)
+                .bind(&job.worker)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE traces SET status = 'queued', error = $1 WHERE run_id = $2 AND rank = $3 AND status <> 'done'")
+                    .bind(reason)
+                    .bind(&job.run_id)
+                    .bind(job.rank)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            None => {
+                let r = sqlx::query(
+                    "UPDATE jobs SET state = 'failed', error = $1, lease_until = NULL, updated_at = $2 \
+                     WHERE id = $3 AND worker = $4 AND state = 'running'",
+                )
+                .bind(reason)
+                .bind(now)
+                .bind(job.id)
+                .bind(&job.worker)
+                .execute(&mut *tx)
+                .await?;
+                if r.rows_affected() == 1 {
+                    if job.kind == "analyze" {
+                        sqlx::query("UPDATE traces SET status = 'failed', error = $1 WHERE run_id = $2 AND rank = $3")
+                            .bind(reason)
+                            .bind(&job.run_id)
+                            .bind(job.rank)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    sqlx::query("UPDATE runs SET status = 'failed', stage = '', error = $1 WHERE id = $2")
+                        .bind(reason)
+                        .bind(&job.run_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        tx.commit().await
+    }
+
+    /// Jobs by state, for metrics.
+    pub async fn job_counts(&self) -> DbResult<Vec<(String, i64)>> {
+        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("n")?)))
+            .collect()
+    }
+
+    // ------------------------------------------------------------ tokens
+
+    /// Stores a token's hash under a name.
+    pub async fn add_token(&self, id: &str, name: &str, hash: &str) -> DbResult<()> {
+        sqlx::query("INSERT INTO tokens (id, name, hash, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(name)
+            .bind(hash)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    /// Whether any token exists (then writes need one).
+    pub async fn tokens_exist(&self) -> DbResult<bool> {
+        Ok(sqlx::query("SELECT id FROM tokens LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some())
+    }
+
+    /// The name of the token with this hash, if any.
+    pub async fn token_name(&self, hash: &str) -> DbResult<Option<String>> {
+        let row = sqlx::query("SELECT name FROM tokens WHERE hash = $1")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.try_get("name")).transpose()
+    }
+}
+
+async fn insert_trace(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, t: &NewTrace) -> DbResult<()> {
+    let now = now_ms();
+    sqlx::query(
+        "INSERT INTO traces (run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, progress_bytes, analyses) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, 0)",
+    )
+    .bind(run_id)
+    .bind(t.rank)
+    .bind(&t.file_name)
+    .bind(&t.blob_key)
+    .bind(t.bytes)
+    .bind(&t.sha256)
+    .bind(&t.encoding)
+    .execute(&mut **tx)
+    .await?;
+    enqueue_analysis(tx, run_id, t.rank, now).await?;
+    Ok(())
+}
+
+/// Queues an analysis unless one is already queued or running.
+async fn enqueue_analysis(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    rank: i64,
+    now: i64,
+) -> DbResult<u64> {
+    let r = sqlx::query(
+        "INSERT INTO jobs (kind, run_id, rank, state, run_after, max_attempts, created_at, updated_at) \
+         VALUES ('analyze', $1, $2, 'queued', $3, 5, $3, $3) \
+         ON CONFLICT (kind, run_id, rank) WHERE state IN ('queued', 'running') DO NOTHING",
+    )
+    .bind(run_id)
+    .bind(rank)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(r.rows_affected())
+}

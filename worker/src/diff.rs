@@ -1,0 +1,411 @@
+//! Diffs: run a (baseline) against run b (patch), from their summaries only.
+//!
+//! Times are compared per step when both runs have steps (so runs of
+//! different lengths compare), else per trace. Ops match by name; kernels by
+//! name, then by normalized name (no template arguments, addresses or
+//! hashes), so a recompiled kernel still matches; the rest are listed as
+//! added or removed.
+
+use crate::analysis::names::normalized_name;
+use kinetoscope_types::units::{change_pct, count, time_us};
+use kinetoscope_types::*;
+use std::collections::{BTreeMap, HashMap};
+
+/// Rows kept in each delta table (sorted by absolute change).
+const MAX_ROWS: usize = 500;
+/// Names kept in the added/removed lists.
+const MAX_NAMES: usize = 200;
+
+/// A summary with the identity of its run.
+pub struct Side<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub summary: &'a Summary,
+}
+
+fn change(a: f64, b: f64) -> f64 {
+    if a.abs() > 0.0 {
+        100.0 * (b - a) / a
+    } else if b.abs() > 0.0 {
+        100.0
+    } else {
+        0.0
+    }
+}
+
+/// Both values in one unit: `93.2 -> 66.1 ms`.
+pub fn pair(a_us: f64, b_us: f64) -> String {
+    let m = a_us.abs().max(b_us.abs());
+    let (div, unit) = if m >= 1e6 {
+        (1e6, "s")
+    } else if m >= 1e3 {
+        (1e3, "ms")
+    } else {
+        (1.0, "µs")
+    };
+    let f = |x: f64| {
+        let v = x / div;
+        if m / div >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    format!("{} -> {} {unit}", f(a_us), f(b_us))
+}
+
+fn side(s: &Side) -> DiffSide {
+    DiffSide {
+        id: s.id.to_string(),
+        name: s.name.to_string(),
+        devices: s.summary.trace.devices.iter().take(1).cloned().collect(),
+        steps: s.summary.steps_stats.count,
+        mean_step_us: s.summary.steps_stats.mean_us,
+        p50_step_us: s.summary.steps_stats.p50_us,
+        busy_pct: s.summary.gpu_time.busy_pct,
+        layers: s.summary.layers.items.clone(),
+        layer_method: s.summary.layers.method.clone(),
+    }
+}
+
+fn delta_rows(
+    a: &HashMap<String, (f64, f64, Option<String>)>,
+    b: &HashMap<String, (f64, f64, Option<String>)>,
+) -> (Vec<DeltaRow>, Vec<String>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut added = Vec::new();
+    let mut removed = Vec::new();
+    for (name, &(au, ac, ref cat)) in a {
+        match b.get(name) {
+            Some(&(bu, bc, _)) => rows.push(DeltaRow {
+                name: name.clone(),
+                a_us: au,
+                b_us: bu,
+                delta_us: bu - au,
+                change_pct: change(au, bu),
+                a_calls: ac,
+                b_calls: bc,
+                matched_by: "name".into(),
+                b_name: None,
+                category: cat.clone(),
+            }),
+            None => removed.push(name.clone()),
+        }
+    }
+    for name in b.keys() {
+        if !a.contains_key(name) {
+            added.push(name.clone());
+        }
+    }
+    (rows, added, removed)
+}
+
+fn finish(mut rows: Vec<DeltaRow>) -> Vec<DeltaRow> {
+    rows.sort_by(|x, y| {
+        y.delta_us
+            .abs()
+            .total_cmp(&x.delta_us.abs())
+            .then(x.name.cmp(&y.name))
+    });
+    rows.truncate(MAX_ROWS);
+    rows
+}
+
+fn sorted_names(mut v: Vec<String>, weight: &dyn Fn(&str) -> f64) -> Vec<String> {
+    v.sort_by(|x, y| weight(y).total_cmp(&weight(x)).then(x.cmp(y)));
+    v.truncate(MAX_NAMES);
+    v
+}
+
+/// Compares two runs' summaries.
+pub fn diff(a: &Side, b: &Side) -> Diff {
+    let (sa, sb) = (a.summary, b.summary);
+    let per_step = sa.steps_stats.count > 0 && sb.steps_stats.count > 0;
+    let (na, nb) = if per_step {
+        (sa.steps_stats.count as f64, sb.steps_stats.count as f64)
+    } else {
+        (1.0, 1.0)
+    };
+
+    // Ops by self device time.
+    let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+        s.ops
+            .iter()
+            .filter(|o| o.self_device_us > 0.0)
+            .map(|o| (o.name.clone(), (o.self_device_us / n, o.calls as f64 / n, None)))
+            .collect()
+    };
+    let (oa, ob) = (ops_of(sa, na), ops_of(sb, nb));
+    let (op_rows, added_ops, removed_ops) = delta_rows(&oa, &ob);
+
+    // Kernels by name, then by normalized name.
+    let kernels_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+        s.kernels
+            .iter()
+            .map(|k| (k.name.clone(), (k.total_us / n, k.calls as f64 / n, Some(k.category.clone()))))
+            .collect()
+    };
+    let (ka, kb) = (kernels_of(sa, na), kernels_of(sb, nb));
+    let (mut kernel_rows, added_k, removed_k) = delta_rows(&ka, &kb);
+    let group = |names: &[String], map: &HashMap<String, (f64, f64, Option<String>)>| {
+        let mut g: BTreeMap<String, (f64, f64, Vec<String>, Option<String>)> = BTreeMap::new();
+        for n in names {
+            let e = g.entry(normalized_name(n)).or_insert((0.0, 0.0, Vec::new(), None));
+            let (us, calls, cat) = &map[n];
+            e.0 += us;
+            e.1 += calls;
+            e.2.push(n.clone());
+            e.3 = cat.clone();
+        }
+        g
+    };
+    let ga = group(&removed_k, &ka);
+    let gb = group(&added_k, &kb);
+    let mut added_kernels = Vec::new();
+    let mut removed_kernels = Vec::new();
+    for (norm, (au, ac, names_a, cat)) in &ga {
+        match gb.get(norm) {
+            Some((bu, bc, names_b, _)) => kernel_rows.push(DeltaRow {
+                name: names_a[0].clone(),
+                a_us: *au,
+                b_us: *bu,
+                delta_us: bu - au,
+                change_pct: change(*au, *bu),
+                a_calls: *ac,
+                b_calls: *bc,
+                matched_by: "normalized".into(),
+                b_name: Some(names_b[0].clone()),
+                category: cat.clone(),
+            }),
+            None => removed_kernels.extend(names_a.iter().cloned()),
+        }
+    }
+    for (norm, (_, _, names_b, _)) in &gb {
+        if !ga.contains_key(norm) {
+            added_kernels.extend(names_b.iter().cloned());
+        }
+    }
+
+    // Categories.
+    let cats = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+        s.gpu_time
+            .by_category
+            .iter()
+            .map(|c| (c.category.clone(), (c.us / n, c.calls as f64 / n, None)))
+            .collect()
+    };
+    let (ca, cb) = (cats(sa, na), cats(sb, nb));
+    let (mut cat_rows, cat_added, cat_removed) = delta_rows(&ca, &cb);
+    for c in cat_added {
+        let (bu, bc, _) = cb[&c];
+        cat_rows.push(DeltaRow {
+            name: c,
+            b_us: bu,
+            delta_us: bu,
+            change_pct: 100.0,
+            b_calls: bc,
+            matched_by: "added".into(),
+            ..Default::default()
+        });
+    }
+    for c in cat_removed {
+        let (au, ac, _) = ca[&c];
+        cat_rows.push(DeltaRow {
+            name: c,
+            a_us: au,
+            delta_us: -au,
+            change_pct: -100.0,
+            a_calls: ac,
+            matched_by: "removed".into(),
+            ..Default::default()
+        });
+    }
+
+    // Layers (already per step in the summaries).
+    let mut layers: BTreeMap<i64, (f64, f64)> = BTreeMap::new();
+    for l in &sa.layers.items {
+        layers.entry(l.index).or_default().0 = l.device_us;
+    }
+    for l in &sb.layers.items {
+        layers.entry(l.index).or_default().1 = l.device_us;
+    }
+    let layers: Vec<LayerDelta> = layers
+        .into_iter()
+        .map(|(index, (a_us, b_us))| LayerDelta {
+            index,
+            a_us,
+            b_us,
+            delta_us: b_us - a_us,
+        })
+        .collect();
+
+    let steps = StepsDiff {
+        a_mean_us: sa.steps_stats.mean_us,
+        b_mean_us: sb.steps_stats.mean_us,
+        change_pct: change(sa.steps_stats.mean_us, sb.steps_stats.mean_us),
+        a_p50_us: sa.steps_stats.p50_us,
+        b_p50_us: sb.steps_stats.p50_us,
+        p50_change_pct: change(sa.steps_stats.p50_us, sb.steps_stats.p50_us),
+    };
+    let busy_a = sa.gpu_time.busy_us / na;
+    let busy_b = sb.gpu_time.busy_us / nb;
+    let gpu_busy = ValueDiff {
+        a_us: busy_a,
+        b_us: busy_b,
+        delta_us: busy_b - busy_a,
+        change_pct: change(busy_a, busy_b),
+    };
+
+    let weight_a = |n: &str| ka.get(n).map_or(0.0, |v| v.0);
+    let weight_b = |n: &str| kb.get(n).map_or(0.0, |v| v.0);
+    let op_rows = finish(op_rows);
+    let kernel_rows = finish(kernel_rows);
+    let mut d = Diff {
+        a: side(a),
+        b: side(b),
+        basis: if per_step { "per step" } else { "per trace" }.into(),
+        steps,
+        gpu_busy,
+        ops: op_rows,
+        kernels: kernel_rows,
+        categories: finish(cat_rows),
+        layers,
+        added_ops: sorted_names(added_ops, &|n| ob.get(n).map_or(0.0, |v| v.0)),
+        removed_ops: sorted_names(removed_ops, &|n| oa.get(n).map_or(0.0, |v| v.0)),
+        added_kernels: sorted_names(added_kernels, &weight_b),
+        removed_kernels: sorted_names(removed_kernels, &weight_a),
+        ranks: Vec::new(),
+        findings: Vec::new(),
+    };
+    d.findings = findings(&d, sa, sb, &ka, &kb);
+    d
+}
+
+fn findings(
+    d: &Diff,
+    sa: &Summary,
+    sb: &Summary,
+    ka: &HashMap<String, (f64, f64, Option<String>)>,
+    kb: &HashMap<String, (f64, f64, Option<String>)>,
+) -> Vec<DiffFinding> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    let per = if d.basis == "per step" { " per step" } else { "" };
+    if d.basis == "per step" {
+        out.push((
+            1e12,
+            format!(
+                "step time {} ({})",
+                change_pct(d.steps.change_pct),
+                pair(d.steps.a_mean_us, d.steps.b_mean_us)
+            ),
+        ));
+    } else {
+        let (a, b) = (sa.gpu_time.gpu_op_us, sb.gpu_time.gpu_op_us);
+        out.push((1e12, format!("GPU time {} ({})", change_pct(change(a, b)), pair(a, b))));
+    }
+    let scale = d.gpu_busy.a_us.max(d.gpu_busy.b_us).max(1e-9);
+    for r in d.ops.iter().take(3) {
+        if r.delta_us.abs() >= 0.01 * scale {
+            out.push((
+                r.delta_us.abs(),
+                format!(
+                    "{} self device time {} ({}{per})",
+                    r.name,
+                    change_pct(r.change_pct),
+                    pair(r.a_us, r.b_us)
+                ),
+            ));
+        }
+    }
+    if (d.gpu_busy.change_pct).abs() >= 1.0 {
+        out.push((
+            d.gpu_busy.delta_us.abs() * 0.9,
+            format!(
+                "GPU busy time {} ({}{per})",
+                change_pct(d.gpu_busy.change_pct),
+                pair(d.gpu_busy.a_us, d.gpu_busy.b_us)
+            ),
+        ));
+    }
+    for r in d.categories.iter().take(2) {
+        if r.delta_us.abs() >= 0.05 * scale {
+            out.push((
+                r.delta_us.abs() * 0.8,
+                format!("{} kernels {} ({}{per})", r.name, change_pct(r.change_pct), pair(r.a_us, r.b_us)),
+            ));
+        }
+    }
+    for name in d.added_kernels.iter().take(2) {
+        let (us, calls, _) = kb[name];
+        if us >= 0.02 * scale {
+            out.push((
+                us * 0.7,
+                format!(
+                    "new kernel {}: {}{per} in {} calls",
+                    crate::analysis::names::short_name(name),
+                    time_us(us),
+                    count(calls)
+                ),
+            ));
+        }
+    }
+    for name in d.removed_kernels.iter().take(2) {
+        let (us, calls, _) = ka[name];
+        if us >= 0.02 * scale {
+            out.push((
+                us * 0.7,
+                format!(
+                    "kernel {} is gone: it took {}{per} in {} calls",
+                    crate::analysis::names::short_name(name),
+                    time_us(us),
+                    count(calls)
+                ),
+            ));
+        }
+    }
+    if let Some(l) = d.layers.iter().max_by(|x, y| x.delta_us.abs().total_cmp(&y.delta_us.abs())) {
+        if !d.layers.is_empty() && l.delta_us.abs() >= 0.01 * scale {
+            let total_a: f64 = d.layers.iter().map(|l| l.a_us).sum();
+            let total_b: f64 = d.layers.iter().map(|l| l.b_us).sum();
+            out.push((
+                (total_b - total_a).abs() * 0.6,
+                format!(
+                    "device time in the {} layers {} ({} per step)",
+                    d.layers.len(),
+                    change_pct(change(total_a, total_b)),
+                    pair(total_a, total_b)
+                ),
+            ));
+        }
+    }
+    out.sort_by(|x, y| y.0.total_cmp(&x.0));
+    out.into_iter().map(|(_, text)| DiffFinding { text }).collect()
+}
+
+/// Rank-by-rank comparison of two multi-rank runs' cross-rank summaries.
+pub fn rank_deltas(a: &RanksSummary, b: &RanksSummary) -> Vec<RankDelta> {
+    a.ranks
+        .iter()
+        .filter_map(|ra| {
+            let rb = b.ranks.iter().find(|r| r.rank == ra.rank)?;
+            Some(RankDelta {
+                rank: ra.rank,
+                a_mean_step_us: ra.mean_step_us,
+                b_mean_step_us: rb.mean_step_us,
+                change_pct: change(ra.mean_step_us, rb.mean_step_us),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_share_a_unit() {
+        assert_eq!(pair(93_200.0, 66_100.0), "93.2 -> 66.1 ms");
+        assert_eq!(pair(64_600.0, 1_900.0), "64.6 -> 1.9 ms");
+        assert_eq!(pair(500.0, 20.0), "500 -> 20 µs");
+    }
+}

@@ -1,0 +1,292 @@
+//! The job runner: claims jobs from the database, runs them, stores results.
+//!
+//! A job is claimed with a lease that a heartbeat extends while it runs; if
+//! the worker dies, the lease expires and another worker reclaims the job.
+//! Results are stored only if the job is still this worker's (the completion
+//! query checks the claim), so a job is completed exactly once.
+//!
+//! Failures are classified: bad input (not a trace, truncated, too large)
+//! fails the run at once with the reason; transient errors (blob store or
+//! database unreachable) are retried with exponential backoff.
+
+use crate::analysis::{analyze, AnalysisOptions, ANALYZER_VERSION};
+use crate::blobs::Blobs;
+use crate::db::{Db, Headline, Job};
+use crate::trace::{read_trace, Limits, ReadOptions, TraceError};
+use kinetoscope_types::Summary;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How long a claim lasts without a heartbeat.
+pub const LEASE_MS: i64 = 30_000;
+/// How often a running job renews its lease and reports progress.
+const HEARTBEAT: Duration = Duration::from_secs(3);
+
+/// Settings of a runner.
+#[derive(Clone)]
+pub struct RunnerConfig {
+    /// Identifies this worker in job claims (host, pid and a random suffix).
+    pub worker_id: String,
+    pub limits: Limits,
+    /// How long to sleep when no job is queued (a notify wakes it earlier).
+    pub poll: Duration,
+    /// Inference engines that capture jobs may target.
+    pub engines: Vec<crate::capture::Engine>,
+    /// How long a capture waits for the engine's files.
+    pub capture_timeout: Duration,
+    /// How long a capture waits for any step before calling the engine idle.
+    pub capture_idle: Duration,
+}
+
+/// What the runner needs: the database, the blobs, and a wake-up signal.
+#[derive(Clone)]
+pub struct Runner {
+    pub db: Db,
+    pub blobs: Blobs,
+    pub config: Arc<RunnerConfig>,
+    /// Notified when a job is queued by this process.
+    pub wake: Arc<Notify>,
+}
+
+/// Why a job failed.
+#[derive(Debug)]
+pub enum JobError {
+    /// The input is at fault; retrying cannot help.
+    BadInput(String),
+    /// Something outside the input failed; worth retrying.
+    Transient(String),
+}
+
+impl Runner {
+    /// Runs `concurrency` job loops until `stop` is cancelled (in-flight jobs
+    /// finish first). Also re-queues summaries from older analyzer versions
+    /// at start and every few minutes.
+    pub async fn run(self, concurrency: usize, stop: CancellationToken) {
+        match self.db.enqueue_stale(ANALYZER_VERSION).await {
+            Ok(n) if n > 0 => tracing::info!(queued = n, "re-analyzing traces from older analyzer versions"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not queue stale analyses"),
+        }
+        let mut loops = Vec::new();
+        for k in 0..concurrency.max(1) {
+            let me = self.clone();
+            let stop = stop.clone();
+            loops.push(tokio::spawn(async move { me.job_loop(k, stop).await }));
+        }
+        let maintenance = {
+            let me = self.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(300)).await;
+                    if let Err(e) = me.db.enqueue_stale(ANALYZER_VERSION).await {
+                        tracing::warn!(error = %e, "could not queue stale analyses");
+                    }
+                }
+            })
+        };
+        for l in loops {
+            let _ = l.await;
+        }
+        maintenance.abort();
+    }
+
+    async fn job_loop(&self, k: usize, stop: CancellationToken) {
+        let worker = format!("{}/{k}", self.config.worker_id);
+        loop {
+            // A claim is never cancelled half-way: it may already be committed.
+            if stop.is_cancelled() {
+                return;
+            }
+            match self.db.claim(&worker, LEASE_MS).await {
+                Ok(Some(job)) => self.handle(job).await,
+                Ok(None) => {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = self.wake.notified() => {}
+                        _ = tokio::time::sleep(self.config.poll) => {}
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming a job failed");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs one claimed job to completion or failure.
+    pub async fn handle(&self, job: Job) {
+        let started = std::time::Instant::now();
+        if job.attempts > job.max_attempts {
+            let reason = format!(
+                "gave up after {} attempts (the workers running it stopped or kept failing)",
+                job.max_attempts
+            );
+            let _ = self.db.fail_job(&job, &reason, None).await;
+            return;
+        }
+        tracing::info!(job = job.id, kind = %job.kind, run = %job.run_id, rank = job.rank, attempt = job.attempts, "job started");
+        let result = match job.kind.as_str() {
+            "analyze" => self.analyze_job(&job).await,
+            "capture" => crate::capture::run_capture(self, &job).await,
+            other => Err(JobError::BadInput(format!("unknown job kind {other}"))),
+        };
+        let outcome = match result {
+            Ok(()) => "done",
+            Err(JobError::BadInput(reason)) => {
+                tracing::info!(job = job.id, %reason, "job failed: bad input");
+                if let Err(e) = self.db.fail_job(&job, &reason, None).await {
+                    tracing::error!(error = %e, "recording a job failure failed");
+                }
+                "failed"
+            }
+            Err(JobError::Transient(reason)) => {
+                let retry = job.attempts < job.max_attempts;
+                let delay = 1000 * (1i64 << job.attempts.clamp(0, 6));
+                tracing::warn!(job = job.id, %reason, retry, "job failed: transient");
+                let reason = if retry {
+                    reason
+                } else {
+                    format!("{reason} (gave up after {} attempts)", job.attempts)
+                };
+                let _ = self.db.fail_job(&job, &reason, retry.then_some(delay)).await;
+                if retry { "retry" } else { "failed" }
+            }
+        };
+        crate::metrics::job_finished(&job.kind, outcome, started.elapsed());
+    }
+
+    async fn analyze_job(&self, job: &Job) -> Result<(), JobError> {
+        let transient = |e: &dyn std::fmt::Display| JobError::Transient(e.to_string());
+        let Some((trace, options)) = self.db.job_trace(job).await.map_err(|e| transient(&e))? else {
+            return Err(JobError::BadInput("the run or its trace no longer exists".into()));
+        };
+        self.db.start_analysis(job).await.map_err(|e| transient(&e))?;
+        let reader = self
+            .blobs
+            .reader(&trace.blob_key)
+            .await
+            .map_err(|e| JobError::Transient(format!("reading the stored trace failed: {e}")))?;
+
+        // Heartbeat: renew the lease and publish progress while parsing.
+        let progress = Arc::new(AtomicU64::new(0));
+        let beat = {
+            let db = self.db.clone();
+            let job = job.clone();
+            let progress = progress.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(HEARTBEAT).await;
+                    let p = progress.load(Ordering::Relaxed) as i64;
+                    match db.heartbeat(&job, LEASE_MS, Some(p)).await {
+                        Ok(true) => {}
+                        Ok(false) => return, // the claim is gone; completion will be refused
+                        Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+                    }
+                }
+            })
+        };
+        let opts: AnalysisOptions = parse_options(&options);
+        let read = ReadOptions {
+            limits: self.config.limits.clone(),
+            progress: Some(progress.clone()),
+        };
+        let outcome = tokio::task::spawn_blocking(move || {
+            read_trace(reader, &read).map(|t| {
+                let s = analyze(&t, &opts);
+                serde_json::to_string(&s).map(|json| (s, json))
+            })
+        })
+        .await;
+        beat.abort();
+        let (summary, json) = match outcome {
+            Ok(Ok(Ok(pair))) => pair,
+            Ok(Ok(Err(e))) => return Err(JobError::Transient(format!("encoding the summary failed: {e}"))),
+            Ok(Err(e)) => {
+                return Err(match e {
+                    TraceError::Io(io) => JobError::Transient(format!("reading the stored trace failed: {io}")),
+                    bad => JobError::BadInput(bad.to_string()),
+                })
+            }
+            Err(join) => {
+                // A panic in the analyzer is a bug, and deterministic: do not retry.
+                let msg = join
+                    .try_into_panic()
+                    .ok()
+                    .and_then(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())))
+                    .unwrap_or_else(|| "cancelled".into());
+                tracing::error!(job = job.id, %msg, "analyzer panicked");
+                return Err(JobError::BadInput(format!("the analyzer failed on this trace (internal error: {msg})")));
+            }
+        };
+        let stored = self
+            .db
+            .finish_analysis(job, &json, ANALYZER_VERSION)
+            .await
+            .map_err(|e| transient(&e))?;
+        if !stored {
+            tracing::warn!(job = job.id, "job was reclaimed by another worker; result dropped");
+            return Ok(());
+        }
+        crate::metrics::trace_analyzed(trace.bytes as u64, summary.trace.json_bytes);
+        self.finish_run_if_complete(&job.run_id).await.map_err(|e| transient(&e))
+    }
+
+    /// When every trace of a run is analyzed: stores the headline (and the
+    /// cross-rank summary of a multi-rank run) and marks the run done.
+    pub async fn finish_run_if_complete(&self, run_id: &str) -> Result<(), crate::db::DbError> {
+        let (done, _failed, all) = self.db.trace_counts(run_id).await?;
+        if done < all {
+            if all > 1 {
+                self.db.set_rank_stage(run_id, done, all).await?;
+            }
+            return Ok(());
+        }
+        let summaries = self.db.summaries(run_id).await?;
+        let parsed: Vec<(i64, Summary)> = summaries
+            .iter()
+            .filter_map(|(rank, json)| serde_json::from_str(json).ok().map(|s| (*rank, s)))
+            .collect();
+        let cross = (parsed.len() > 1).then(|| crate::ranks::cross_rank(&parsed));
+        let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
+        let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
+        self.db.complete_run(run_id, &headline, cross_json.as_deref()).await
+    }
+}
+
+/// Reads the run's stored analysis options.
+pub fn parse_options(json: &str) -> AnalysisOptions {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Stored {
+        layer_marker: Option<String>,
+        layer_period: Option<u64>,
+    }
+    let s: Stored = serde_json::from_str(json).unwrap_or_default();
+    AnalysisOptions {
+        layer_marker: s.layer_marker.filter(|m| !m.is_empty()),
+        layer_period: s.layer_period.filter(|&p| p > 0),
+    }
+}
+
+fn headline(first: Option<&Summary>, cross: Option<&kinetoscope_types::RanksSummary>) -> Headline {
+    let Some(s) = first else {
+        return Headline::default();
+    };
+    let top = cross
+        .and_then(|c| c.findings.first())
+        .or_else(|| s.findings.first())
+        .map(|f| f.text.clone());
+    Headline {
+        devices: s.trace.devices.iter().take(1).cloned().collect(),
+        steps: Some(s.steps_stats.count),
+        mean_step_us: (s.steps_stats.count > 0).then_some(s.steps_stats.mean_us),
+        top_finding: top,
+    }
+}

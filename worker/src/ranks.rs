@@ -1,0 +1,138 @@
+//! The cross-rank summary of a multi-rank run, from each rank's summary.
+
+use kinetoscope_types::units::{pct, time_us};
+use kinetoscope_types::{Finding, RankOpShare, RankStats, RanksSummary, Summary};
+use std::collections::HashMap;
+
+/// How many ops the per-rank share table keeps.
+const TOP_OPS: usize = 10;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Compares the ranks of one run: step time per rank, the straggler, the
+/// share of the top ops on each rank, and collective time per rank.
+pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
+    let stats: Vec<RankStats> = ranks
+        .iter()
+        .map(|(rank, s)| RankStats {
+            rank: *rank,
+            steps: s.steps_stats.count,
+            mean_step_us: s.steps_stats.mean_us,
+            p90_step_us: s.steps_stats.p90_us,
+            step_us: s.steps.iter().map(|st| st.cpu_us).collect(),
+            span_us: s.trace.span_us,
+            busy_pct: s.gpu_time.busy_pct,
+            collective_us: s
+                .gpu_time
+                .by_category
+                .iter()
+                .filter(|c| c.category == "communication")
+                .map(|c| c.us)
+                .sum(),
+            gpu_op_us: s.gpu_time.gpu_op_us,
+        })
+        .collect();
+    let use_steps = stats.iter().all(|r| r.steps > 0);
+    let time_of = |r: &RankStats| if use_steps { r.mean_step_us } else { r.span_us };
+    let med = median(stats.iter().map(time_of).collect());
+    let slowest = stats
+        .iter()
+        .max_by(|a, b| time_of(a).total_cmp(&time_of(b)).then(b.rank.cmp(&a.rank)));
+    let slowest_by_pct = slowest
+        .map(|r| if med > 0.0 { 100.0 * (time_of(r) - med) / med } else { 0.0 })
+        .unwrap_or(0.0);
+
+    // Top ops by self device time summed over ranks.
+    let mut totals: HashMap<&str, f64> = HashMap::new();
+    for (_, s) in ranks {
+        for o in s.ops.iter().filter(|o| o.self_device_us > 0.0) {
+            *totals.entry(o.name.as_str()).or_default() += o.self_device_us;
+        }
+    }
+    let mut names: Vec<(&str, f64)> = totals.into_iter().collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    names.truncate(TOP_OPS);
+    let top_ops = names
+        .iter()
+        .map(|(name, _)| {
+            let (pct, us): (Vec<f64>, Vec<f64>) = ranks
+                .iter()
+                .map(|(_, s)| {
+                    s.ops
+                        .iter()
+                        .find(|o| o.name == *name)
+                        .map_or((0.0, 0.0), |o| (o.device_pct, o.self_device_us))
+                })
+                .unzip();
+            RankOpShare {
+                name: name.to_string(),
+                pct,
+                us,
+            }
+        })
+        .collect();
+
+    let mut findings = Vec::new();
+    if let Some(r) = slowest.filter(|_| stats.len() > 1 && slowest_by_pct >= 1.0) {
+        let what = if use_steps { "mean step" } else { "profiled window" };
+        findings.push(Finding {
+            kind: "straggler".into(),
+            text: format!(
+                "Rank {} is the slowest of {} ranks: {} {}, {} above the median rank ({})",
+                r.rank,
+                stats.len(),
+                what,
+                time_us(time_of(r)),
+                pct(slowest_by_pct),
+                time_us(med)
+            ),
+            impact_pct: slowest_by_pct,
+            tab: Some("ranks".into()),
+            name: Some(r.rank.to_string()),
+        });
+    }
+    let coll: Vec<(i64, f64)> = stats
+        .iter()
+        .filter(|r| r.gpu_op_us > 0.0)
+        .map(|r| (r.rank, 100.0 * r.collective_us / r.gpu_op_us))
+        .collect();
+    if let (Some(lo), Some(hi)) = (
+        coll.iter().min_by(|a, b| a.1.total_cmp(&b.1)),
+        coll.iter().max_by(|a, b| a.1.total_cmp(&b.1)),
+    ) {
+        if hi.1 >= 10.0 {
+            findings.push(Finding {
+                kind: "collectives".into(),
+                text: format!(
+                    "Collectives take {} to {} of GPU time across ranks (least on rank {}, most on rank {}): ranks that wait in collectives are waiting for slower ranks",
+                    pct(lo.1),
+                    pct(hi.1),
+                    lo.0,
+                    hi.0
+                ),
+                impact_pct: hi.1 - lo.1,
+                tab: Some("ranks".into()),
+                name: None,
+            });
+        }
+    }
+    findings.sort_by(|a, b| b.impact_pct.total_cmp(&a.impact_pct));
+    RanksSummary {
+        slowest_rank: slowest.map(|r| r.rank),
+        slowest_by_pct,
+        ranks: stats,
+        top_ops,
+        findings,
+    }
+}
