@@ -1,0 +1,71 @@
+# Kinetoscope: two commands do all set-up.
+#   make run   builds everything and starts the embedded server
+#   make test  runs everything the CI checks
+# Both install what is missing first (idempotent, quick when present).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+TOOLS_DIR ?= $(HOME)/.cache/kinetoscope
+TRUNK_VERSION := 0.21.14
+BINARYEN_VERSION := 132
+# wasm-bindgen-cli must match the wasm-bindgen in Cargo.lock exactly, or
+# Trunk tries to download one (and there is no GitHub from here).
+WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/version = |"/, ""); print; exit}' Cargo.lock)
+
+# binaryen from npm comes first: Debian's binaryen 108 produces a blank page.
+export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
+export CHROMEDRIVER ?= /usr/bin/chromedriver
+
+.PHONY: run test tools browser app server bench bench-ui clean check-tools
+
+## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
+run: tools app server
+	./target/release/kinetoscope serve
+
+## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
+## Chromium, and the browser end-to-end tests against the built app.
+test: tools browser app
+	cargo test --workspace --locked
+	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+	  cargo test -p app --target wasm32-unknown-unknown --locked
+
+## The benchmark: parse speed and memory on the generated 490 MB trace (see BENCHMARKS.md).
+bench:
+	cargo bench -p worker --bench analyze
+
+## Time the run page in the browser on the summary of the generated 490 MB trace.
+bench-ui: tools browser app
+	KINETOSCOPE_UI_BENCH=1 cargo test --release -p server --test e2e_browser -- --nocapture ui_timing
+
+app: tools
+	trunk build --release
+
+server:
+	cargo build --release -p server --locked
+
+## Installs the wasm target, Trunk, wasm-bindgen-cli and wasm-opt when missing.
+tools:
+	@if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then \
+	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
+	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
+	  echo "installing trunk $(TRUNK_VERSION) (a few minutes, once)"; \
+	  cargo install trunk --version $(TRUNK_VERSION) --locked; fi
+	@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
+	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a few minutes, once)"; \
+	  cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force; fi
+	@if ! $(TOOLS_DIR)/binaryen/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $(BINARYEN_VERSION)"; then \
+	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
+	  mkdir -p $(TOOLS_DIR)/binaryen; \
+	  npm install --prefix $(TOOLS_DIR)/binaryen --no-audit --no-fund --silent binaryen@$(BINARYEN_VERSION); fi
+
+## Installs Chromium and ChromeDriver (Debian packages) when missing.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+	  echo "installing chromium and chromium-driver"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; fi
+
+clean:
+	cargo clean
+	rm -rf app/dist

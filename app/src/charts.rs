@@ -1,0 +1,163 @@
+//! SVG charts drawn from the summary. Each bar carries a `<title>`, which
+//! browsers show on hover.
+
+use crate::logic::{category_color, step_outliers, CATEGORIES};
+use kinetoscope_types::units::{pct, time_us};
+use kinetoscope_types::{CategoryTime, LayerRow, RankStats, StepRow};
+use leptos::prelude::*;
+
+/// A bar per step: the step's time (CPU side) and its GPU work; steps of at
+/// least 1.5x the median are marked.
+pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
+    let n = steps.len().max(1) as f64;
+    let max = steps.iter().map(|s| s.cpu_us.max(s.device_us)).fold(0.0, f64::max).max(1e-9);
+    let out = step_outliers(steps);
+    let (w, h) = (1000.0, 220.0);
+    let slot = w / n;
+    let bw = (slot * 0.4).max(0.5);
+    let bars = steps
+        .iter()
+        .zip(out)
+        .enumerate()
+        .map(|(i, (s, outlier))| {
+            let x = i as f64 * slot + slot * 0.1;
+            let hc = h * s.cpu_us / max;
+            let hd = h * s.device_us / max;
+            let cls = if outlier { "bar-cpu outlier" } else { "bar-cpu" };
+            view! {
+                <g>
+                    <rect class=cls x=x y=h - hc width=bw height=hc>
+                        <title>{format!("{}: step {}{}", s.name, time_us(s.cpu_us), if outlier { " (slow)" } else { "" })}</title>
+                    </rect>
+                    <rect class="bar-device" x=x + bw y=h - hd width=bw height=hd>
+                        <title>{format!("{}: GPU work {}, {} GPU ops", s.name, time_us(s.device_us), s.kernels)}</title>
+                    </rect>
+                </g>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="chart">
+            <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="steps-chart">{bars}</svg>
+            <figcaption>
+                <span class="key key-cpu"></span>"step time (CPU)  "
+                <span class="key key-device"></span>"GPU work  "
+                <span class="key key-outlier"></span>"≥ 1.5× median  · max " {time_us(max)}
+            </figcaption>
+        </figure>
+    }
+}
+
+/// Per-layer stacked bars of device time by kernel category, on a given
+/// scale (so two runs can share one).
+pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoView {
+    let n = items.len().max(1) as f64;
+    let (w, h) = (1000.0, 200.0);
+    let slot = w / n;
+    let bw = (slot * 0.8).max(0.5);
+    let max = max.max(1e-9);
+    let bars = items
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let x = i as f64 * slot;
+            let mut y = h;
+            let segs = CATEGORIES
+                .iter()
+                .filter_map(|c| l.by_category.get(*c).map(|v| (*c, *v)))
+                .filter(|(_, v)| *v > 0.0)
+                .map(|(c, v)| {
+                    let sh = h * v / max;
+                    y -= sh;
+                    view! {
+                        <rect x=x y=y width=bw height=sh style=format!("fill:{}", category_color(c))>
+                            <title>{format!("layer {} · {c}: {} (layer total {})", l.index, time_us(v), time_us(l.device_us))}</title>
+                        </rect>
+                    }
+                })
+                .collect_view();
+            view! { <g class="layer" data-layer=l.index>{segs}</g> }
+        })
+        .collect_view();
+    view! {
+        <figure class="chart">
+            <svg viewBox=format!("0 0 {w} {h}") preserveAspectRatio="none" class="layers-chart" aria-label=label.to_string()>{bars}</svg>
+            <figcaption>{legend()} " · scale " {time_us(max)} " per layer per step"</figcaption>
+        </figure>
+    }
+}
+
+/// The category colour legend.
+pub fn legend() -> impl IntoView {
+    CATEGORIES
+        .iter()
+        .map(|c| view! { <span class="legend"><span class="key" style=format!("background:{}", category_color(c))></span>{*c}</span> })
+        .collect_view()
+}
+
+/// Busy against idle over the window.
+pub fn busy_bar(busy_pct: f64, busy_us: f64, idle_us: f64) -> impl IntoView {
+    let b = busy_pct.clamp(0.0, 100.0);
+    view! {
+        <div class="busy">
+            <div class="busy-fill" style=format!("width:{b:.1}%")>
+                <span>{format!("busy {} ({})", pct(busy_pct), time_us(busy_us))}</span>
+            </div>
+            <span class="busy-idle">{format!("idle {}", time_us(idle_us))}</span>
+        </div>
+    }
+}
+
+/// Horizontal bars of GPU time by category.
+pub fn category_bars(cats: &[CategoryTime]) -> impl IntoView {
+    cats.iter()
+        .map(|c| {
+            view! {
+                <div class="hbar">
+                    <span class="hbar-label">{c.category.clone()}</span>
+                    <span class="hbar-track">
+                        <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(&c.category))></span>
+                    </span>
+                    <span class="hbar-value">{format!("{} · {} · {} calls", pct(c.pct), time_us(c.us), c.calls)}</span>
+                </div>
+            }
+        })
+        .collect_view()
+}
+
+/// A bar per rank (mean step time, or window without steps); the slowest
+/// rank is marked.
+pub fn rank_bars(ranks: &[RankStats], slowest: Option<i64>) -> impl IntoView {
+    let value = |r: &RankStats| if r.steps > 0 { r.mean_step_us } else { r.span_us };
+    let max = ranks.iter().map(value).fold(0.0, f64::max).max(1e-9);
+    ranks
+        .iter()
+        .map(|r| {
+            let v = value(r);
+            let straggler = Some(r.rank) == slowest;
+            view! {
+                <div class="hbar" class:straggler=straggler data-rank=r.rank>
+                    <span class="hbar-label">{format!("rank {}", r.rank)}</span>
+                    <span class="hbar-track">
+                        <span class="hbar-fill" style=format!("width:{:.1}%", 100.0 * v / max)></span>
+                    </span>
+                    <span class="hbar-value">
+                        {format!("{} {} · collectives {} · busy {}", if r.steps > 0 { "step" } else { "window" }, time_us(v), time_us(r.collective_us), pct(r.busy_pct))}
+                        {straggler.then_some(" ← slowest")}
+                    </span>
+                </div>
+            }
+        })
+        .collect_view()
+}
+
+/// A bar centred on zero for a change: left (faster) or right (slower).
+pub fn delta_bar(delta: f64, max_abs: f64) -> impl IntoView {
+    let w = if max_abs > 0.0 { 50.0 * (delta.abs() / max_abs).min(1.0) } else { 0.0 };
+    let (left, cls) = if delta < 0.0 { (50.0 - w, "delta-fill faster") } else { (50.0, "delta-fill slower") };
+    view! {
+        <span class="delta">
+            <span class=cls style=format!("left:{left:.1}%;width:{w:.1}%")></span>
+        </span>
+    }
+}

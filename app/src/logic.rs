@@ -1,0 +1,246 @@
+//! Pure logic of the dashboard: sorting, filtering, grouping, colours,
+//! outliers, URLs. No DOM here, so it is unit-tested in the browser and on
+//! the host alike.
+
+use kinetoscope_types::{KernelRow, OpRow, StepRow};
+
+/// Columns of the op table: (key in the URL, header, numeric value).
+pub const OP_COLUMNS: &[(&str, &str)] = &[
+    ("name", "Op"),
+    ("calls", "Calls"),
+    ("self_cpu", "Self CPU"),
+    ("cpu_total", "CPU total"),
+    ("self_device", "Self device"),
+    ("device_total", "Device total"),
+    ("avg_device", "Avg device"),
+    ("device_pct", "Share"),
+    ("bytes", "Bytes/call"),
+    ("gbps", "Rate"),
+];
+
+/// Columns of the kernel table.
+pub const KERNEL_COLUMNS: &[(&str, &str)] = &[
+    ("name", "Kernel"),
+    ("category", "Category"),
+    ("calls", "Calls"),
+    ("total", "Total"),
+    ("avg", "Avg"),
+    ("min", "Min"),
+    ("max", "Max"),
+    ("pct", "Share"),
+];
+
+/// The numeric value of an op for a column (`None` for text columns).
+pub fn op_value(o: &OpRow, col: &str) -> Option<f64> {
+    Some(match col {
+        "calls" => o.calls as f64,
+        "self_cpu" => o.self_cpu_us,
+        "cpu_total" => o.cpu_total_us,
+        "self_device" => o.self_device_us,
+        "device_total" => o.device_total_us,
+        "avg_device" => o.self_device_us / o.calls.max(1) as f64,
+        "device_pct" => o.device_pct,
+        "bytes" => o.bytes_per_call.unwrap_or(-1.0),
+        "gbps" => o.achieved_gbps.unwrap_or(-1.0),
+        _ => return None,
+    })
+}
+
+/// The numeric value of a kernel for a column.
+pub fn kernel_value(k: &KernelRow, col: &str) -> Option<f64> {
+    Some(match col {
+        "calls" => k.calls as f64,
+        "total" => k.total_us,
+        "avg" => k.avg_us,
+        "min" => k.min_us,
+        "max" => k.max_us,
+        "pct" => k.pct,
+        _ => return None,
+    })
+}
+
+/// Sorts ops by a column; text columns sort by name. Ties break by name so
+/// the order is stable across reloads.
+pub fn sort_ops(rows: &mut [OpRow], col: &str, asc: bool) {
+    rows.sort_by(|a, b| {
+        let ord = match (op_value(a, col), op_value(b, col)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            _ => a.name.cmp(&b.name),
+        };
+        let ord = if asc { ord } else { ord.reverse() };
+        ord.then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+/// Sorts kernels by a column.
+pub fn sort_kernels(rows: &mut [KernelRow], col: &str, asc: bool) {
+    rows.sort_by(|a, b| {
+        let ord = match (kernel_value(a, col), kernel_value(b, col)) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            _ if col == "category" => a.category.cmp(&b.category),
+            _ => a.short_name.cmp(&b.short_name),
+        };
+        let ord = if asc { ord } else { ord.reverse() };
+        ord.then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+/// Whether a name matches a filter: every space-separated word appears,
+/// case-insensitively.
+pub fn matches(name: &str, filter: &str) -> bool {
+    let name = name.to_lowercase();
+    filter
+        .split_whitespace()
+        .all(|w| name.contains(&w.to_lowercase()))
+}
+
+/// The rows whose name matches the filter.
+pub fn filter_ops(rows: &[OpRow], filter: &str) -> Vec<OpRow> {
+    rows.iter().filter(|o| matches(&o.name, filter)).cloned().collect()
+}
+
+/// The kernels whose full or short name matches the filter.
+pub fn filter_kernels(rows: &[KernelRow], filter: &str) -> Vec<KernelRow> {
+    rows.iter()
+        .filter(|k| matches(&k.name, filter) || matches(&k.short_name, filter))
+        .cloned()
+        .collect()
+}
+
+/// One op row per (op, input shapes) for the "group by shapes" view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShapeRow {
+    pub op: String,
+    pub shapes: String,
+    pub dtypes: String,
+    pub calls: u64,
+    pub self_cpu_us: f64,
+    pub self_device_us: f64,
+    pub bytes_per_call: Option<f64>,
+    pub achieved_gbps: Option<f64>,
+}
+
+/// Expands ops into their shape groups, sorted by self device time.
+pub fn group_by_shapes(rows: &[OpRow]) -> Vec<ShapeRow> {
+    let mut out: Vec<ShapeRow> = rows
+        .iter()
+        .flat_map(|o| {
+            o.input_shapes.iter().map(move |g| ShapeRow {
+                op: o.name.clone(),
+                shapes: g.shapes.clone(),
+                dtypes: g.dtypes.clone(),
+                calls: g.calls,
+                self_cpu_us: g.self_cpu_us,
+                self_device_us: g.self_device_us,
+                bytes_per_call: g.bytes_per_call,
+                achieved_gbps: g.achieved_gbps,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.self_device_us
+            .total_cmp(&a.self_device_us)
+            .then_with(|| a.op.cmp(&b.op))
+            .then_with(|| a.shapes.cmp(&b.shapes))
+    });
+    out
+}
+
+/// The colour of a kernel category (CSS variable name, one per category).
+pub fn category_color(cat: &str) -> &'static str {
+    match cat {
+        "gemm" => "var(--c-gemm)",
+        "attention" => "var(--c-attention)",
+        "communication" => "var(--c-communication)",
+        "memory" => "var(--c-memory)",
+        "elementwise" => "var(--c-elementwise)",
+        "reduction" => "var(--c-reduction)",
+        "norm" => "var(--c-norm)",
+        _ => "var(--c-other)",
+    }
+}
+
+/// Kernel categories in legend order.
+pub const CATEGORIES: [&str; 8] = [
+    "gemm",
+    "attention",
+    "memory",
+    "communication",
+    "elementwise",
+    "reduction",
+    "norm",
+    "other",
+];
+
+/// Steps that take at least 1.5x the median step.
+pub fn step_outliers(steps: &[StepRow]) -> Vec<bool> {
+    let mut d: Vec<f64> = steps.iter().map(|s| s.cpu_us).collect();
+    d.sort_by(f64::total_cmp);
+    let median = if d.is_empty() { 0.0 } else { d[d.len() / 2] };
+    steps
+        .iter()
+        .map(|s| median > 0.0 && s.cpu_us >= 1.5 * median)
+        .collect()
+}
+
+/// A name shortened to `n` characters by cutting its middle, which keeps the
+/// namespace and the distinguishing tail readable.
+pub fn shorten(name: &str, n: usize) -> String {
+    let len = name.chars().count();
+    if len <= n || n < 5 {
+        return name.to_string();
+    }
+    let head = (n - 1) * 2 / 3;
+    let tail = n - 1 - head;
+    let start: String = name.chars().take(head).collect();
+    let end: String = name.chars().skip(len - tail).collect();
+    format!("{start}…{end}")
+}
+
+/// Percent-encodes a query value.
+pub fn encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// A query string from pairs, leaving out empty values: `?tab=ops&q=copy`.
+pub fn query_string(pairs: &[(String, String)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+/// Number of pages of `n` rows at `per` rows a page.
+pub fn pages(n: usize, per: usize) -> usize {
+    n.div_ceil(per.max(1)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shorten_keeps_both_ends() {
+        assert_eq!(shorten("abcdefghijklmnopqrstuvwxyz", 10), "abcdef…xyz");
+        assert_eq!(shorten("short", 10), "short");
+    }
+
+    #[test]
+    fn query_strings_encode() {
+        let q = query_string(&[("tab".into(), "ops".into()), ("q".into(), "copy_ x".into()), ("e".into(), "".into())]);
+        assert_eq!(q, "?tab=ops&q=copy_%20x");
+    }
+}

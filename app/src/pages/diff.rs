@@ -1,0 +1,133 @@
+//! `/diff/{a}/{b}`: baseline a against patch b, side by side.
+
+use crate::api;
+use crate::charts;
+use crate::widgets::{Name, UrlState};
+use kinetoscope_types::units::{change_pct, pct, time_us};
+use kinetoscope_types::{DeltaRow, Diff, DiffSide};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::hooks::use_params_map;
+
+/// The diff page.
+#[component]
+pub fn DiffPage() -> impl IntoView {
+    let params = use_params_map();
+    let ids = Memo::new(move |_| params.with(|p| (p.get("a").unwrap_or_default(), p.get("b").unwrap_or_default())));
+    let url = UrlState::new();
+    let diff = RwSignal::new(None::<Result<Diff, String>>);
+    Effect::new(move |_| {
+        let (a, b) = ids.get();
+        diff.set(None);
+        spawn_local(async move { diff.set(Some(api::get::<Diff>(&format!("/api/diff/{a}/{b}")).await)) });
+    });
+    let copied = RwSignal::new(false);
+    view! {
+        <section class="diff" id="diff-page">
+            <div class="toolbar">
+                <h1>"Diff"</h1>
+                <span class="spacer"></span>
+                <button class="ghost" id="swap" on:click=move |_| { let (a, b) = ids.get_untracked(); url.go(&format!("/diff/{b}/{a}")); }>"⇄ Swap"</button>
+                <button class="ghost" id="copy-diff-link" on:click=move |_| {
+                    let (a, b) = ids.get_untracked();
+                    api::copy_to_clipboard(&format!("{}/diff/{a}/{b}", api::origin()));
+                    copied.set(true);
+                }>{move || if copied.get() { "Link copied" } else { "Copy share link" }}</button>
+            </div>
+            {move || diff.get().map(|d| match d {
+                Err(e) => view! { <p class="error">{e}</p> }.into_any(),
+                Ok(d) => diff_body(d).into_any(),
+            })}
+        </section>
+    }
+}
+
+fn side_card(s: &DiffSide, label: &str) -> impl IntoView {
+    view! {
+        <div class="panel side">
+            <h2><span class="side-label">{label.to_string()}</span><a href=format!("/runs/{}", s.id)>{s.name.clone()}</a></h2>
+            <dl class="stats">
+                <div><dt>"Mean step"</dt><dd class="headline">{if s.steps > 0 { time_us(s.mean_step_us) } else { "—".into() }}</dd></div>
+                <div><dt>"p50 step"</dt><dd>{if s.steps > 0 { time_us(s.p50_step_us) } else { "—".into() }}</dd></div>
+                <div><dt>"Steps"</dt><dd>{s.steps}</dd></div>
+                <div><dt>"GPU busy"</dt><dd>{pct(s.busy_pct)}</dd></div>
+                <div><dt>"Device"</dt><dd>{s.devices.first().cloned().unwrap_or_default()}</dd></div>
+            </dl>
+        </div>
+    }
+}
+
+fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: &str) -> impl IntoView {
+    let max = rows.iter().map(|r| r.delta_us.abs()).fold(0.0, f64::max);
+    view! {
+        <h3>{format!("{title} ({basis}), by absolute change")}</h3>
+        <table class="data" id=id.to_string()>
+            <thead><tr><th>"Name"</th><th class="num">"A"</th><th class="num">"B"</th><th class="num">"Change"</th><th class="delta-col">"faster ◂ ▸ slower"</th><th class="num">"%"</th></tr></thead>
+            <tbody>
+                {rows.iter().take(50).map(|r| view! {
+                    <tr data-name=r.name.clone()>
+                        <td><Name name=r.name.clone() max=70/>{(r.matched_by == "normalized").then(|| view! { <span class="kind" title=r.b_name.clone().unwrap_or_default()>"≈ renamed"</span> })}</td>
+                        <td class="num">{time_us(r.a_us)}</td>
+                        <td class="num">{time_us(r.b_us)}</td>
+                        <td class="num">{format!("{}{}", if r.delta_us > 0.0 { "+" } else { "" }, time_us(r.delta_us))}</td>
+                        <td class="delta-col">{charts::delta_bar(r.delta_us, max)}</td>
+                        <td class="num">{change_pct(r.change_pct)}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+}
+
+fn diff_body(d: Diff) -> impl IntoView {
+    let layer_max = d
+        .a
+        .layers
+        .iter()
+        .chain(d.b.layers.iter())
+        .map(|l| l.device_us)
+        .fold(0.0, f64::max);
+    let has_layers = !d.a.layers.is_empty() || !d.b.layers.is_empty();
+    view! {
+        <div class="grid2">{side_card(&d.a, "A")}{side_card(&d.b, "B")}</div>
+        <div class="panel">
+            <h2 id="diff-headline">{if d.a.steps > 0 && d.b.steps > 0 {
+                format!("Step time {} ({} → {})", change_pct(d.steps.change_pct), time_us(d.steps.a_mean_us), time_us(d.steps.b_mean_us))
+            } else {
+                format!("GPU busy {} ({} → {})", change_pct(d.gpu_busy.change_pct), time_us(d.gpu_busy.a_us), time_us(d.gpu_busy.b_us))
+            }}</h2>
+            <ol class="findings" id="diff-findings">
+                {d.findings.iter().map(|f| view! { <li class="finding"><span class="finding-text">{f.text.clone()}</span></li> }).collect_view()}
+            </ol>
+        </div>
+        {has_layers.then(|| view! {
+            <div class="panel">
+                <h3>"Device time per layer, same scale"</h3>
+                <p class="side-label">"A · " {d.a.name.clone()} " (" {d.a.layer_method.clone()} ")"</p>
+                {charts::stacked_layers(&d.a.layers, layer_max, "layers of run A")}
+                <p class="side-label">"B · " {d.b.name.clone()} " (" {d.b.layer_method.clone()} ")"</p>
+                {charts::stacked_layers(&d.b.layers, layer_max, "layers of run B")}
+            </div>
+        })}
+        <div class="panel">
+            {delta_table(&d.ops, "diff-ops", "Ops, self device time", &d.basis)}
+            {delta_table(&d.kernels, "diff-kernels", "Kernels", &d.basis)}
+            {delta_table(&d.categories, "diff-categories", "Kernel categories", &d.basis)}
+        </div>
+        <div class="grid2">
+            <div class="panel"><h3>{format!("Added kernels ({})", d.added_kernels.len())}</h3>
+                <ul class="names">{d.added_kernels.iter().take(30).map(|k| view! { <li><Name name=k.clone() max=90/></li> }).collect_view()}</ul></div>
+            <div class="panel"><h3>{format!("Removed kernels ({})", d.removed_kernels.len())}</h3>
+                <ul class="names">{d.removed_kernels.iter().take(30).map(|k| view! { <li><Name name=k.clone() max=90/></li> }).collect_view()}</ul></div>
+        </div>
+        {(!d.ranks.is_empty()).then(|| view! {
+            <div class="panel">
+                <h3>"Ranks, mean step"</h3>
+                <table class="data"><thead><tr><th class="num">"Rank"</th><th class="num">"A"</th><th class="num">"B"</th><th class="num">"%"</th></tr></thead>
+                <tbody>{d.ranks.iter().map(|r| view! {
+                    <tr><td class="num">{r.rank}</td><td class="num">{time_us(r.a_mean_step_us)}</td><td class="num">{time_us(r.b_mean_step_us)}</td><td class="num">{change_pct(r.change_pct)}</td></tr>
+                }).collect_view()}</tbody></table>
+            </div>
+        })}
+    }
+}

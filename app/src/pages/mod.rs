@@ -1,0 +1,5 @@
+//! The app's pages.
+
+pub mod diff;
+pub mod run;
+pub mod runs;

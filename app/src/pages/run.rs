@@ -1,0 +1,636 @@
+//! `/runs/{id}`: one run — header, findings, ops, kernels, steps, layers,
+//! GPU time, ranks — with every tab, sort and filter in the URL.
+
+use crate::api;
+use crate::charts;
+use crate::logic::{self, category_color, filter_kernels, filter_ops, group_by_shapes, pages, sort_kernels, sort_ops};
+use crate::widgets::{Name, Pager, ShareBar, SortHeader, Status, UrlState};
+use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
+use kinetoscope_types::*;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::hooks::use_params_map;
+use std::time::Duration;
+use wasm_bindgen::prelude::*;
+
+/// Rows per page in the long tables.
+pub const PER_PAGE: usize = 100;
+
+#[wasm_bindgen(inline_js = r#"
+export function open_in_perfetto(url, title) {
+  const origin = 'https://ui.perfetto.dev';
+  const win = window.open(origin + '/#!/');
+  if (!win) { alert('Allow pop-ups for this site to open the trace in Perfetto.'); return; }
+  fetch(url).then(r => { if (!r.ok) throw new Error('download failed: ' + r.status); return r.arrayBuffer(); })
+    .then(buffer => {
+      const onMessage = (e) => {
+        if (e.origin !== origin || e.data !== 'PONG') return;
+        clearInterval(timer);
+        window.removeEventListener('message', onMessage);
+        win.postMessage({ perfetto: { buffer: buffer, title: title, url: window.location.href } }, origin);
+      };
+      window.addEventListener('message', onMessage);
+      const timer = setInterval(() => win.postMessage('PING', origin), 50);
+    })
+    .catch(e => alert(e.message));
+}
+export function mark_ready() {
+  requestAnimationFrame(() => { window.__kinetoscopeReady = performance.now(); });
+}
+"#)]
+extern "C" {
+    fn open_in_perfetto(url: &str, title: &str);
+    fn mark_ready();
+}
+
+const TABS: &[(&str, &str)] = &[
+    ("findings", "Findings"),
+    ("ops", "Ops"),
+    ("kernels", "Kernels"),
+    ("steps", "Steps"),
+    ("layers", "Layers"),
+    ("gpu", "GPU time"),
+    ("ranks", "Ranks"),
+];
+
+/// The run page.
+#[component]
+pub fn RunPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = Memo::new(move |_| params.with(|p| p.get("id").unwrap_or_default()));
+    let url = UrlState::new();
+    let run = RwSignal::new(None::<Result<RunInfo, String>>);
+    let data = RwSignal::new(None::<Result<SummaryView, String>>);
+    let loaded = RwSignal::new(String::new());
+    let tick = RwSignal::new(0u32);
+    Effect::new(move |_| {
+        tick.track();
+        let id = id.get();
+        spawn_local(async move {
+            run.set(Some(api::get::<RunInfo>(&format!("/api/runs/{id}")).await));
+        });
+    });
+    let handle = set_interval_with_handle(
+        move || {
+            let busy = run.with_untracked(|r| match r {
+                Some(Ok(r)) => !matches!(r.status.as_str(), "done" | "failed") || !r.stage.is_empty(),
+                _ => true,
+            });
+            if busy {
+                tick.update(|t| *t += 1);
+            }
+        },
+        Duration::from_millis(1000),
+    )
+    .ok();
+    on_cleanup(move || {
+        if let Some(h) = handle {
+            h.clear();
+        }
+    });
+    // The summary view, once the run is analyzed (again when the rank or the
+    // analysis changes).
+    Effect::new(move |_| {
+        let Some(Ok(r)) = run.get() else { return };
+        if r.status != "done" {
+            return;
+        }
+        let rank = url.get("rank").unwrap_or_else(|| "0".into());
+        let key = format!("{}:{rank}:{}:{}", r.id, r.stage, r.progress_bytes);
+        if loaded.get_untracked() == key {
+            return;
+        }
+        loaded.set(key);
+        let id = r.id.clone();
+        spawn_local(async move {
+            data.set(Some(api::get::<SummaryView>(&format!("/api/runs/{id}/view?rank={rank}")).await));
+            mark_ready();
+        });
+    });
+
+    let header = move || {
+        run.get().map(|r| match r {
+            Err(e) => view! { <p class="error">{e}</p> }.into_any(),
+            Ok(r) => {
+                let failed = r.error.clone().filter(|_| r.status == "failed");
+                view! {
+                    <div class="run-title">
+                        <h1 id="run-name">{r.name.clone()}</h1>
+                        <Status status=r.status.clone() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/>
+                        {r.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}
+                    </div>
+                    {failed.map(|e| view! { <p class="error" id="run-error">"Analysis failed: " {e}</p> })}
+                }
+                .into_any()
+            }
+        })
+    };
+
+    view! {
+        <section class="run" id="run-page">
+            {header}
+            {move || data.get().map(|d| match d {
+                Err(e) => view! { <p class="error">{e}</p> }.into_any(),
+                Ok(v) => view! { <RunBody v=v id=id.get_untracked() url=url/> }.into_any(),
+            })}
+        </section>
+    }
+}
+
+#[component]
+fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
+    let s = &v.summary;
+    let st = &s.steps_stats;
+    let t = &s.trace;
+    let rank = v.rank;
+    let multi = v.ranks.len() > 1;
+    let stats = view! {
+        <dl class="stats">
+            <div><dt>"Devices"</dt><dd>{t.devices.first().cloned().unwrap_or_else(|| "—".into())}{(t.devices.len() > 1).then(|| format!(" ×{}", t.devices.len()))}</dd></div>
+            <div><dt>"Rank"</dt><dd>{match (t.rank, t.world_size) { (Some(r), Some(w)) => format!("{r} of {w}"), _ => "—".into() }}</dd></div>
+            <div><dt>"Steps"</dt><dd id="stat-steps">{st.count}</dd></div>
+            <div><dt>"Mean step"</dt><dd id="stat-mean">{if st.count > 0 { time_us(st.mean_us) } else { "—".into() }}</dd></div>
+            <div><dt>"p90 step"</dt><dd>{if st.count > 0 { time_us(st.p90_us) } else { "—".into() }}</dd></div>
+            <div><dt>"GPU busy"</dt><dd>{pct(s.gpu_time.busy_pct)}</dd></div>
+            <div><dt>"Events"</dt><dd>{t.events}</dd></div>
+        </dl>
+    };
+    let ranks = v.ranks.clone();
+    let rank_picker = multi.then(|| {
+        view! {
+            <label class="rank-picker">"Rank "
+                <select id="rank-select" on:change=move |ev| url.set(&[("rank", event_target_value(&ev))], false)
+                    prop:value=rank.to_string()>
+                    {ranks.iter().map(|r| view! { <option value=r.to_string()>{r.to_string()}</option> }).collect_view()}
+                </select>
+            </label>
+        }
+    });
+    let tab = move || url.get("tab").unwrap_or_else(|| "findings".into());
+    let tabs = TABS
+        .iter()
+        .filter(|(k, _)| *k != "ranks" || v.cross_rank.is_some())
+        .map(|(k, label)| {
+            let k = *k;
+            view! {
+                <button class="tab" class:active=move || tab() == k data-tab=k
+                    on:click=move |_| url.set(&[("tab", k.to_string()), ("page", String::new())], false)>{*label}</button>
+            }
+        })
+        .collect_view();
+    let actions = view! { <Actions id=id.clone() rank=rank name=id.clone() url=url/> };
+    let v2 = v.clone();
+    let id2 = id.clone();
+    let body = move || {
+        let v = v2.clone();
+        match tab().as_str() {
+            "ops" => view! { <OpsTab v=v id=id2.clone() url=url/> }.into_any(),
+            "kernels" => view! { <KernelsTab v=v url=url/> }.into_any(),
+            "steps" => steps_tab(&v.summary).into_any(),
+            "layers" => view! { <LayersTab v=v id=id2.clone()/> }.into_any(),
+            "gpu" => gpu_tab(&v.summary).into_any(),
+            "ranks" => ranks_tab(&v).into_any(),
+            _ => findings_tab(&v, url).into_any(),
+        }
+    };
+    view! {
+        {stats}
+        <div class="toolbar">{rank_picker}{actions}</div>
+        <nav class="tabs">{tabs}</nav>
+        <div class="tab-body" id="tab-body">{body}</div>
+    }
+}
+
+#[component]
+fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView {
+    let copied = RwSignal::new(false);
+    let id_copy = id.clone();
+    let copy = move |_| {
+        let loc = web_sys::window().map(|w| w.location());
+        let href = loc.and_then(|l| l.href().ok()).unwrap_or_else(|| format!("{}/runs/{id_copy}", api::origin()));
+        api::copy_to_clipboard(&href);
+        copied.set(true);
+    };
+    let id_p = id.clone();
+    let perfetto = move |_| open_in_perfetto(&format!("/api/runs/{id_p}/trace?rank={rank}&for=perfetto"), &name);
+    let others = RwSignal::new(None::<Vec<RunInfo>>);
+    let load_others = move || {
+        if others.get_untracked().is_none() {
+            spawn_local(async move {
+                let list = api::get::<RunList>("/api/runs?status=done&limit=200").await.map(|l| l.runs).unwrap_or_default();
+                others.set(Some(list));
+            });
+        }
+    };
+    let id_c = id.clone();
+    let compare = move |ev: leptos::ev::Event| {
+        let other = event_target_value(&ev);
+        if !other.is_empty() {
+            url.go(&format!("/diff/{id_c}/{other}"));
+        }
+    };
+    let id_r = id.clone();
+    let reanalyze = move |_| {
+        let id = id_r.clone();
+        spawn_local(async move {
+            let _ = api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &serde_json::json!({})).await;
+        });
+    };
+    let id_o = id.clone();
+    view! {
+        <span class="actions">
+            <button class="ghost" id="copy-link" on:click=copy>{move || if copied.get() { "Link copied" } else { "Copy share link" }}</button>
+            <a class="button ghost" id="download" href=format!("/api/runs/{id}/trace?rank={rank}") download="">"Download trace"</a>
+            <button class="ghost" id="perfetto" on:click=perfetto>"Open in Perfetto"</button>
+            <select id="compare-with" on:focus=move |_| load_others() on:mousedown=move |_| load_others() on:change=compare>
+                <option value="">"Compare with…"</option>
+                {move || others.get().unwrap_or_default().into_iter().filter(|r| r.id != id_o).map(|r| {
+                    view! { <option value=r.id.clone()>{format!("{} ({})", r.name, r.created_at)}</option> }
+                }).collect_view()}
+            </select>
+            <button class="ghost" on:click=reanalyze title="Analyze the stored trace again">"Re-analyze"</button>
+        </span>
+    }
+}
+
+fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
+    let mut items: Vec<Finding> = v.cross_rank.as_ref().map(|c| c.findings.clone()).unwrap_or_default();
+    items.extend(v.summary.findings.iter().cloned());
+    let notes = v.summary.trace.notes.clone();
+    if items.is_empty() {
+        return view! { <p class="empty">"No findings: nothing stands out in this trace."</p>
+            {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()} }
+        .into_any();
+    }
+    view! {
+        <ol class="findings" id="findings">
+            {items.into_iter().map(|f| {
+                let (tab, name) = (f.tab.clone().unwrap_or_default(), f.name.clone().unwrap_or_default());
+                let go = move |_| {
+                    let mut updates: Vec<(&'static str, String)> = vec![("tab", tab.clone()), ("page", String::new())];
+                    match tab.as_str() {
+                        "kernels" => { updates.push(("kernel", name.clone())); updates.push(("q", String::new())); }
+                        "ops" => updates.push(("q", name.clone())),
+                        _ => {}
+                    }
+                    url.set(&updates, false);
+                };
+                view! {
+                    <li class=format!("finding finding-{}", f.kind)>
+                        <span class="impact" title="share of time it speaks of">{format!("{:.0}", f.impact_pct)}</span>
+                        <span class="finding-text">{f.text.clone()}</span>
+                        {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
+                    </li>
+                }
+            }).collect_view()}
+        </ol>
+        {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()}
+    }
+    .into_any()
+}
+
+#[component]
+fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
+    let rows = RwSignal::new(v.summary.ops.clone());
+    let total = v.ops_total as usize;
+    let rank = v.rank;
+    let loading = RwSignal::new(false);
+    let load_all = move |_| {
+        let id = id.clone();
+        loading.set(true);
+        spawn_local(async move {
+            let mut all = Vec::new();
+            loop {
+                let page = api::get::<Page<OpRow>>(&format!("/api/runs/{id}/ops?rank={rank}&offset={}&limit=1000", all.len())).await;
+                match page {
+                    Ok(p) if !p.items.is_empty() => {
+                        all.extend(p.items);
+                        if all.len() as u64 >= p.total {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            if !all.is_empty() {
+                rows.set(all);
+            }
+            loading.set(false);
+        });
+    };
+    let grouped = move || url.get("group").as_deref() == Some("shapes");
+    let shown = Memo::new(move |_| {
+        let mut r = filter_ops(&rows.get(), &url.get("q").unwrap_or_default());
+        let asc = url.get("dir").as_deref() == Some("asc");
+        sort_ops(&mut r, &url.get("sort").unwrap_or_else(|| "self_device".into()), asc);
+        r
+    });
+    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let table = move || {
+        let all = shown.get();
+        if grouped() {
+            let g = group_by_shapes(&all);
+            let n = g.len();
+            let p = page().min(pages(n, PER_PAGE));
+            return view! {
+                <table class="data" id="shapes-table">
+                    <thead><tr><th>"Op"</th><th>"Input shapes"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Self CPU"</th><th class="num">"Self device"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th></tr></thead>
+                    <tbody>
+                        {g.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|r| view! {
+                            <tr>
+                                <td><Name name=r.op.clone() max=50/></td>
+                                <td class="mono small">{r.shapes}</td>
+                                <td class="mono small">{r.dtypes.replace("c10::", "")}</td>
+                                <td class="num">{r.calls}</td>
+                                <td class="num">{time_us(r.self_cpu_us)}</td>
+                                <td class="num">{time_us(r.self_device_us)}</td>
+                                <td class="num">{r.bytes_per_call.map(bytes).unwrap_or_default()}</td>
+                                <td class="num">{r.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <Pager url=url pages=pages(n, PER_PAGE) rows=n/>
+            }
+            .into_any();
+        }
+        let n = all.len();
+        let p = page().min(pages(n, PER_PAGE));
+        view! {
+            <table class="data" id="ops-table">
+                <thead><tr>
+                    {logic::OP_COLUMNS.iter().map(|(k, label)| view! {
+                        <SortHeader key=*k label=*label url=url default_sort="self_device" numeric={*k != "name"}/>
+                    }).collect_view()}
+                </tr></thead>
+                <tbody>
+                    {all.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|o| {
+                        let avg = o.self_device_us / o.calls.max(1) as f64;
+                        let shapes_title = o.input_shapes.first().map(|g| format!("{} {}", g.shapes, g.dtypes)).unwrap_or_default();
+                        view! {
+                            <tr data-op=o.name.clone() title=shapes_title>
+                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.clone()}</span> })}</td>
+                                <td class="num">{o.calls}{o.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
+                                <td class="num">{time_us(o.self_cpu_us)}</td>
+                                <td class="num">{time_us(o.cpu_total_us)}</td>
+                                <td class="num">{time_us(o.self_device_us)}</td>
+                                <td class="num">{time_us(o.device_total_us)}</td>
+                                <td class="num">{time_us(avg)}</td>
+                                <td class="num"><ShareBar pct=o.device_pct/></td>
+                                <td class="num">{o.bytes_per_call.map(bytes).unwrap_or_default()}</td>
+                                <td class="num">{o.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <Pager url=url pages=pages(n, PER_PAGE) rows=n/>
+        }
+        .into_any()
+    };
+    view! {
+        <div class="toolbar">
+            <input type="search" id="ops-filter" placeholder="Filter op names" prop:value=move || url.get("q").unwrap_or_default()
+                on:input=move |ev| url.set(&[("q", event_target_value(&ev)), ("page", String::new())], true)/>
+            <label><input type="checkbox" id="group-shapes" prop:checked=grouped
+                on:change=move |_| url.set(&[("group", if grouped() { String::new() } else { "shapes".into() }), ("page", String::new())], true)/>" group by input shapes"</label>
+            <span class="spacer"></span>
+            {move || (rows.with(Vec::len) < total).then(|| view! {
+                <button class="ghost" on:click=load_all.clone() disabled=move || loading.get()>
+                    {format!("Showing the top {} of {} ops: load all", rows.with(Vec::len), total)}
+                </button>
+            })}
+        </div>
+        {table}
+    }
+}
+
+#[component]
+fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
+    let rows = v.summary.kernels.clone();
+    let total = v.kernels_total;
+    let shown = Memo::new(move |_| {
+        let mut r = filter_kernels(&rows, &url.get("q").unwrap_or_default());
+        let asc = url.get("dir").as_deref() == Some("asc");
+        sort_kernels(&mut r, &url.get("sort").unwrap_or_else(|| "total".into()), asc);
+        r
+    });
+    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let selected = move || url.get("kernel");
+    let chains = move || {
+        let name = selected()?;
+        let k = shown.with(|rows| rows.iter().find(|k| k.name == name).cloned())?;
+        Some(view! {
+            <div class="chains" id="launch-chains">
+                <h3>"What launches " <Name name=k.short_name.clone() max=80/> "?"</h3>
+                <p class="mono small" title=k.name.clone()>{logic::shorten(&k.name, 300)}</p>
+                <table class="data">
+                    <thead><tr><th>"Launch chain (outermost › launching op)"</th><th>"Launch"</th><th class="num">"Calls"</th><th class="num">"Total"</th></tr></thead>
+                    <tbody>
+                        {k.launched_by.iter().map(|c| view! {
+                            <tr class="chain">
+                                <td class="mono small">{if c.chain.is_empty() { "(outside any op)".to_string() } else { c.chain.join(" › ") }}</td>
+                                <td class="mono small">{c.launch.clone()}</td>
+                                <td class="num">{c.calls}</td>
+                                <td class="num">{time_us(c.total_us)}</td>
+                            </tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <button class="ghost" on:click=move |_| url.set(&[("kernel", String::new())], true)>"Close"</button>
+            </div>
+        })
+    };
+    let table = move || {
+        let all = shown.get();
+        let n = all.len();
+        let p = page().min(pages(n, PER_PAGE));
+        view! {
+            <table class="data" id="kernels-table">
+                <thead><tr>
+                    {logic::KERNEL_COLUMNS.iter().map(|(k, label)| view! {
+                        <SortHeader key=*k label=*label url=url default_sort="total" numeric={!matches!(*k, "name" | "category")}/>
+                    }).collect_view()}
+                    <th>"Grid / block"</th>
+                </tr></thead>
+                <tbody>
+                    {all.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|k| {
+                        let name = k.name.clone();
+                        let is_sel = selected().as_deref() == Some(k.name.as_str());
+                        view! {
+                            <tr data-kernel=k.name.clone() class:selected=is_sel class="clickable"
+                                on:click=move |_| url.set(&[("kernel", name.clone())], true)>
+                                <td><span class="chip" style=format!("background:{}", category_color(&k.category))></span><Name name=k.short_name.clone() max=70/></td>
+                                <td>{k.category.clone()}</td>
+                                <td class="num">{k.calls}</td>
+                                <td class="num">{time_us(k.total_us)}</td>
+                                <td class="num">{time_us(k.avg_us)}</td>
+                                <td class="num">{time_us(k.min_us)}</td>
+                                <td class="num">{time_us(k.max_us)}</td>
+                                <td class="num"><ShareBar pct=k.pct color=category_color(&k.category)/></td>
+                                <td class="mono small">{match (k.grid, k.block) { (Some(g), Some(b)) => format!("{:?} / {:?}", g, b), _ => String::new() }}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+            <Pager url=url pages=pages(n, PER_PAGE) rows=n/>
+        }
+    };
+    view! {
+        <div class="toolbar">
+            <input type="search" id="kernels-filter" placeholder="Filter kernel names" prop:value=move || url.get("q").unwrap_or_default()
+                on:input=move |ev| url.set(&[("q", event_target_value(&ev)), ("page", String::new())], true)/>
+            <span class="legend-row">{charts::legend()}</span>
+            <span class="spacer"></span>
+            <span class="hint">{format!("{total} kernels; select one to see what launches it")}</span>
+        </div>
+        {chains}
+        {table}
+    }
+}
+
+fn steps_tab(s: &Summary) -> impl IntoView {
+    if s.steps.is_empty() {
+        return view! { <p class="empty">"No steps: the trace has no ProfilerStep (or serving framework step) annotations."</p> }.into_any();
+    }
+    let out = logic::step_outliers(&s.steps);
+    view! {
+        <p>{format!("{} steps marked by {}: mean {}, p50 {}, p90 {}, min {}, max {}",
+            s.steps_stats.count, s.steps_stats.source, time_us(s.steps_stats.mean_us), time_us(s.steps_stats.p50_us),
+            time_us(s.steps_stats.p90_us), time_us(s.steps_stats.min_us), time_us(s.steps_stats.max_us))}</p>
+        {charts::step_chart(&s.steps)}
+        <table class="data" id="steps-table">
+            <thead><tr><th>"Step"</th><th class="num">"Start"</th><th class="num">"Step time"</th><th class="num">"GPU work"</th><th class="num">"GPU span"</th><th class="num">"GPU ops"</th></tr></thead>
+            <tbody>
+                {s.steps.iter().zip(out).map(|(st, o)| view! {
+                    <tr class:outlier=o>
+                        <td class="mono">{st.name.clone()}</td>
+                        <td class="num">{time_us(st.start_us)}</td>
+                        <td class="num">{time_us(st.cpu_us)}</td>
+                        <td class="num">{time_us(st.device_us)}</td>
+                        <td class="num">{time_us(st.gpu_span_us)}</td>
+                        <td class="num">{st.kernels}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[component]
+fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
+    let l = v.summary.layers.clone();
+    let marker = RwSignal::new(l.marker.clone().unwrap_or_default());
+    let period = RwSignal::new(l.period.map(|p| p.to_string()).unwrap_or_default());
+    let note = RwSignal::new(None::<String>);
+    let apply = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let id = id.clone();
+        let body = serde_json::json!({
+            "layer_marker": Some(marker.get_untracked()).filter(|m| !m.trim().is_empty()),
+            "layer_period": period.get_untracked().trim().parse::<u64>().ok(),
+        });
+        spawn_local(async move {
+            match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &body).await {
+                Ok(_) => note.set(Some("Re-analyzing with these settings; the page updates when done.".into())),
+                Err(e) => note.set(Some(e)),
+            }
+        });
+    };
+    let form = view! {
+        <form class="override" id="layers-override" on:submit=apply>
+            <span>"Override: "</span>
+            <input type="text" id="layer-marker" placeholder="marker op or module name" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
+            <input type="number" id="layer-period" min="1" placeholder="layers per step" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
+            <button type="submit">"Re-analyze"</button>
+            {move || note.get().map(|n| view! { <span class="note">{n}</span> })}
+        </form>
+    };
+    if l.items.is_empty() {
+        return view! {
+            <p class="empty">"No layers found. " {l.detail.clone()}</p>
+            <p>"Layers are found from annotations that carry a layer index (" <code>"model.layers.12"</code> "), from "
+               <code>"nn.Module"</code> " frames (traces made with " <code>"with_stack=True"</code> "), or from an op sequence that repeats in every step. "
+               "Name the op that marks one layer, or give the number of layers per step, to attribute time anyway."</p>
+            {form}
+        }
+        .into_any();
+    }
+    let max = l.items.iter().map(|i| i.device_us).fold(0.0, f64::max);
+    let total: f64 = l.items.iter().map(|i| i.device_us).sum();
+    view! {
+        <p id="layers-summary">{format!("{} layers found by {} (confidence {:.0}%){}: {} per step in layers, {} outside. {}",
+            l.count, l.method, 100.0 * l.confidence, l.period.map(|p| format!(", period {p} ops")).unwrap_or_default(),
+            time_us(total), time_us(l.outside.device_us), l.detail)}</p>
+        {charts::stacked_layers(&l.items, max, "device time per layer")}
+        {form}
+        <table class="data" id="layers-table">
+            <thead><tr><th class="num">"Layer"</th><th class="num">"Device / step"</th><th>"Top op"</th><th>"Top kernel"</th></tr></thead>
+            <tbody>
+                {l.items.iter().map(|i| view! {
+                    <tr>
+                        <td class="num">{i.index}</td>
+                        <td class="num">{time_us(i.device_us)}</td>
+                        <td>{i.top_ops.first().map(|o| view! { <Name name=o.name.clone() max=40/> " " {time_us(o.us)} })}</td>
+                        <td>{i.top_kernels.first().map(|k| view! { <Name name=k.name.clone() max=50/> " " {time_us(k.us)} })}</td>
+                    </tr>
+                }).collect_view()}
+                <tr class="outside">
+                    <td>"outside layers"</td>
+                    <td class="num">{time_us(l.outside.device_us)}</td>
+                    <td>{l.outside.top_ops.first().map(|o| view! { <Name name=o.name.clone() max=40/> })}</td>
+                    <td>{l.outside.top_kernels.first().map(|k| view! { <Name name=k.name.clone() max=50/> })}</td>
+                </tr>
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+fn gpu_tab(s: &Summary) -> impl IntoView {
+    let g = &s.gpu_time;
+    let a = &s.trace.attribution;
+    view! {
+        <h3>"Busy and idle over the window (" {time_us(g.span_us)} ")"</h3>
+        {charts::busy_bar(g.busy_pct, g.busy_us, g.idle_us)}
+        <h3>"GPU time by kernel category"</h3>
+        <div id="categories">{charts::category_bars(&g.by_category)}</div>
+        <h3>"Streams"</h3>
+        <table class="data">
+            <thead><tr><th class="num">"Device"</th><th class="num">"Stream"</th><th class="num">"Busy"</th><th class="num">"GPU ops"</th></tr></thead>
+            <tbody>
+                {g.streams.iter().map(|st| view! {
+                    <tr><td class="num">{st.device}</td><td class="num">{st.stream}</td><td class="num">{time_us(st.busy_us)}</td><td class="num">{st.gpu_ops}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <h3>"Attribution"</h3>
+        <p>{format!("{} GPU ops: {} linked to their launch by correlation, {} by flow; {} without a launch in the file, {} launched outside any op ({} unattributed). {} graph launches ran {} GPU ops. External ids: {}.",
+            a.gpu_ops, a.by_correlation, a.by_flow, a.without_launch, a.without_op, time_us(a.unattributed_us), a.graph_launches, a.graph_gpu_ops, a.external_id_regime)}</p>
+        {s.trace.notes.iter().map(|n| view! { <p class="note">{n.clone()}</p> }).collect_view()}
+    }
+}
+
+fn ranks_tab(v: &SummaryView) -> impl IntoView {
+    let Some(c) = v.cross_rank.clone() else {
+        return view! { <p class="empty">"A single rank: nothing to compare."</p> }.into_any();
+    };
+    view! {
+        <p>{c.slowest_rank.map(|r| format!("Slowest rank: {r}, {} above the median rank.", pct(c.slowest_by_pct)))}</p>
+        <div id="ranks">{charts::rank_bars(&c.ranks, c.slowest_rank)}</div>
+        <h3>"Top ops: share of GPU time on each rank"</h3>
+        <table class="data">
+            <thead><tr><th>"Op"</th>{c.ranks.iter().map(|r| view! { <th class="num">{format!("rank {}", r.rank)}</th> }).collect_view()}</tr></thead>
+            <tbody>
+                {c.top_ops.iter().map(|o| view! {
+                    <tr><td><Name name=o.name.clone() max=50/></td>
+                        {o.pct.iter().zip(&o.us).map(|(p, us)| view! { <td class="num" title=time_us(*us)>{pct(*p)}</td> }).collect_view()}
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}

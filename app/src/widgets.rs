@@ -1,0 +1,150 @@
+//! Small shared pieces of the pages.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_location, use_navigate, use_query_map};
+use leptos_router::NavigateOptions;
+
+/// A share shown as a bar behind a number (0-100).
+#[component]
+pub fn ShareBar(pct: f64, #[prop(optional)] color: Option<&'static str>) -> impl IntoView {
+    let w = pct.clamp(0.0, 100.0);
+    let style = match color {
+        Some(c) => format!("width:{w:.1}%;background:{c}"),
+        None => format!("width:{w:.1}%"),
+    };
+    view! {
+        <span class="share">
+            <span class="share-bar" style=style></span>
+            <span class="share-text">{kinetoscope_types::units::pct(pct)}</span>
+        </span>
+    }
+}
+
+/// A run's status, with a progress bar while it is being analyzed.
+#[component]
+pub fn Status(status: String, #[prop(optional)] stage: String, #[prop(optional)] done: u64, #[prop(optional)] total: u64) -> impl IntoView {
+    let busy = matches!(status.as_str(), "queued" | "analyzing" | "capturing");
+    let frac = if total > 0 { done as f64 / total as f64 } else { 0.0 };
+    let label = if stage.is_empty() { status.clone() } else { format!("{status}: {stage}") };
+    view! {
+        <span class=format!("status status-{status}")>
+            {label}
+            {busy.then(|| view! {
+                <span class="progress" title=format!("{:.0}%", frac * 100.0)>
+                    <span class="progress-fill" style=format!("width:{:.1}%", frac * 100.0)></span>
+                </span>
+            })}
+        </span>
+    }
+}
+
+/// Reads and updates the query string: every view state lives in the URL.
+#[derive(Clone, Copy)]
+pub struct UrlState {
+    query: Memo<leptos_router::params::ParamsMap>,
+    path: Memo<String>,
+    navigate: Callback<(String, bool)>,
+}
+
+impl UrlState {
+    /// Must be called in a component's body (it uses the router's hooks).
+    pub fn new() -> Self {
+        let navigate = use_navigate();
+        UrlState {
+            query: use_query_map(),
+            path: use_location().pathname,
+            navigate: Callback::new(move |(url, replace): (String, bool)| {
+                navigate(
+                    &url,
+                    NavigateOptions {
+                        replace,
+                        scroll: false,
+                        ..Default::default()
+                    },
+                )
+            }),
+        }
+    }
+
+    /// Goes to another page.
+    pub fn go(&self, url: &str) {
+        self.navigate.run((url.to_string(), false));
+    }
+
+    /// A query value, reactively.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.query.with(|q| q.get(key)).filter(|v| !v.is_empty())
+    }
+
+    /// Sets query values (empty removes), replacing or pushing history.
+    pub fn set(&self, updates: &[(&'static str, String)], replace: bool) {
+        let mut q = self.query.get_untracked();
+        for (k, v) in updates {
+            if v.is_empty() {
+                q.remove(k);
+            } else {
+                q.replace(*k, v.clone());
+            }
+        }
+        let url = format!("{}{}", self.path.get_untracked(), q.to_query_string());
+        self.navigate.run((url, replace));
+    }
+}
+
+impl Default for UrlState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A table header that sorts by its column (state in the URL).
+#[component]
+pub fn SortHeader(key: &'static str, label: &'static str, url: UrlState, default_sort: &'static str, #[prop(optional)] numeric: bool) -> impl IntoView {
+    let active = move || url.get("sort").as_deref().unwrap_or(default_sort) == key;
+    let asc = move || url.get("dir").as_deref() == Some("asc");
+    let click = move |_| {
+        let now_active = url.get("sort").as_deref().unwrap_or(default_sort) == key;
+        let now_asc = url.get("dir").as_deref() == Some("asc");
+        // A new column sorts descending first (largest first), names ascending.
+        let dir = if now_active {
+            if now_asc { "desc" } else { "asc" }
+        } else if key == "name" || key == "category" {
+            "asc"
+        } else {
+            "desc"
+        };
+        url.set(&[("sort", key.to_string()), ("dir", dir.to_string()), ("page", String::new())], true);
+    };
+    let arrow = move || match (active(), asc()) {
+        (true, true) => " ▲",
+        (true, false) => " ▼",
+        _ => "",
+    };
+    view! {
+        <th class:num=numeric class:sorted=active data-sort=key on:click=click title="Sort">
+            {label}{arrow}
+        </th>
+    }
+}
+
+/// Previous/next page controls.
+#[component]
+pub fn Pager(url: UrlState, pages: usize, rows: usize) -> impl IntoView {
+    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).clamp(1, pages.max(1));
+    view! {
+        <div class="pager">
+            <button class="ghost" disabled=move || page() <= 1
+                on:click=move |_| url.set(&[("page", (page() - 1).to_string())], true)>"‹ Prev"</button>
+            <span>{move || format!("page {} of {} ({} rows)", page(), pages, rows)}</span>
+            <button class="ghost" disabled=move || page() >= pages
+                on:click=move |_| url.set(&[("page", (page() + 1).to_string())], true)>"Next ›"</button>
+        </div>
+    }
+}
+
+/// A monospace name, shortened in the middle, with the full name on hover.
+#[component]
+pub fn Name(name: String, #[prop(default = 90)] max: usize) -> impl IntoView {
+    let short = crate::logic::shorten(&name, max);
+    view! { <span class="mono name" title=name>{short}</span> }
+}
