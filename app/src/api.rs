@@ -59,6 +59,12 @@ pub fn upload(
     let url = format!("/api/runs{}", crate::logic::query_string(&[("name".into(), name.to_string())]));
     xhr.open("POST", &url).map_err(err)?;
     let progress = Closure::<dyn Fn(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
+        // Also published on `window` so a browser test can see that the
+        // progress bar was driven by real progress events.
+        if let Some(w) = web_sys::window() {
+            let frac = if e.total() > 0.0 { e.loaded() / e.total() } else { 0.0 };
+            let _ = js_sys::Reflect::set(&w, &"__kinetoscopeUploadProgress".into(), &frac.into());
+        }
         on_progress(e.loaded(), e.total());
     });
     xhr.upload()

@@ -23,6 +23,12 @@ use leptos_router::path;
 /// Mounts the app on the page's body.
 pub fn start() {
     console_error_panic_hook::set_once();
+    // When the WASM started, for the page-timing benchmark.
+    if let Some(w) = web_sys::window() {
+        if let Some(p) = w.performance() {
+            let _ = js_sys::Reflect::set(&w, &"__kinetoscopeStart".into(), &p.now().into());
+        }
+    }
     leptos::mount::mount_to_body(App);
 }
 

@@ -227,20 +227,3 @@ pub fn query_string(pairs: &[(String, String)]) -> String {
 pub fn pages(n: usize, per: usize) -> usize {
     n.div_ceil(per.max(1)).max(1)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shorten_keeps_both_ends() {
-        assert_eq!(shorten("abcdefghijklmnopqrstuvwxyz", 10), "abcdef…xyz");
-        assert_eq!(shorten("short", 10), "short");
-    }
-
-    #[test]
-    fn query_strings_encode() {
-        let q = query_string(&[("tab".into(), "ops".into()), ("q".into(), "copy_ x".into()), ("e".into(), "".into())]);
-        assert_eq!(q, "?tab=ops&q=copy_%20x");
-    }
-}

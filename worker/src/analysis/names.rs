@@ -83,7 +83,7 @@ pub const CATEGORIES: [&str; 8] = [
 ///    `sendrecv`.
 /// 2. `memory`: every memcpy and memset, and kernels that move data without
 ///    arithmetic — `copy`, `memcpy`, `memset`, `fill`, `cat` kernels
-///    (`catarraybatched`), `gather`/`scatter`/`index_select`, KV-cache writes
+///    (`catarraybatched`), `gather`/`scatter`/`index_select`/`indexSelect`, KV-cache writes
 ///    (`reshape_and_cache`, `kv_cache`, `store_kvcache`).
 /// 3. `attention`: `attention`, `attn`, `flash`, `fmha`, `mha`, `sdpa`,
 ///    `paged`, `mla`.
@@ -109,7 +109,7 @@ pub fn category(kind: &str, name: &str) -> &'static str {
     ]) {
         "communication"
     } else if has(&[
-        "copy", "memcpy", "memset", "fill", "catarraybatched", "gather", "scatter", "index_select",
+        "copy", "memcpy", "memset", "fill", "catarraybatched", "gather", "scatter", "index_select", "indexselect",
         "reshape_and_cache", "kv_cache", "store_kvcache",
     ]) {
         "memory"

@@ -1,0 +1,293 @@
+//! Helpers shared by the server's integration tests: a real server on a free
+//! port with a temporary data folder, uploads, waiting for analyses, and a
+//! headless Chromium driven through ChromeDriver.
+
+#![allow(dead_code)]
+
+use kinetoscope_types::{Created, RunInfo};
+use server::config::{ServeArgs, StoreArgs};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+}
+
+/// A shared trace.
+pub fn shared_trace(name: &str) -> PathBuf {
+    let p = repo().join("../shared/traces").join(name);
+    assert!(p.exists(), "missing shared trace {}", p.display());
+    p.canonicalize().unwrap()
+}
+
+/// The PostgreSQL server of the test machine (trust auth, database `test`).
+pub fn postgres_admin_url() -> String {
+    std::env::var("KINETOSCOPE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// Creates a fresh PostgreSQL database for one test and returns its URL.
+pub async fn fresh_postgres() -> String {
+    use sqlx::Connection;
+    let admin = postgres_admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
+    let name = format!("kinetoscope_test_{}", server::api::new_id().to_lowercase().replace('-', "_"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create test database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin);
+    format!("{base}/{name}")
+}
+
+/// Options of a test server.
+#[derive(Clone)]
+pub struct Opts {
+    pub database_url: Option<String>,
+    pub workers: usize,
+    pub max_upload_bytes: u64,
+    pub max_trace_bytes: u64,
+    pub engines: Option<String>,
+    pub orphan_age_secs: u64,
+    pub capture_idle_secs: u64,
+    pub capture_timeout_secs: u64,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            database_url: None,
+            workers: 1,
+            max_upload_bytes: 8 << 30,
+            max_trace_bytes: 16 << 30,
+            engines: None,
+            orphan_age_secs: 3600,
+            capture_idle_secs: 120,
+            capture_timeout_secs: 600,
+        }
+    }
+}
+
+/// Arguments for a server over `data`.
+pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
+    ServeArgs {
+        store: StoreArgs {
+            data: data.to_path_buf(),
+            database_url: o.database_url.clone(),
+            blobs: None,
+            max_trace_bytes: o.max_trace_bytes,
+            max_depth: 64,
+            engines: o.engines.clone(),
+            capture_timeout_secs: o.capture_timeout_secs,
+            capture_idle_secs: o.capture_idle_secs,
+        },
+        listen: "127.0.0.1:0".into(),
+        workers: o.workers,
+        static_dir: repo().join("app/dist"),
+        max_upload_bytes: o.max_upload_bytes,
+        orphan_age_secs: o.orphan_age_secs,
+    }
+}
+
+/// A server running in this process.
+pub struct TestServer {
+    pub url: String,
+    pub data: tempfile::TempDir,
+    running: Option<server::Running>,
+    pub http: reqwest::Client,
+}
+
+impl TestServer {
+    pub async fn start(o: Opts) -> TestServer {
+        let data = tempfile::tempdir().unwrap();
+        Self::start_in(data, o).await
+    }
+
+    pub async fn start_in(data: tempfile::TempDir, o: Opts) -> TestServer {
+        let running = server::start(serve_args(data.path(), &o)).await.expect("server starts");
+        TestServer {
+            url: format!("http://{}", running.addr),
+            data,
+            running: Some(running),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+        self.data
+    }
+
+    /// Uploads bytes as the raw body.
+    pub async fn upload(&self, bytes: Vec<u8>, name: &str) -> Created {
+        let resp = self
+            .http
+            .post(format!("{}/api/runs", self.url))
+            .query(&[("name", name)])
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "upload refused: {}", resp.text().await.unwrap_or_default());
+        resp.json().await.unwrap()
+    }
+
+    pub async fn upload_file(&self, path: &Path, name: &str) -> Created {
+        self.upload(std::fs::read(path).unwrap(), name).await
+    }
+
+    pub async fn run(&self, id: &str) -> RunInfo {
+        self.http
+            .get(format!("{}/api/runs/{id}", self.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the run is done or failed.
+    pub async fn wait(&self, id: &str, timeout: Duration) -> RunInfo {
+        let start = Instant::now();
+        loop {
+            let r = self.run(id).await;
+            if matches!(r.status.as_str(), "done" | "failed") && r.stage.is_empty() {
+                return r;
+            }
+            assert!(start.elapsed() < timeout, "run {id} still {} ({}) after {timeout:?}", r.status, r.stage);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let resp = self.http.get(format!("{}{path}", self.url)).send().await.unwrap();
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.json().await.unwrap()
+    }
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// ChromeDriver with a headless Chromium session.
+pub struct Browser {
+    driver: Child,
+    pub client: fantoccini::Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    pub async fn start() -> Browser {
+        let chromedriver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        assert!(
+            Path::new(&chromedriver).exists(),
+            "ChromeDriver is needed for the browser tests ({chromedriver}); `make test` installs chromium and chromium-driver"
+        );
+        let port = free_port();
+        let driver = Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let caps: serde_json::Map<String, serde_json::Value> = serde_json::from_value(serde_json::json!({
+            "goog:chromeOptions": {
+                "binary": std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()),
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                    "--window-size=1400,1000", format!("--user-data-dir={}", profile.path().display())
+                ]
+            }
+        }))
+        .unwrap();
+        let start = Instant::now();
+        let client = loop {
+            match fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(caps.clone())
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) if start.elapsed() < Duration::from_secs(30) => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("could not start a Chromium session: {e}"),
+            }
+        };
+        Browser {
+            driver,
+            client,
+            _profile: profile,
+        }
+    }
+
+    /// Waits until a CSS selector matches.
+    pub async fn wait_for(&self, css: &str, timeout: Duration) -> fantoccini::elements::Element {
+        self.client
+            .wait()
+            .at_most(timeout)
+            .for_element(fantoccini::Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("waiting for {css}: {e}"))
+    }
+
+    /// Waits until a JavaScript expression is truthy.
+    pub async fn wait_js(&self, expr: &str, timeout: Duration) -> serde_json::Value {
+        let start = Instant::now();
+        loop {
+            let v = self.client.execute(&format!("return ({expr});"), vec![]).await.unwrap();
+            if !(v.is_null() || v == serde_json::json!(false) || v == serde_json::json!("") || v == serde_json::json!(0)) {
+                return v;
+            }
+            assert!(start.elapsed() < timeout, "timed out waiting for {expr}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Saves a screenshot to the tests' output folder; returns its path.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = self.client.screenshot().await.unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+    }
+}
+
+/// Browser tests run one at a time (each starts a Chromium; the machine has
+/// two cores).
+pub static BROWSER_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Fails with a clear message when the app has not been built.
+pub fn require_app() {
+    let index = repo().join("app/dist/index.html");
+    assert!(
+        index.exists(),
+        "{} is missing: build the app first (`make test` does: trunk build --release)",
+        index.display()
+    );
+}

@@ -1,0 +1,274 @@
+//! Browser end-to-end tests: the real server, the app built by Trunk, and a
+//! headless Chromium driven through ChromeDriver. Assertions are on data the
+//! API returns, not on fixed strings.
+
+mod common;
+
+use common::*;
+use fantoccini::Locator;
+use kinetoscope_types::{Diff, Summary};
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn js(b: &Browser, expr: &str) -> serde_json::Value {
+    b.client.execute(&format!("return ({expr});"), vec![]).await.unwrap()
+}
+
+/// The op the API ranks first by self device time (ties by name).
+fn top_op_by_self_device(s: &Summary) -> String {
+    let mut ops = s.ops.clone();
+    ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us).then(a.name.cmp(&b.name)));
+    ops[0].name.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploaded_trace_shows_its_top_kernel() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let created = srv
+        .upload_file(&shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz"), "qwen")
+        .await;
+    assert_eq!(created.status, "queued");
+    let run = srv.wait(&created.id, LONG).await;
+    assert_eq!(run.status, "done", "{:?}", run.error);
+    let summary: Summary = srv.get_json(&format!("/api/runs/{}/summary", created.id)).await;
+    let top = summary.kernels[0].clone();
+
+    let b = Browser::start().await;
+    b.client.goto(&format!("{}{}", srv.url, created.url)).await.unwrap();
+    b.wait_for("#findings", LONG).await;
+    let name = b.client.find(Locator::Css("#run-name")).await.unwrap().text().await.unwrap();
+    assert_eq!(name, "qwen");
+    let text = js(&b, "document.body.innerText").await;
+    assert!(
+        text.as_str().unwrap().contains(&top.short_name),
+        "the run page does not show the top kernel {}",
+        top.short_name
+    );
+    b.client
+        .goto(&format!("{}{}?tab=kernels", srv.url, created.url))
+        .await
+        .unwrap();
+    b.wait_for("#kernels-table tbody tr", LONG).await;
+    let first = js(&b, "document.querySelector('#kernels-table tbody tr').dataset.kernel").await;
+    assert_eq!(first.as_str(), Some(top.name.as_str()), "first kernel row");
+    b.screenshot("skeleton-kernels").await;
+    b.close().await;
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_upload_sort_chains_and_tabs() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let trace = shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz");
+    let b = Browser::start().await;
+    b.client.goto(&srv.url).await.unwrap();
+    let input = b.wait_for("#file-input", LONG).await;
+    input.send_keys(trace.to_str().unwrap()).await.unwrap();
+    // The upload's progress events drove the bar, then the app went to the run.
+    b.wait_js("location.pathname.startsWith('/runs/')", LONG).await;
+    let progress = js(&b, "window.__kinetoscopeUploadProgress").await;
+    assert!(progress.as_f64().unwrap_or(0.0) > 0.0, "no upload progress was shown: {progress}");
+    let path = js(&b, "location.pathname").await;
+    let id = path.as_str().unwrap().trim_start_matches("/runs/").to_string();
+    let run = srv.wait(&id, LONG).await;
+    assert_eq!(run.status, "done", "{:?}", run.error);
+    b.wait_for("#findings", LONG).await;
+    let shot = b.screenshot("tab-findings").await;
+    println!("screenshots in {}", shot.parent().unwrap().display());
+
+    // Sort the ops by self device time by clicking its header.
+    let summary: Summary = srv.get_json(&format!("/api/runs/{id}/summary")).await;
+    b.client.goto(&format!("{}/runs/{id}?tab=ops&sort=calls", srv.url)).await.unwrap();
+    b.wait_for("#ops-table tbody tr", LONG).await;
+    b.client
+        .find(Locator::Css("#ops-table th[data-sort='self_device']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_js("location.search.includes('sort=self_device')", LONG).await;
+    let first = js(&b, "document.querySelector('#ops-table tbody tr').dataset.op").await;
+    assert_eq!(first.as_str(), Some(top_op_by_self_device(&summary).as_str()));
+    b.screenshot("tab-ops").await;
+
+    // What launches the top kernel?
+    b.client.goto(&format!("{}/runs/{id}?tab=kernels", srv.url)).await.unwrap();
+    b.wait_for("#kernels-table tbody tr", LONG).await.click().await.unwrap();
+    b.wait_for("#launch-chains tr.chain", LONG).await;
+    let chains = js(&b, "document.querySelectorAll('#launch-chains tr.chain').length").await;
+    assert_eq!(chains.as_u64(), Some(summary.kernels[0].launched_by.len() as u64));
+    b.screenshot("tab-kernels-chains").await;
+
+    // Every tab opens from its URL.
+    for (tab, marker) in [
+        ("steps", "#steps-table"),
+        ("layers", "#tab-body"),
+        ("gpu", "#categories"),
+        ("findings", "#findings"),
+    ] {
+        b.client.goto(&format!("{}/runs/{id}?tab={tab}", srv.url)).await.unwrap();
+        b.wait_for(marker, LONG).await;
+        let active = js(&b, "document.querySelector('.tab.active').dataset.tab").await;
+        assert_eq!(active.as_str(), Some(tab));
+        b.screenshot(&format!("tab-{tab}")).await;
+    }
+    b.close().await;
+    srv.stop().await;
+}
+
+/// A tiny trace whose op and kernel names are markup.
+fn markup_trace(payload: &str) -> Vec<u8> {
+    let name = serde_json::to_string(payload).unwrap();
+    let kernel = serde_json::to_string(&format!("{payload} kernel")).unwrap();
+    format!(
+        r#"{{"traceEvents": [
+  {{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {{"External id": 1}}}},
+  {{"ph": "X", "cat": "cpu_op", "name": {name}, "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {{"External id": 2}}}},
+  {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {{"External id": 2, "correlation": 7}}}},
+  {{"ph": "X", "cat": "kernel", "name": {kernel}, "pid": 0, "tid": 7, "ts": 30, "dur": 40, "args": {{"External id": 2, "correlation": 7, "grid": [1, 1, 1], "block": [32, 1, 1]}}}}
+]}}"#
+    )
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markup_in_names_renders_as_text() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let payload = r#"<img src=x onerror="window.__xss=1">"#;
+    let created = srv.upload(markup_trace(payload), payload).await;
+    let run = srv.wait(&created.id, LONG).await;
+    assert_eq!(run.status, "done", "{:?}", run.error);
+    let b = Browser::start().await;
+    let kernel = format!("{payload} kernel");
+    for q in [
+        "?tab=findings".to_string(),
+        "?tab=ops".to_string(),
+        format!("?tab=kernels&kernel={}", urlencode(&kernel)),
+    ] {
+        b.client.goto(&format!("{}{}{q}", srv.url, created.url)).await.unwrap();
+        b.wait_for("#tab-body", LONG).await;
+        b.wait_js("document.body.innerText.includes('onerror')", LONG).await;
+        // Give an injected image time to fail and fire its handler.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(js(&b, "typeof window.__xss").await.as_str(), Some("undefined"), "markup executed on {q}");
+        assert_eq!(js(&b, "document.querySelectorAll('#run-page img').length").await.as_u64(), Some(0));
+        let text = js(&b, "document.body.innerText").await;
+        assert!(text.as_str().unwrap().contains(payload), "the name is not shown as text on {q}");
+    }
+    b.screenshot("markup-as-text").await;
+    // The runs list shows the name as text too.
+    b.client.goto(&srv.url).await.unwrap();
+    b.wait_js("document.body.innerText.includes('onerror')", LONG).await;
+    assert_eq!(js(&b, "typeof window.__xss").await.as_str(), Some("undefined"));
+    b.close().await;
+    srv.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn generated(steps: u32, layers: u32, variant: worker::generate::Variant) -> Vec<u8> {
+    let p = worker::generate::DecodeParams {
+        steps,
+        layers,
+        variant,
+        with_stack: false,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    worker::generate::write_decode_trace(&p, &mut json).unwrap();
+    zstd::encode_all(&json[..], 3).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_link_shows_both_headlines_and_deltas() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let a = srv.upload(generated(3, 6, worker::generate::Variant::Baseline), "baseline").await;
+    let b_run = srv.upload(generated(3, 6, worker::generate::Variant::GatherCast), "gather-cast").await;
+    assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
+    assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
+    let diff: Diff = srv.get_json(&format!("/api/diff/{}/{}", a.id, b_run.id)).await;
+    let b = Browser::start().await;
+    b.client.goto(&format!("{}/diff/{}/{}", srv.url, a.id, b_run.id)).await.unwrap();
+    b.wait_for("#diff-ops tbody tr", LONG).await;
+    let text = js(&b, "document.querySelector('#diff-page').innerText").await;
+    let text = text.as_str().unwrap();
+    assert!(text.contains("baseline") && text.contains("gather-cast"), "both runs are named");
+    let headline = b.client.find(Locator::Css("#diff-headline")).await.unwrap().text().await.unwrap();
+    assert!(headline.contains(&kinetoscope_types::units::change_pct(diff.steps.change_pct)), "{headline}");
+    let first = js(&b, "document.querySelector('#diff-ops tbody tr').dataset.name").await;
+    assert_eq!(first.as_str(), Some(diff.ops[0].name.as_str()));
+    b.screenshot("diff").await;
+    // Swap goes to b/a.
+    b.client.find(Locator::Css("#swap")).await.unwrap().click().await.unwrap();
+    b.wait_js(&format!("location.pathname === '/diff/{}/{}'", b_run.id, a.id), LONG).await;
+    b.close().await;
+    srv.stop().await;
+}
+
+/// Time from the app's start to the run page showing its tables. Printed,
+/// not asserted (see BENCHMARKS.md). `KINETOSCOPE_UI_BENCH=1` uses the full
+/// generated trace (30 steps x 78 layers, ~490 MB of JSON).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_timing() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
+    let (steps, layers) = if full { (30, 78) } else { (3, 78) };
+    let srv = TestServer::start(Opts::default()).await;
+    let p = worker::generate::DecodeParams {
+        steps,
+        layers,
+        with_stack: full,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    worker::generate::write_decode_trace(&p, &mut json).unwrap();
+    let created = srv.upload(zstd::encode_all(&json[..], 3).unwrap(), "timing").await;
+    drop(json);
+    assert_eq!(srv.wait(&created.id, Duration::from_secs(600)).await.status, "done");
+    let view_bytes = srv
+        .http
+        .get(format!("{}/api/runs/{}/view", srv.url, created.id))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    let b = Browser::start().await;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        b.client.goto(&format!("{}{}?tab=ops", srv.url, created.url)).await.unwrap();
+        b.wait_for("#ops-table tbody tr", LONG).await;
+        b.wait_js("window.__kinetoscopeReady", LONG).await;
+        let ms = js(&b, "window.__kinetoscopeReady - window.__kinetoscopeStart").await;
+        times.push(ms.as_f64().unwrap());
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "UI timing ({steps} steps x {layers} layers, view {view_bytes} bytes): WASM start -> tables shown: median {:.0} ms, min {:.0} ms, max {:.0} ms",
+        times[times.len() / 2],
+        times[0],
+        times[times.len() - 1]
+    );
+    b.close().await;
+    srv.stop().await;
+}
