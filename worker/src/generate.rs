@@ -138,7 +138,8 @@ struct Op {
     shapes: String,
     types: String,
     children: Vec<Op>,
-    launch: Option<Launch>,
+    /// Kernels it launches itself, in order, after its children.
+    launches: Vec<Launch>,
     /// CPU time of its own work, µs.
     self_us: f64,
 }
@@ -150,7 +151,7 @@ fn op(name: &'static str, shapes: &str, types: &str) -> Op {
         shapes: shapes.into(),
         types: types.into(),
         children: Vec::new(),
-        launch: None,
+        launches: Vec::new(),
         self_us: 1.5,
     }
 }
@@ -172,13 +173,29 @@ impl Op {
         self
     }
     fn launches(mut self, l: Launch) -> Op {
-        self.launch = Some(l);
+        self.launches.push(l);
         self
     }
     fn cpu(mut self, us: f64) -> Op {
         self.self_us = us;
         self
     }
+}
+
+/// The op with the shape plumbing real calls do first (`reshape` -> `view`).
+fn with_views(o: &Op) -> Op {
+    let mut o = o.clone();
+    let first = serde_json::from_str::<Vec<serde_json::Value>>(&o.shapes)
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .filter(|d| d.is_array())
+        .unwrap_or_else(|| serde_json::json!([BATCH, HIDDEN]));
+    let dims = format!("[{}, []]", serde_json::to_string(&first).unwrap_or_default().replace(',', ", "));
+    o.children.insert(
+        0,
+        op("aten::reshape", &dims, r#"["c10::BFloat16", ""]"#).with(vec![op("aten::view", &dims, r#"["c10::BFloat16", ""]"#)]),
+    );
+    o
 }
 
 /// `aten::linear` as it decomposes on GPU, launching one GEMM.
@@ -283,8 +300,8 @@ fn layer_groups(variant: Variant) -> Vec<(&'static str, Vec<Op>)> {
                 op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#),
                 op("_vllm_fa2_C::varlen_fwd", &format!("[[{BATCH}, {TP_HEADS}, {HEAD_DIM}], [2, {POOL_TOKENS}, 1, {HEAD_DIM}], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
                     .cpu(6.0)
-                    .with(vec![op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#)
-                        .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 58.7, [1, 8, 64], [128, 1, 1]))])
+                    .with(vec![op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#)])
+                    .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 58.7, [1, 8, 64], [128, 1, 1]))
                     .launches(launch("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 2, true>(Flash_fwd_params)", 4.1, [512, 1, 1], [128, 1, 1])),
             ])
             .cpu(3.0),
@@ -399,8 +416,55 @@ const STREAM: i64 = 7;
 /// Start of the window, µs after `baseTimeNanoseconds`.
 const T0_NS: i64 = 1_428_625_731_896_179;
 const BASE_TIME_NS: i64 = 1_775_078_550_000_000_000;
-/// Python frames wrapped around each op call (dispatch layers).
-const FRAMES_PER_CALL: usize = 5;
+/// Python frames wrapped around each top-level op call (the Python call
+/// stack between the module's forward and the op; real `with_stack` traces
+/// are this deep).
+const FRAMES_PER_CALL: usize = 20;
+/// Python frames around each group of ops (module call machinery).
+const FRAMES_PER_GROUP: usize = 9;
+const SITE: &str = "/opt/conda/envs/vllm-0.9.2-py312-cu128-nightly/lib/python3.12/site-packages";
+
+/// The Python frames of one op call, outermost first.
+fn call_frames() -> [String; FRAMES_PER_CALL] {
+    [
+        format!("{SITE}/vllm/model_executor/custom_op.py(44): forward"),
+        format!("{SITE}/vllm/model_executor/custom_op.py(27): dispatch_forward"),
+        format!("{SITE}/torch/_library/custom_ops.py(681): __call__"),
+        format!("{SITE}/torch/_ops.py(1243): __call__"),
+        format!("{SITE}/torch/_ops.py(1158): _op_impl"),
+        "<built-in method _call_op of PyCapsule object at 0x7f3a2c1b9e40>".to_string(),
+        format!("{SITE}/torch/utils/_contextlib.py(116): decorate_context"),
+        format!("{SITE}/torch/_library/autograd.py(111): autograd_impl"),
+        format!("{SITE}/torch/_library/custom_ops.py(344): backend_impl"),
+        format!("{SITE}/torch/_compile.py(51): inner"),
+        format!("{SITE}/torch/_dynamo/eval_frame.py(838): _fn"),
+        format!("{SITE}/torch/_library/custom_ops.py(367): wrapped_fn"),
+        format!("{SITE}/vllm/_custom_ops.py(212): wrapper"),
+        format!("{SITE}/torch/_ops.py(723): __call__"),
+        format!("{SITE}/torch/_library/fake_impl.py(47): __call__"),
+        format!("{SITE}/torch/overrides.py(1720): handle_torch_function"),
+        format!("{SITE}/vllm/platforms/cuda.py(402): wrapper"),
+        format!("{SITE}/torch/cuda/nvtx.py(63): range_push"),
+        "<built-in method apply of type object at 0x7f3b8e2a1c60>".to_string(),
+        "<built-in function _get_dispatch_stack_at>".to_string(),
+    ]
+}
+
+/// The Python frames around a group of ops, outermost first (the last is the
+/// module's own code).
+fn group_frames(path: &str) -> [String; FRAMES_PER_GROUP] {
+    [
+        format!("{SITE}/torch/nn/modules/module.py(1762): _call_impl"),
+        format!("{SITE}/torch/nn/modules/module.py(1751): _wrapped_call_impl"),
+        format!("{SITE}/vllm/compilation/decorators.py(239): __call__"),
+        format!("{SITE}/torch/nn/modules/module.py(1762): _call_impl"),
+        format!("{SITE}/torch/nn/modules/module.py(1751): _wrapped_call_impl"),
+        format!("{SITE}/vllm/model_executor/layers/utils.py(88): dispatch"),
+        format!("{SITE}/torch/utils/_contextlib.py(116): decorate_context"),
+        format!("{SITE}/vllm/forward_context.py(187): get_forward_context"),
+        format!("{SITE}/{path}"),
+    ]
+}
 
 struct Sim<'a, W: Write> {
     pass: Pass,
@@ -416,6 +480,8 @@ struct Sim<'a, W: Write> {
     python_id: i64,
     ev_idx: i64,
     module_id: i64,
+    /// Bytes allocated by the ops so far (profile_memory events).
+    allocated: i64,
     truth: Truth,
 }
 
@@ -463,8 +529,9 @@ impl<W: Write> Sim<'_, W> {
             self.cpu += us_ns(0.6);
         }
         self.cpu += us_ns(o.self_us * self.rng.jitter(0.2));
-        if let Some(l) = &o.launch {
+        for l in &o.launches {
             self.launch(l, ext)?;
+            self.cpu += us_ns(0.8);
         }
         self.cpu += us_ns(0.7);
         let end = self.cpu;
@@ -472,26 +539,37 @@ impl<W: Write> Sim<'_, W> {
             self.ev_idx += 1;
             let cat = if o.annotation { "user_annotation" } else { "cpu_op" };
             self.out.event(&format!(
-                "    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},\"Record function id\": 0, \"Input type\": {}, \"Input Dims\": {}, \"Ev Idx\": {}\n    }}",
+                "    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},\"Record function id\": 0, \"Concrete Inputs\": {}, \"Input type\": {}, \"Input Strides\": {}, \"Input Dims\": {}, \"Ev Idx\": {}\n    }}",
                 o.name,
                 ts(start),
                 dur(end - start),
+                concrete_inputs(&o.types),
                 o.types,
+                strides(&o.shapes),
                 o.shapes,
                 self.ev_idx
             ))?;
+            if o.name.starts_with("aten::empty") {
+                // profile_memory: the allocation and, at the end of the op's
+                // parent, its release.
+                let bytes = 262_144 + (self.external_id % 7) * 65_536;
+                for (at, b) in [(start, bytes), (end, -bytes)] {
+                    self.allocated += b;
+                    self.ev_idx += 1;
+                    self.out.event(&format!(
+                        "    \"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\",\n    \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {},\n    \"args\": {{\n      \"Total Reserved\": 79188459520, \"Total Allocated\": {}, \"Bytes\": {b}, \"Addr\": {}, \"Device Id\": 0, \"Device Type\": 1, \"Ev Idx\": {}\n    }}",
+                        ts(at),
+                        71_000_000_000 + self.allocated,
+                        139_820_000_000_000 + (self.external_id % 4096) * 1_048_576,
+                        self.ev_idx
+                    ))?;
+                }
+            }
         }
         if self.p.with_stack && depth == 0 {
             self.cpu += us_ns(0.8 * FRAMES_PER_CALL as f64);
             let mut parent = parent_frame;
-            let names = [
-                "torch/_ops.py(1158): __call__",
-                "torch/_ops.py(1123): _op_impl",
-                "<built-in method _call_op of PyCapsule object at 0x7f3a2c1b9e40>",
-                "torch/utils/_contextlib.py(116): decorate_context",
-                "<built-in method apply of type object at 0x7f3b8e2a1c60>",
-            ];
-            for (k, name) in names.iter().take(FRAMES_PER_CALL).enumerate() {
+            for (k, name) in call_frames().iter().enumerate() {
                 let pad = us_ns(0.8 * k as f64);
                 parent = self.frame(name, call_start + pad, self.cpu - pad, parent, false)?;
             }
@@ -549,21 +627,21 @@ impl<W: Write> Sim<'_, W> {
     /// A group of ops inside a chain of Python frames.
     fn group(&mut self, path: &str, ops: &[Op], parent_frame: i64) -> io::Result<()> {
         let start = self.cpu;
-        let depth = if self.p.with_stack { 3 } else { 0 };
+        let depth = if self.p.with_stack { FRAMES_PER_GROUP } else { 0 };
         self.cpu += us_ns(0.9 * depth as f64);
         // Frames are emitted after their contents, so reserve their ids.
         let first_id = self.python_id;
         self.python_id += depth as i64;
         let inner_parent = if depth > 0 { first_id + depth as i64 } else { parent_frame };
         for o in ops {
-            self.run_op(o, inner_parent, 0)?;
+            self.run_op(&with_views(o), inner_parent, 0)?;
             self.cpu += us_ns(1.2);
         }
         self.cpu += us_ns(0.9 * depth as f64);
         if depth > 0 {
             let end = self.cpu;
             let saved = self.python_id;
-            let names = ["torch/nn/modules/module.py(1762): _call_impl", "torch/nn/modules/module.py(1751): _wrapped_call_impl", path];
+            let names = group_frames(path);
             let mut parent = parent_frame;
             for (k, name) in names.iter().enumerate() {
                 self.python_id = first_id + k as i64;
@@ -634,14 +712,14 @@ impl<W: Write> Sim<'_, W> {
             shapes: "[[64], [64], []]".into(),
             types: r#"["long int", "long int", "Scalar"]"#.into(),
             children: vec![],
-            launch: Some(Launch {
+            launches: vec![Launch {
                 api: "cudaMemcpyAsync",
                 kernel: "Memcpy DtoH (Device -> Pinned)",
                 dur_us: 1.8,
                 grid: [0, 0, 0],
                 block: [0, 0, 0],
                 role: Role::Other,
-            }),
+            }],
             self_us: 3.0,
         };
         self.run_op(&copy, top, 0)?;
@@ -679,6 +757,32 @@ impl<W: Write> Sim<'_, W> {
         self.cpu += us_ns(150.0 * self.rng.jitter(0.2));
         Ok(())
     }
+}
+
+/// `Concrete Inputs` as torch writes it: `""` for tensors, a value for scalars.
+fn concrete_inputs(types: &str) -> String {
+    let n = types.matches('"').count() / 2;
+    let items: Vec<&str> = (0..n).map(|k| if types.split(',').nth(k).is_some_and(|t| t.contains("Scalar")) { "\"0\"" } else { "\"\"" }).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Contiguous `Input Strides` for `Input Dims`.
+fn strides(shapes: &str) -> String {
+    let dims: Vec<serde_json::Value> = serde_json::from_str(shapes).unwrap_or_default();
+    let out: Vec<String> = dims
+        .iter()
+        .map(|d| {
+            let v: Vec<u64> = d.as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
+            let mut st = vec![0u64; v.len()];
+            let mut acc = 1u64;
+            for k in (0..v.len()).rev() {
+                st[k] = acc;
+                acc = acc.saturating_mul(v[k].max(1));
+            }
+            format!("[{}]", st.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))
+        })
+        .collect();
+    format!("[{}]", out.join(", "))
 }
 
 fn ts(ns: i64) -> String {
@@ -732,6 +836,7 @@ fn simulate<W: Write>(p: &DecodeParams, pass: Pass, out: &mut Writer<W>) -> io::
         python_id: 0,
         ev_idx: 0,
         module_id: 0,
+        allocated: 0,
         truth: Truth::default(),
     };
     for n in 0..p.steps {
@@ -758,7 +863,7 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
       "numSms": 132, "sharedMemPerBlockOptin": 232448
     }"#;
     let devices: Vec<String> = (0..8).map(|i| device.replace("\"id\": 0", &format!("\"id\": {i}"))).collect();
-    let mut options = String::from("  \"record_shapes\": 1,\n");
+    let mut options = String::from("  \"record_shapes\": 1,\n  \"profile_memory\": 1,\n");
     if p.with_stack {
         options.push_str("  \"with_stack\": 1,\n");
     }

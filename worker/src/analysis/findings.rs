@@ -41,7 +41,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         out.push(finding(
             "top_op",
-            op_sentence(op, has_steps),
+            op_sentence(op, has_steps, s.steps_stats.count),
             op.device_pct,
             "ops",
             Some(&op.name),
@@ -220,13 +220,30 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     out
 }
 
-fn op_sentence(op: &OpRow, has_steps: bool) -> String {
+fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> String {
     let mut text = format!("{} takes {} of GPU time: ", op.name, pct(op.device_pct));
-    match op.calls_per_step.filter(|_| has_steps) {
-        Some(c) => text.push_str(&format!("{} calls per step", count(c))),
-        None => text.push_str(&format!("{} calls", op.calls)),
+    // When one input signature carries most of the device time, its calls,
+    // bytes and rate describe the op better than averages over all calls.
+    let dominant = op
+        .input_shapes
+        .iter()
+        .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us))
+        .filter(|g| g.self_device_us >= 0.5 * op.self_device_us && g.calls < op.calls);
+    let (calls, bytes_per_call, gbps, dtypes) = match dominant {
+        Some(g) => (g.calls, g.bytes_per_call, g.achieved_gbps, g.dtypes.as_str()),
+        None => (
+            op.calls,
+            op.bytes_per_call,
+            op.achieved_gbps,
+            op.input_shapes.first().map_or("", |g| g.dtypes.as_str()),
+        ),
+    };
+    if has_steps && steps > 0 {
+        text.push_str(&format!("{} calls per step", count(calls as f64 / steps as f64)));
+    } else {
+        text.push_str(&format!("{calls} calls"));
     }
-    match (op.bytes_per_call, op.achieved_gbps) {
+    match (bytes_per_call, gbps) {
         (Some(b), Some(r)) => text.push_str(&format!(", {} per call at {}", bytes(b), rate_gbps(r))),
         (Some(b), None) => text.push_str(&format!(", {} per call", bytes(b))),
         _ => text.push_str(&format!(
@@ -234,10 +251,12 @@ fn op_sentence(op: &OpRow, has_steps: bool) -> String {
             time_us(op.self_device_us / op.calls.max(1) as f64)
         )),
     }
-    if let Some(g) = op.input_shapes.first() {
-        if let Some((from, to)) = super::shapes::conversion(&op.name, &g.dtypes) {
-            text.push_str(&format!(" ({from} to {to})"));
-        }
+    if let Some((from, to)) = super::shapes::conversion(&op.name, dtypes) {
+        text.push_str(&format!(" ({from} to {to})"));
+    }
+    if let Some(g) = dominant {
+        let others = op.calls - g.calls;
+        text.push_str(&format!("; {others} other calls with other shapes"));
     }
     text
 }
