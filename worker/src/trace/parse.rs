@@ -438,6 +438,14 @@ fn classify_cat(cat: &str) -> CatClass {
     }
 }
 
+/// Bounds of stored times, ns: any start plus any duration stays far from
+/// `i64` overflow, and so do differences of starts.
+const MIN_TS: i64 = -(1 << 60);
+const MAX_TS: i64 = 1 << 61;
+const MAX_DUR: i64 = 1 << 60;
+/// Interned strings are addressed with 32-bit offsets.
+const MAX_NAME_BYTES: usize = 2 << 30;
+
 /// Whether the analyzer interprets a `cat` value (or knowingly ignores it).
 pub fn is_known_category(cat: &str) -> bool {
     classify_cat(cat) != CatClass::Unknown
@@ -537,6 +545,9 @@ impl Parser {
             return Err(TraceError::NotATrace(
                 "the JSON has no traceEvents array: not a Kineto/Chrome trace".into(),
             ));
+        }
+        if self.trace.counters.events == 0 {
+            return Err(TraceError::NotATrace("the trace has no events".into()));
         }
         let mut peaks: Vec<(String, i64)> = self
             .memory_peaks
@@ -1023,10 +1034,18 @@ impl Parser {
     }
 
     fn commit_slice(&mut self, b: &[u8], ev: RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {
-        let (Some(ts), dur) = (ev.ts, ev.dur.unwrap_or(0).max(0)) else {
+        let (Some(ts), dur) = (ev.ts, ev.dur.unwrap_or(0)) else {
             // A slice without a start cannot be placed; it is counted only.
             return Ok(());
         };
+        // Keep times in a range where start + duration and differences of
+        // times cannot overflow (±36 years of nanoseconds around any epoch
+        // offset in real traces is far inside it).
+        let ts = ts.clamp(MIN_TS, MAX_TS);
+        let dur = dur.clamp(0, MAX_DUR);
+        if self.trace.names.bytes() > MAX_NAME_BYTES {
+            return bad("the trace has more than 2 GB of distinct names");
+        }
         let name = match ev.name {
             Some(s) => self.intern_span(b, s)?,
             None => 0,
@@ -1197,7 +1216,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage_clearly() {
-        for doc in [&b"hello"[..], b"{\"a\": 1}", b"[1, 2]", b"{\"traceEvents\": 5}", b"{\"traceEvents\": [{]}"] {
+        for doc in [&b"hello"[..], b"{\"a\": 1}", b"[1, 2]", b"{\"traceEvents\": 5}", b"{\"traceEvents\": [{]}", b"[]", b"{\"traceEvents\": []}"] {
             let mut p = Parser::new(Limits::default());
             let r = p.feed(doc, true).and_then(|_| p.finish().map(|_| 0));
             assert!(r.is_err(), "{}", String::from_utf8_lossy(doc));

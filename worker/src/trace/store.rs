@@ -90,6 +90,11 @@ impl Interner {
         &self.arena[start as usize..(start + len) as usize]
     }
 
+    /// Bytes of text held.
+    pub fn bytes(&self) -> usize {
+        self.arena.len()
+    }
+
     /// Number of distinct strings (including the empty one).
     pub fn len(&self) -> usize {
         self.spans.len()

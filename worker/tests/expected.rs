@@ -1,0 +1,274 @@
+//! Expected numbers on shared traces, derived independently of the engine:
+//! a small reference reads each file with `serde_json::Value` (floats, no
+//! columnar store, no op tree) and computes, by brute force,
+//!
+//! - each kernel's total duration (sum of `dur` by name);
+//! - for one op: its self device time (GPU ops whose launch's innermost
+//!   enclosing op on the same thread is that op, found by scanning every op
+//!   on the thread) and its total device time (GPU ops whose launch lies
+//!   inside any event of that op);
+//! - the ProfilerStep count and mean duration.
+//!
+//! The traces cover 2020 (bare array, string tids), 2021 (record_shapes),
+//! 2022 (External id = correlation, CUDA graphs), 2023 (CUDA graphs), 2024
+//! (3-decimal epoch timestamps), 2025 (H100) and AMD MI300X (hipGraphLaunch).
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use worker::trace::{read_trace_file, ReadOptions};
+use worker::{analyze, AnalysisOptions, Summary};
+
+fn path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name)
+}
+
+fn load_json(name: &str) -> Vec<Value> {
+    let f = std::fs::File::open(path(name)).unwrap();
+    let v: Value = serde_json::from_reader(std::io::BufReader::new(flate2::read::GzDecoder::new(f))).unwrap();
+    match v {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("traceEvents") {
+            Some(Value::Array(a)) => a,
+            _ => panic!("no traceEvents"),
+        },
+        _ => panic!("not a trace"),
+    }
+}
+
+fn summary(name: &str) -> Summary {
+    let t = read_trace_file(&path(name), &ReadOptions::default()).unwrap();
+    analyze(&t, &AnalysisOptions::default())
+}
+
+fn cat(e: &Value) -> &str {
+    e.get("cat").and_then(Value::as_str).unwrap_or("")
+}
+
+fn num(e: &Value, k: &str) -> f64 {
+    e.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+/// pid/tid as a string: 2020-21 files mix `"25738"` and `25738`.
+fn key(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+fn is_gpu_op(e: &Value) -> bool {
+    matches!(cat(e), "kernel" | "Kernel" | "gpu_memcpy" | "Memcpy" | "gpu_memset" | "Memset") && e["ph"] == "X"
+}
+
+fn is_op(e: &Value) -> bool {
+    matches!(cat(e), "cpu_op" | "Operator" | "user_annotation") && e["ph"] == "X"
+}
+
+fn is_runtime(e: &Value) -> bool {
+    matches!(cat(e), "cuda_runtime" | "Runtime" | "cuda_driver") && e["ph"] == "X"
+}
+
+/// Reference: total duration per kernel name.
+fn kernel_totals(events: &[Value]) -> HashMap<String, f64> {
+    let mut m = HashMap::new();
+    for e in events.iter().filter(|e| is_gpu_op(e)) {
+        *m.entry(e["name"].as_str().unwrap().to_string()).or_insert(0.0) += num(e, "dur");
+    }
+    m
+}
+
+/// Reference: (self device, total device) of op `name`. For each launch,
+/// the ops around it come from a sweep over the thread's ops in start order
+/// with a multiset of open ops keyed by end (not the engine's stack).
+fn op_device(events: &[Value], name: &str) -> (f64, f64) {
+    use std::collections::BTreeMap;
+    let mut by_thread: HashMap<(String, String), Vec<&Value>> = HashMap::new();
+    for o in events.iter().filter(|e| is_op(e)) {
+        by_thread.entry((key(o.get("pid")), key(o.get("tid")))).or_default().push(o);
+    }
+    let runtime: HashMap<i64, &Value> = events
+        .iter()
+        .filter(|e| is_runtime(e))
+        .filter_map(|e| e["args"].get("correlation").and_then(Value::as_i64).map(|c| (c, e)))
+        .collect();
+    // Device time launched by each runtime event.
+    let mut launched: HashMap<*const Value, f64> = HashMap::new();
+    for k in events.iter().filter(|e| is_gpu_op(e)) {
+        if let Some(r) = k["args"].get("correlation").and_then(Value::as_i64).and_then(|c| runtime.get(&c)) {
+            *launched.entry(*r as *const Value).or_default() += num(k, "dur");
+        }
+    }
+    let mut launches_by_thread: HashMap<(String, String), Vec<(&Value, f64)>> = HashMap::new();
+    for r in runtime.values() {
+        if let Some(d) = launched.get(&(*r as *const Value)) {
+            launches_by_thread.entry((key(r.get("pid")), key(r.get("tid")))).or_default().push((r, *d));
+        }
+    }
+    let (mut self_dev, mut total_dev) = (0.0, 0.0);
+    for (thread, mut launches) in launches_by_thread {
+        let mut ops = by_thread.remove(&thread).unwrap_or_default();
+        ops.sort_by(|a, b| num(a, "ts").total_cmp(&num(b, "ts")));
+        launches.sort_by(|a, b| num(a.0, "ts").total_cmp(&num(b.0, "ts")));
+        // open ops: end time (as ordered bits) -> ops ending then
+        let mut open: BTreeMap<(u64, usize), &Value> = BTreeMap::new();
+        let mut next = 0;
+        for (seq, (r, dur)) in launches.iter().enumerate() {
+            let ts = num(r, "ts");
+            while next < ops.len() && num(ops[next], "ts") <= ts {
+                let end = num(ops[next], "ts") + num(ops[next], "dur");
+                open.insert((end.to_bits(), next), ops[next]);
+                next += 1;
+            }
+            // Drop ops that ended at or before the launch.
+            let done: Vec<(u64, usize)> = open.range(..(ts.to_bits() + 1, 0)).map(|(k, _)| *k).collect();
+            for k in done {
+                open.remove(&k);
+            }
+            let _ = seq;
+            let around: Vec<&Value> = open.values().copied().collect();
+            for o in &around {
+                if o["name"] == name {
+                    total_dev += dur;
+                }
+            }
+            // The innermost: the latest start, then the shortest.
+            if let Some(inner) = around.iter().max_by(|a, b| {
+                num(a, "ts")
+                    .total_cmp(&num(b, "ts"))
+                    .then(num(b, "dur").total_cmp(&num(a, "dur")))
+            }) {
+                if inner["name"] == name {
+                    self_dev += dur;
+                }
+            }
+        }
+    }
+    (self_dev, total_dev)
+}
+
+/// Reference: step count and mean duration, from `ProfilerStep#N`, else
+/// the serving frameworks' step annotations.
+fn steps(events: &[Value]) -> (usize, f64) {
+    let pick = |prefix: &str| -> Vec<f64> {
+        events
+            .iter()
+            .filter(|e| is_op(e) && e["name"].as_str().is_some_and(|n| n.starts_with(prefix)))
+            .map(|e| num(e, "dur"))
+            .collect()
+    };
+    let mut d = pick("ProfilerStep#");
+    for p in ["step[", "execute_"] {
+        if d.is_empty() {
+            d = pick(p);
+        }
+    }
+    (d.len(), d.iter().sum::<f64>() / d.len().max(1) as f64)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 0.01 + 1e-6 * a.abs().max(b.abs())
+}
+
+/// Checks a trace against the reference for the top kernels and one op.
+fn check(name: &str, op: &str) {
+    let events = load_json(name);
+    let s = summary(name);
+
+    let totals = kernel_totals(&events);
+    for k in s.kernels.iter().take(5) {
+        let want = totals[&k.name];
+        assert!(close(k.total_us, want), "{name}: kernel {} total {} != reference {want}", k.short_name, k.total_us);
+    }
+    let mut ranked: Vec<(&String, &f64)> = totals.iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+    assert_eq!(&s.kernels[0].name, ranked[0].0, "{name}: top kernel");
+
+    let (self_dev, total_dev) = op_device(&events, op);
+    let row = s.ops.iter().find(|o| o.name == op).unwrap_or_else(|| panic!("{name}: no op {op}"));
+    assert!(close(row.self_device_us, self_dev), "{name}: {op} self device {} != reference {self_dev}", row.self_device_us);
+    assert!(close(row.device_total_us, total_dev), "{name}: {op} device total {} != reference {total_dev}", row.device_total_us);
+    assert!(self_dev > 0.0 || total_dev > 0.0, "{name}: pick an op with device time");
+
+    let (n, mean) = steps(&events);
+    assert_eq!(s.steps_stats.count as usize, n, "{name}: steps");
+    if n > 0 {
+        assert!(close(s.steps_stats.mean_us, mean), "{name}: mean step {} != {mean}", s.steps_stats.mean_us);
+    }
+}
+
+#[test]
+fn bare_array_2020() {
+    check("kineto-resnet50-2021-toplevel-list.json.gz", "aten::cudnn_convolution");
+}
+
+#[test]
+fn record_shapes_2021() {
+    check("kineto-v100-resnet50-2021-record-shapes.json.gz", "aten::add_");
+}
+
+#[test]
+fn external_id_is_correlation_2022() {
+    // Regime A: a join on External id would match wrong ops here.
+    check("hta-a100-train-rank3of8-2022.json.gz", "aten::mm");
+}
+
+#[test]
+fn cuda_graphs_2022() {
+    // 12 cudaGraphLaunch calls run 5,046 GPU ops; all belong to the op
+    // around each launch.
+    check("hta-v100-train-rank1of2-2022.json.gz", "CompiledFunctionBackward");
+    let s = summary("hta-v100-train-rank1of2-2022.json.gz");
+    assert_eq!(s.trace.attribution.graph_launches, 12);
+    assert_eq!(s.trace.attribution.graph_gpu_ops, 5046);
+}
+
+#[test]
+fn cuda_graphs_2023() {
+    check("hta-a100-80g-cudagraph-rank0of16.json.gz", "CompiledFunctionBackward");
+    let s = summary("hta-a100-80g-cudagraph-rank0of16.json.gz");
+    assert_eq!(s.trace.attribution.graph_launches, 70);
+    assert_eq!(s.trace.attribution.graph_gpu_ops, 345);
+    // GPU ops launched before the window have no launch (FORMAT.md §6).
+    assert_eq!(s.trace.attribution.without_launch, 872);
+}
+
+#[test]
+fn nanosecond_epoch_timestamps_2024() {
+    check("hta-v100-resnet-ns-resolution-rank0.json.gz", "aten::convolution_backward");
+}
+
+#[test]
+fn h100_2025() {
+    check("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz", "aten::mm");
+}
+
+#[test]
+fn amd_mi300x_hip_graph_replay() {
+    // hipGraphLaunch and its 361 kernels carry no External id: only time
+    // nesting links them to their op.
+    check("tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz", "execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37sqsk34489)");
+    let s = summary("tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz");
+    assert_eq!(s.trace.attribution.graph_launches, 25);
+    assert_eq!(s.trace.attribution.graph_gpu_ops, 361);
+}
+
+#[test]
+fn amd_mi300x_eager() {
+    check("tracelens-mi300x-qwen1.5-0.5b-chat-infer.json.gz", "aten::mm");
+}
+
+/// Exact values read off the file by hand (FORMAT.md and SOURCES.md give
+/// the counts): the triton example has one kernel, one step, and its kernel
+/// is launched by cuLaunchKernel inside the Triton op.
+#[test]
+fn triton_example_by_hand() {
+    let s = summary("hta-a100-triton-example.json.gz");
+    assert_eq!(s.trace.kernels, 1);
+    assert_eq!(s.steps_stats.count, 1);
+    assert_eq!(s.kernels[0].name, "triton_poi_fused_add_cos_sin_0");
+    let chain = &s.kernels[0].launched_by[0];
+    assert_eq!(chain.launch, "cuLaunchKernel");
+    assert_eq!(chain.chain.last().map(String::as_str), Some("triton_poi_fused_add_cos_sin_0"));
+}

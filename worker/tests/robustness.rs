@@ -1,0 +1,155 @@
+//! Bad input never panics or hangs: truncated files at many cut points,
+//! random byte flips, non-trace JSON, decompression bombs. Each gives a
+//! clear error (or, for flips that leave a valid trace, a summary).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use worker::trace::{read_trace, Limits, ReadOptions, TraceError};
+use worker::{analyze, AnalysisOptions};
+
+fn plain(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name);
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn gzip(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// Reads and, when it parses, analyzes: must return, never panic.
+fn attempt(bytes: &[u8]) -> Result<(), TraceError> {
+    let t = read_trace(bytes, &ReadOptions::default())?;
+    let s = analyze(&t, &AnalysisOptions::default());
+    serde_json::to_string(&s).unwrap();
+    Ok(())
+}
+
+/// A deterministic pseudo-random sequence.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn truncated_input_is_an_error_at_every_cut() {
+    let json = plain("hta-a100-simple-add.json.gz");
+    let end = json.iter().rposition(|c| *c == b'}').unwrap();
+    let encodings = [("json", json.clone()), ("gzip", gzip(&json)), ("zstd", zstd::encode_all(&json[..], 3).unwrap())];
+    for (what, bytes) in encodings {
+        let limit = if what == "json" { end } else { bytes.len() - 1 };
+        let cuts: Vec<usize> = (0..300).map(|k| k * limit / 300).chain([1, 2, 3, limit]).collect();
+        for cut in cuts {
+            let r = attempt(&bytes[..cut]);
+            let err = r.err().unwrap_or_else(|| panic!("{what}: a cut at {cut} of {} was accepted", bytes.len()));
+            assert!(err.is_bad_input(), "{what} cut {cut}: {err}");
+            assert!(!err.to_string().is_empty());
+        }
+    }
+}
+
+#[test]
+fn random_byte_flips_never_panic() {
+    let json = plain("hta-mi250-minitoy-train-rocm6.2.json.gz");
+    let zst = zstd::encode_all(&json[..], 3).unwrap();
+    let mut rng = Lcg(42);
+    let (mut ok, mut bad) = (0, 0);
+    for round in 0..400 {
+        let mut b = if round % 4 == 3 { zst.clone() } else { json.clone() };
+        for _ in 0..1 + rng.next() % 4 {
+            let at = (rng.next() as usize) % b.len();
+            b[at] = match rng.next() % 4 {
+                0 => b[at] ^ (1 << (rng.next() % 8)),
+                1 => b"{}[]\",:0123456789-.e \n"[(rng.next() % 22) as usize],
+                2 => 0,
+                _ => rng.next() as u8,
+            };
+        }
+        match attempt(&b) {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                assert!(e.is_bad_input(), "{e}");
+                bad += 1;
+            }
+        }
+    }
+    assert!(ok > 0 && bad > 0, "flips should give both outcomes: {ok} ok, {bad} errors");
+}
+
+#[test]
+fn json_that_is_not_a_trace_is_refused_with_a_reason() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "empty"),
+        (b"   ", "blank"),
+        (b"hello", "not JSON"),
+        (b"\x00\x01\x02\x03", "not JSON"),
+        (b"{}", "no traceEvents"),
+        (b"[]", "no events"),
+        (b"{\"traceEvents\": []}", "no events"),
+        (b"{\"traceEvents\": {}}", "not an array"),
+        (b"{\"traceEvents\": [1, 2]}", "not an object"),
+        (b"{\"a\": [1, 2, 3], \"b\": {\"c\": null}}", "no traceEvents"),
+        (b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": \"abc\"}]", "ends"),
+        (b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1e999}]}", "bad time"),
+        (b"{\"traceEvents\": [{\"ph\": \"X\"}]} trailing", "after the end"),
+        (b"[{\"ph\": \"X\", \"name\": \"\\ud800\\", "ends"),
+    ];
+    for (doc, expect) in cases {
+        let err = attempt(doc).err().unwrap_or_else(|| panic!("{:?} was accepted", String::from_utf8_lossy(doc)));
+        let text = err.to_string();
+        assert!(text.contains(expect), "{:?}: {text} (expected to mention {expect:?})", String::from_utf8_lossy(doc));
+    }
+}
+
+#[test]
+fn huge_numbers_and_odd_values_are_survived() {
+    let doc = br#"{"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 99999999999999999999, "tid": -1, "ts": 9223372036854775, "dur": 9223372036854775},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": -9223372036854775, "dur": -5, "args": {"correlation": 1e300, "grid": [1e30, -1, 2]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1, "args": {"correlation": 18446744073709551615}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 0}
+    ]}"#;
+    attempt(doc).unwrap();
+}
+
+#[test]
+fn a_decompression_bomb_stops_at_the_limit() {
+    // 1 GiB of spaces inside an event array compresses to ~40 kB.
+    let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+    enc.write_all(b"{\"traceEvents\": [").unwrap();
+    let chunk = vec![b' '; 1 << 20];
+    for _ in 0..1024 {
+        enc.write_all(&chunk).unwrap();
+    }
+    let bomb = enc.finish().unwrap();
+    assert!(bomb.len() < 1 << 20);
+    let opts = ReadOptions {
+        limits: Limits {
+            max_json_bytes: 64 << 20,
+            ..Default::default()
+        },
+        progress: None,
+    };
+    let t0 = std::time::Instant::now();
+    let err = read_trace(&bomb[..], &opts).err().unwrap();
+    assert!(matches!(err, TraceError::TooLarge(_)), "{err}");
+    assert!(err.to_string().contains("decompresses to more than 64 MB"), "{err}");
+    assert!(t0.elapsed().as_secs() < 10);
+}
+
+#[test]
+fn a_giant_single_event_is_refused() {
+    let mut doc = b"{\"traceEvents\": [{\"name\": \"".to_vec();
+    doc.extend(std::iter::repeat_n(b'a', 80 << 20));
+    doc.extend_from_slice(b"\"}]}");
+    let err = attempt(&doc).err().unwrap();
+    assert!(matches!(err, TraceError::TooLarge(_)), "{err}");
+}
