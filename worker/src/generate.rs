@@ -420,6 +420,9 @@ const BASE_TIME_NS: i64 = 1_775_078_550_000_000_000;
 /// stack between the module's forward and the op; real `with_stack` traces
 /// are this deep).
 const FRAMES_PER_CALL: usize = 20;
+/// CPU time each Python frame adds on entry and on exit, µs. Small enough
+/// that the step stays GPU-bound, as in the founding story.
+const FRAME_US: f64 = 0.25;
 /// Python frames around each group of ops (module call machinery).
 const FRAMES_PER_GROUP: usize = 9;
 const SITE: &str = "/opt/conda/envs/vllm-0.9.2-py312-cu128-nightly/lib/python3.12/site-packages";
@@ -518,7 +521,7 @@ impl<W: Write> Sim<'_, W> {
         // know the op's span; remember where the call starts.
         let call_start = self.cpu;
         if self.p.with_stack && depth == 0 {
-            self.cpu += us_ns(0.8 * FRAMES_PER_CALL as f64);
+            self.cpu += us_ns(FRAME_US * FRAMES_PER_CALL as f64);
         }
         let start = self.cpu;
         self.external_id += 1;
@@ -567,10 +570,10 @@ impl<W: Write> Sim<'_, W> {
             }
         }
         if self.p.with_stack && depth == 0 {
-            self.cpu += us_ns(0.8 * FRAMES_PER_CALL as f64);
+            self.cpu += us_ns(FRAME_US * FRAMES_PER_CALL as f64);
             let mut parent = parent_frame;
             for (k, name) in call_frames().iter().enumerate() {
-                let pad = us_ns(0.8 * k as f64);
+                let pad = us_ns(FRAME_US * k as f64);
                 parent = self.frame(name, call_start + pad, self.cpu - pad, parent, false)?;
             }
         }
@@ -628,7 +631,7 @@ impl<W: Write> Sim<'_, W> {
     fn group(&mut self, path: &str, ops: &[Op], parent_frame: i64) -> io::Result<()> {
         let start = self.cpu;
         let depth = if self.p.with_stack { FRAMES_PER_GROUP } else { 0 };
-        self.cpu += us_ns(0.9 * depth as f64);
+        self.cpu += us_ns(FRAME_US * depth as f64);
         // Frames are emitted after their contents, so reserve their ids.
         let first_id = self.python_id;
         self.python_id += depth as i64;
@@ -637,7 +640,7 @@ impl<W: Write> Sim<'_, W> {
             self.run_op(&with_views(o), inner_parent, 0)?;
             self.cpu += us_ns(1.2);
         }
-        self.cpu += us_ns(0.9 * depth as f64);
+        self.cpu += us_ns(FRAME_US * depth as f64);
         if depth > 0 {
             let end = self.cpu;
             let saved = self.python_id;
@@ -645,7 +648,7 @@ impl<W: Write> Sim<'_, W> {
             let mut parent = parent_frame;
             for (k, name) in names.iter().enumerate() {
                 self.python_id = first_id + k as i64;
-                let pad = us_ns(0.9 * k as f64);
+                let pad = us_ns(FRAME_US * k as f64);
                 parent = self.frame(name, start + pad, end - pad, parent, false)?;
             }
             self.python_id = saved;

@@ -62,7 +62,7 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
         assert!(back == s, "{name}: the summary changes in a JSON round trip");
 
         eprintln!(
-            "{name}: {} events, {} kernels, {} ops, {} steps ({}), busy {:.1}%, layers {}, top: {}",
+            "{name}: {} events, {} kernels, {} ops, {} steps ({}), busy {:.1}%, layers {} {} (period {:?}, {}), top: {}",
             s.trace.events,
             s.trace.kernels,
             s.ops.len(),
@@ -70,6 +70,9 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             s.steps_stats.source,
             s.gpu_time.busy_pct,
             s.layers.method,
+            s.layers.count,
+            s.layers.period,
+            s.layers.marker.as_deref().unwrap_or("-"),
             s.findings.first().map(|f| f.text.as_str()).unwrap_or("-")
         );
     }

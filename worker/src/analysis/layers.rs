@@ -1,13 +1,569 @@
-//! Per-layer attribution (filled in by the layers work).
+//! Per-layer attribution of device time.
+//!
+//! Layers are found by the most trustworthy method the trace allows, and the
+//! summary says which one was used and how sure it is:
+//!
+//! 1. **annotation**: record_function ranges (and `gpu_user_annotation`s)
+//!    whose names carry a layer index — `layers.12`, `model.layers.12.mlp`,
+//!    `layer_12`, `Layer 12`. A GPU op belongs to the layer of the innermost
+//!    such range around its launch.
+//! 2. **module**: `nn.Module: XxxDecoderLayer_N` Python frames (traces made
+//!    with `with_stack`/`with_modules`); N is the layer. A GPU op belongs to
+//!    the module frame around its launch on the launching thread.
+//! 3. **repetition**: within each step, the GPU ops in device order form a
+//!    sequence; a kernel that runs the same number of times L in every step,
+//!    at a constant spacing p, marks a layer of p GPU ops repeated L times.
+//!    The largest such L wins; the repeated region is extended backwards to
+//!    where the repetition starts, so a layer begins where it truly begins,
+//!    not at the marker. This needs neither L nor names in advance, and it
+//!    works for CUDA graph replays too, since it reads the device side.
+//!
+//! A user can override with a marker (a kernel, op or annotation name that
+//! starts each layer) and/or a period (GPU ops per layer).
 
+use super::links::NO;
 use super::{AnalysisOptions, Context};
-use kinetoscope_types::{KernelRow, Layers};
+use crate::trace::store::{CpuKind, GpuKind, Sym};
+use hashbrown::HashMap;
+use kinetoscope_types::{KernelRow, LayerRow, Layers, NameTime};
+use std::collections::BTreeMap;
+
+/// Entries kept in each layer's top lists.
+const TOP: usize = 5;
+/// Share of positions that must repeat for a period to count.
+const MIN_PERIODICITY: f64 = 0.9;
+/// Fewest layers and GPU ops per layer the repetition method accepts, and
+/// the least share of the step's device time the layers must cover: below
+/// these, a repeating pattern is more likely a loop than a model's layers.
+const MIN_LAYERS: usize = 4;
+const MIN_PERIOD: usize = 3;
+const MIN_COVERAGE: f64 = 0.3;
+
+/// The layer index in a name: `layers.12`, `layer_12`, `Layer 12`,
+/// `decoder.layer.3.attention`.
+pub fn layer_index(name: &str) -> Option<i64> {
+    let lower = name.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut from = 0;
+    while let Some(k) = lower[from..].find("layer") {
+        let at = from + k;
+        from = at + 5;
+        // A word start: not inside another identifier (e.g. "multilayer").
+        if at > 0 && b[at - 1].is_ascii_alphabetic() {
+            continue;
+        }
+        let mut j = at + 5;
+        if j < b.len() && b[j] == b's' {
+            j += 1;
+        }
+        if j < b.len() && matches!(b[j], b'.' | b'_' | b' ' | b'[' | b'/' | b'-' | b':') {
+            j += 1;
+        }
+        let start = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j > start && (j == b.len() || !b[j].is_ascii_alphabetic()) {
+            return lower[start..j].parse().ok();
+        }
+    }
+    None
+}
+
+/// `nn.Module: Qwen2DecoderLayer_12` -> (`Qwen2DecoderLayer`, 12).
+pub fn module_instance(name: &str) -> Option<(&str, i64)> {
+    let rest = name.strip_prefix("nn.Module: ")?;
+    let (class, n) = rest.rsplit_once('_')?;
+    Some((class, n.parse().ok()?))
+}
+
+/// One GPU op as the layer logic sees it.
+#[derive(Clone, Copy)]
+struct GpuItem {
+    /// Index into the GPU table.
+    g: u32,
+    /// Kernel name.
+    name: Sym,
+}
+
+/// The GPU ops of each step in device order (one pseudo-step for traces
+/// without steps).
+fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
+    let gpu = &cx.t.gpu;
+    let n_steps = cx.steps.len().max(1);
+    let mut seqs: Vec<Vec<GpuItem>> = vec![Vec::new(); n_steps];
+    for g in 0..gpu.len() {
+        if !gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        let s = if cx.steps.is_empty() {
+            0
+        } else if cx.gpu_step[g] == NO {
+            continue;
+        } else {
+            cx.gpu_step[g] as usize
+        };
+        seqs[s].push(GpuItem {
+            g: g as u32,
+            name: gpu.name[g],
+        });
+    }
+    for s in &mut seqs {
+        s.sort_by_key(|it| (gpu.ts[it.g as usize], it.g));
+    }
+    seqs
+}
+
+/// Layer of each GPU op (-1: outside any layer), and how layers were found.
+struct Assignment {
+    layer: HashMap<u32, i64>,
+    method: &'static str,
+    confidence: f64,
+    count: u64,
+    period: Option<u64>,
+    marker: Option<String>,
+    detail: String,
+}
 
 /// Attributes device time to layers.
-pub(crate) fn attribute(_cx: &Context, _kernels: &[KernelRow], _opts: &AnalysisOptions) -> Layers {
+pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOptions) -> Layers {
+    let seqs = step_sequences(cx);
+    let found = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
+        by_override(cx, &seqs, opts)
+    } else {
+        by_annotation(cx).or_else(|| by_module(cx)).or_else(|| by_repetition(cx, &seqs))
+    };
+    let Some(a) = found else {
+        return Layers {
+            method: "none".into(),
+            detail: if cx.t.gpu.is_empty() {
+                "the trace has no GPU ops".into()
+            } else {
+                "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
+            },
+            ..Default::default()
+        };
+    };
+    summarize(cx, kernels, &seqs, a)
+}
+
+/// Per-layer numbers (mean per step) from an assignment.
+fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assignment) -> Layers {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let category: HashMap<&str, &str> = kernels.iter().map(|k| (k.name.as_str(), k.category.as_str())).collect();
+    let steps = seqs.len().max(1) as f64;
+    #[derive(Default)]
+    struct Acc {
+        ns: i64,
+        by_cat: BTreeMap<String, i64>,
+        ops: HashMap<Sym, i64>,
+        kernels: HashMap<Sym, i64>,
+    }
+    let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
+    let mut outside = Acc::default();
+    for it in seqs.iter().flatten() {
+        let g = it.g as usize;
+        let idx = a.layer.get(&it.g).copied().unwrap_or(-1);
+        let acc = if idx >= 0 { layers.entry(idx).or_default() } else { &mut outside };
+        let d = gpu.dur[g];
+        acc.ns += d;
+        let cat = category.get(t.name(gpu.name[g])).copied().unwrap_or("other");
+        *acc.by_cat.entry(cat.to_string()).or_default() += d;
+        let op = cx.links.op[g];
+        if op != NO {
+            *acc.ops.entry(t.cpu.name[op as usize]).or_default() += d;
+        }
+        *acc.kernels.entry(gpu.name[g]).or_default() += d;
+    }
+    let row = |index: i64, acc: &Acc| {
+        let top = |m: &HashMap<Sym, i64>, short: bool| -> Vec<NameTime> {
+            let mut v: Vec<(&Sym, &i64)> = m.iter().collect();
+            v.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+            v.into_iter()
+                .take(TOP)
+                .map(|(s, ns)| NameTime {
+                    name: if short {
+                        super::names::short_name(t.name(*s))
+                    } else {
+                        t.name(*s).to_string()
+                    },
+                    us: *ns as f64 / 1e3 / steps,
+                })
+                .collect()
+        };
+        LayerRow {
+            index,
+            device_us: acc.ns as f64 / 1e3 / steps,
+            by_category: acc.by_cat.iter().map(|(c, ns)| (c.clone(), *ns as f64 / 1e3 / steps)).collect(),
+            top_ops: top(&acc.ops, false),
+            top_kernels: top(&acc.kernels, true),
+        }
+    };
+    let items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
+    let count = items.len() as u64;
+    let _ = a.count;
     Layers {
-        method: "none".into(),
-        detail: "layer attribution is not computed yet".into(),
-        ..Default::default()
+        method: a.method.into(),
+        confidence: a.confidence,
+        count,
+        period: a.period,
+        marker: a.marker,
+        detail: a.detail,
+        steps: seqs.len() as u64,
+        items,
+        outside: row(-1, &outside),
+    }
+}
+
+/// Method 1: annotations with a layer index around the launch.
+fn by_annotation(cx: &Context) -> Option<Assignment> {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let mut index_of_name: HashMap<Sym, Option<i64>> = HashMap::new();
+    let mut index_of = |sym: Sym| *index_of_name.entry(sym).or_insert_with(|| layer_index(t.name(sym)));
+    let mut layer: HashMap<u32, i64> = HashMap::new();
+    let mut marker: Option<Sym> = None;
+    for g in 0..t.gpu.len() {
+        if !t.gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        let mut op = cx.links.op[g];
+        while op != NO {
+            let o = op as usize;
+            if cpu.kind[o].is_op() {
+                if let Some(i) = index_of(cpu.name[o]) {
+                    layer.insert(g as u32, i);
+                    marker.get_or_insert(cpu.name[o]);
+                    break;
+                }
+            }
+            op = cx.links.parent[o];
+        }
+    }
+    if layer.is_empty() {
+        // GPU-side annotations: a GPU op inside one on its stream.
+        let gpu = &t.gpu;
+        let mut spans: Vec<(i64, i64, u32, i64)> = Vec::new();
+        for g in 0..gpu.len() {
+            if gpu.kind[g] == GpuKind::Annotation {
+                if let Some(i) = index_of(gpu.name[g]) {
+                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur[g], gpu.track[g], i));
+                    marker.get_or_insert(gpu.name[g]);
+                }
+            }
+        }
+        if spans.is_empty() {
+            return None;
+        }
+        spans.sort();
+        for g in 0..gpu.len() {
+            if !gpu.kind[g].is_gpu_op() {
+                continue;
+            }
+            let k = spans.partition_point(|s| s.0 <= gpu.ts[g]);
+            if let Some(s) = spans[..k].iter().rev().take(64).find(|s| s.2 == gpu.track[g] && gpu.ts[g] < s.1) {
+                layer.insert(g as u32, s.3);
+            }
+        }
+    }
+    let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
+    if distinct.len() < 2 {
+        return None;
+    }
+    Some(Assignment {
+        count: distinct.len() as u64,
+        method: "annotation",
+        confidence: 0.95,
+        period: None,
+        marker: marker.map(|m| t.name(m).to_string()),
+        detail: format!("layer indices read from annotation names such as {:?}", marker.map(|m| t.name(m)).unwrap_or("")),
+        layer,
+    })
+}
+
+/// Method 2: `nn.Module: XxxLayer_N` frames around the launch.
+fn by_module(cx: &Context) -> Option<Assignment> {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    // Candidate classes: names with Layer or Block, by distinct instances.
+    let mut instances: HashMap<&str, std::collections::BTreeSet<i64>> = HashMap::new();
+    for i in 0..cpu.len() {
+        if cpu.kind[i] == CpuKind::Module {
+            if let Some((class, n)) = module_instance(t.name(cpu.name[i])) {
+                if class.contains("Layer") || class.contains("Block") {
+                    instances.entry(class).or_default().insert(n);
+                }
+            }
+        }
+    }
+    let (class, insts) = instances
+        .into_iter()
+        .filter(|(_, s)| s.len() >= 2)
+        .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))?;
+    // Frames of that class per thread, by start.
+    let mut frames: HashMap<u32, Vec<(i64, i64, i64)>> = HashMap::new();
+    for i in 0..cpu.len() {
+        if cpu.kind[i] == CpuKind::Module {
+            if let Some((c, n)) = module_instance(t.name(cpu.name[i])) {
+                if c == class {
+                    frames.entry(cpu.track[i]).or_default().push((cpu.ts[i], cpu.ts[i] + cpu.dur[i], n));
+                }
+            }
+        }
+    }
+    for f in frames.values_mut() {
+        f.sort();
+    }
+    let mut layer: HashMap<u32, i64> = HashMap::new();
+    let mut in_layers: i64 = 0;
+    let mut all: i64 = 0;
+    for g in 0..t.gpu.len() {
+        if !t.gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        all += t.gpu.dur[g];
+        let r = cx.links.launch[g];
+        if r == NO {
+            continue;
+        }
+        let r = r as usize;
+        let Some(f) = frames.get(&cpu.track[r]) else { continue };
+        let ts = cpu.ts[r];
+        let k = f.partition_point(|x| x.0 <= ts);
+        if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
+            layer.insert(g as u32, x.2);
+            in_layers += t.gpu.dur[g];
+        }
+    }
+    let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
+    // A graph replay launches every layer's kernels from one place: the
+    // frames then cannot tell layers apart.
+    if distinct.len() < 2 || (in_layers as f64) < 0.2 * all as f64 {
+        return None;
+    }
+    Some(Assignment {
+        count: insts.len() as u64,
+        method: "module",
+        confidence: 0.9,
+        period: None,
+        marker: Some(format!("nn.Module: {class}")),
+        detail: format!("{} instances of the module {class} (Python frames)", insts.len()),
+        layer,
+    })
+}
+
+/// Positions of a symbol in a sequence.
+fn positions(seq: &[GpuItem], sym: Sym) -> Vec<usize> {
+    seq.iter().enumerate().filter(|(_, it)| it.name == sym).map(|(k, _)| k).collect()
+}
+
+/// Share of positions in `[start, start + p * (layers - 1))` whose symbol
+/// equals the one a period later.
+fn periodicity(seq: &[GpuItem], start: usize, p: usize, layers: usize) -> f64 {
+    if layers < 2 || p == 0 {
+        return 0.0;
+    }
+    let end = (start + p * (layers - 1)).min(seq.len().saturating_sub(p));
+    if end <= start {
+        return 0.0;
+    }
+    let same = (start..end).filter(|&k| seq[k].name == seq[k + p].name).count();
+    same as f64 / (end - start) as f64
+}
+
+/// A repeated region in one step: (start, period, layers).
+fn region_from_marker(seq: &[GpuItem], pos: &[usize]) -> Option<(usize, usize, usize)> {
+    if pos.len() < 2 {
+        return None;
+    }
+    let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
+    let p = gaps[0];
+    if p == 0 || gaps.iter().any(|&g| g != p) {
+        return None;
+    }
+    // Walk back from the first marker while the sequence repeats a period
+    // later: that is where the first layer starts.
+    let mut start = pos[0];
+    while start > 0 && pos[0] - (start - 1) < p && start - 1 + p < seq.len() && seq[start - 1].name == seq[start - 1 + p].name {
+        start -= 1;
+    }
+    let layers = pos.len();
+    if start + p * layers > seq.len() {
+        return None;
+    }
+    Some((start, p, layers))
+}
+
+/// Method 3: a kernel repeating at a constant period in every step.
+fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
+    let t = cx.t;
+    let first = seqs.iter().find(|s| !s.is_empty())?;
+    // Candidates: kernels with the same count (>= 2) in every non-empty step.
+    let mut counts: HashMap<Sym, usize> = HashMap::new();
+    for it in first {
+        *counts.entry(it.name).or_default() += 1;
+    }
+    let mut best: Option<(usize, f64, Sym, usize)> = None; // (layers, periodicity, marker, period)
+    let mut cands: Vec<(Sym, usize)> = counts.into_iter().filter(|(_, c)| *c >= MIN_LAYERS).collect();
+    cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (sym, c) in cands {
+        if best.is_some_and(|b| b.0 > c) {
+            break;
+        }
+        let mut score = 0.0;
+        let mut period = 0;
+        let mut ok = true;
+        let mut used = 0;
+        let (mut covered, mut total) = (0i64, 0i64);
+        for seq in seqs.iter().filter(|s| !s.is_empty()) {
+            let pos = positions(seq, sym);
+            if pos.len() != c {
+                ok = false;
+                break;
+            }
+            let Some((start, p, layers)) = region_from_marker(seq, &pos) else {
+                ok = false;
+                break;
+            };
+            if (period != 0 && p != period) || p < MIN_PERIOD {
+                ok = false;
+                break;
+            }
+            period = p;
+            score += periodicity(seq, start, p, layers);
+            used += 1;
+            let dur = |it: &GpuItem| t.gpu.dur[it.g as usize];
+            covered += seq[start..start + p * layers].iter().map(dur).sum::<i64>();
+            total += seq.iter().map(dur).sum::<i64>();
+        }
+        if !ok || used == 0 || (covered as f64) < MIN_COVERAGE * total as f64 {
+            continue;
+        }
+        let score = score / used as f64;
+        if score >= MIN_PERIODICITY && best.is_none_or(|b| (c, score) > (b.0, b.1)) {
+            best = Some((c, score, sym, period));
+        }
+    }
+    let (layers_n, score, marker, period) = best?;
+    let mut layer = HashMap::new();
+    for seq in seqs.iter().filter(|s| !s.is_empty()) {
+        let pos = positions(seq, marker);
+        if let Some((start, p, n)) = region_from_marker(seq, &pos) {
+            for (k, it) in seq.iter().enumerate().skip(start).take(p * n) {
+                layer.insert(it.g, ((k - start) / p) as i64);
+            }
+        }
+    }
+    Some(Assignment {
+        count: layers_n as u64,
+        method: "repetition",
+        // Without steps the repeating unit may as well be an iteration.
+        confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * score * 100.0).round() / 100.0,
+        period: Some(period as u64),
+        marker: Some(super::names::short_name(t.name(marker))),
+        detail: format!(
+            "a sequence of {period} GPU ops repeats {layers_n} times in every step ({:.0}% of positions repeat); it contains {}",
+            100.0 * score,
+            super::names::short_name(t.name(marker))
+        ),
+        layer,
+    })
+}
+
+/// A user's marker and/or period.
+fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> Option<Assignment> {
+    let t = cx.t;
+    let period = opts.layer_period.map(|p| p as usize).filter(|&p| p > 0);
+    // The marker may name a kernel (full or short name) or the op that
+    // launches it; the first GPU op of each occurrence starts a layer.
+    let marker = opts.layer_marker.as_deref();
+    let is_marker = |it: &GpuItem| -> bool {
+        let Some(m) = marker else { return false };
+        let name = t.name(it.name);
+        if name == m || super::names::short_name(name) == m {
+            return true;
+        }
+        let op = cx.links.op[it.g as usize];
+        op != NO && t.name(t.cpu.name[op as usize]) == m
+    };
+    let mut layer = HashMap::new();
+    let mut count = 0;
+    for seq in seqs.iter().filter(|s| !s.is_empty()) {
+        let starts: Vec<usize> = if marker.is_some() {
+            let mut v: Vec<usize> = Vec::new();
+            for (k, it) in seq.iter().enumerate() {
+                // Consecutive GPU ops of one marker call start one layer.
+                if is_marker(it) && !(k > 0 && v.last() == Some(&(k - 1)) && is_marker(&seq[k - 1])) {
+                    v.push(k);
+                }
+            }
+            v
+        } else {
+            // Period only: the repetition starts where the sequence first
+            // repeats a period later for at least two layers.
+            let p = period?;
+            let start = (0..seq.len().saturating_sub(2 * p))
+                .find(|&s| (s..s + p).all(|k| seq[k].name == seq[k + p].name))
+                .unwrap_or(0);
+            (start..seq.len()).step_by(p).filter(|&s| s + p <= seq.len()).collect()
+        };
+        if starts.is_empty() {
+            continue;
+        }
+        count = count.max(starts.len());
+        for (i, &s) in starts.iter().enumerate() {
+            let end = match (period, starts.get(i + 1)) {
+                (Some(p), _) => (s + p).min(seq.len()),
+                (None, Some(&next)) => next,
+                (None, None) => {
+                    // The last layer is as long as the one before it.
+                    let prev = if i > 0 { s - starts[i - 1] } else { seq.len() - s };
+                    (s + prev).min(seq.len())
+                }
+            };
+            for it in &seq[s..end] {
+                layer.insert(it.g, i as i64);
+            }
+        }
+    }
+    if layer.is_empty() {
+        return None;
+    }
+    Some(Assignment {
+        count: count as u64,
+        method: "override",
+        confidence: 1.0,
+        period: period.map(|p| p as u64),
+        marker: marker.map(str::to_string),
+        detail: format!(
+            "set by the user: {}{}",
+            marker.map(|m| format!("marker {m:?}")).unwrap_or_default(),
+            period.map(|p| format!(" period {p} GPU ops per layer")).unwrap_or_default()
+        ),
+        layer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_indices_from_names() {
+        assert_eq!(layer_index("model.layers.12.self_attn"), Some(12));
+        assert_eq!(layer_index("layers.3"), Some(3));
+        assert_eq!(layer_index("layer_7"), Some(7));
+        assert_eq!(layer_index("Layer 2 forward"), Some(2));
+        assert_eq!(layer_index("transformer.h.layer.11.mlp"), Some(11));
+        assert_eq!(layer_index("multilayer_perceptron"), None);
+        assert_eq!(layer_index("layernorm"), None);
+        assert_eq!(layer_index("aten::mm"), None);
+    }
+
+    #[test]
+    fn module_instances() {
+        assert_eq!(module_instance("nn.Module: Qwen2DecoderLayer_12"), Some(("Qwen2DecoderLayer", 12)));
+        assert_eq!(module_instance("nn.Module: Linear"), None);
     }
 }

@@ -14,6 +14,59 @@ pub fn short_name(name: &str) -> String {
         };
     }
     let s = name.replace("(anonymous namespace)::", "");
+    let base = qualified_name(&s);
+    if base.is_empty() {
+        return name.chars().take(120).collect();
+    }
+    // Generic ATen kernels say what they compute only in their template
+    // arguments: add the functor (`elementwise_kernel (MulFunctor)`).
+    match functor_hint(&s, &base) {
+        Some(hint) => format!("{base} ({hint})"),
+        None => base,
+    }
+}
+
+/// Identifiers in template arguments that tell generic kernels apart.
+fn functor_hint(full: &str, base: &str) -> Option<String> {
+    let generic = ["elementwise_kernel", "reduce_kernel", "multi_tensor_apply_kernel", "index_elementwise_kernel"];
+    if !generic.iter().any(|g| base.ends_with(g)) {
+        return None;
+    }
+    let tail = base.rsplit("::").next().unwrap_or(base);
+    // Only the kernel's own template arguments (the parameter list repeats them).
+    let open = full.find('<')?;
+    let mut depth = 0;
+    let mut close = full.len();
+    for (k, c) in full[open..].char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = open + k;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    full[open..close]
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|tok| !tok.is_empty() && *tok != tail)
+        .filter(|tok| {
+            tok.ends_with("Functor")
+                || tok.contains("Functor_")
+                || (tok.ends_with("_kernel_cuda") && *tok != "gpu_kernel_cuda")
+                || (tok.ends_with("Ops") && tok.len() > 3)
+                || tok.ends_with("_functor")
+        })
+        .last()
+        .map(str::to_string)
+}
+
+/// The qualified name of a C++ symbol: no return type, template arguments
+/// or parameters.
+fn qualified_name(s: &str) -> String {
     let s = s.trim_start();
     let s = s.strip_prefix("void ").unwrap_or(s).trim_start();
     // The qualified name ends where template arguments or parameters start.
@@ -24,11 +77,7 @@ pub fn short_name(name: &str) -> String {
         Some((_, last)) if !last.is_empty() => last,
         _ => head,
     };
-    if head.is_empty() {
-        name.chars().take(120).collect()
-    } else {
-        head.to_string()
-    }
+    head.to_string()
 }
 
 /// A name for matching the same kernel across two runs: the short name with
@@ -145,7 +194,11 @@ mod tests {
     fn short_names_drop_templates_and_params() {
         assert_eq!(
             short_name("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}> >(int, at::native::foo)"),
-            "at::native::elementwise_kernel"
+            "at::native::elementwise_kernel (direct_copy_kernel_cuda)"
+        );
+        assert_eq!(
+            short_name("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >(int, at::native::AUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2>)"),
+            "at::native::vectorized_elementwise_kernel (MulFunctor)"
         );
         assert_eq!(
             short_name("void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4>(long)"),
@@ -154,6 +207,10 @@ mod tests {
         assert_eq!(
             short_name("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::(anonymous namespace)::where_kernel_impl(at::TensorIterator&)::{lambda()#1}::operator()() const::{lambda(bool, float, float)#1}>(at::TensorIteratorBase&)::{lambda(int)#1}>(int, at::native::foo)"),
             "at::native::elementwise_kernel"
+        );
+        assert_eq!(
+            short_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4>)"),
+            "at::native::reduce_kernel (ArgMaxOps)"
         );
         assert_eq!(short_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"), "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn");
         assert_eq!(short_name("Memcpy DtoD (Device -> Device)"), "Memcpy DtoD (Device -> Device)");
