@@ -32,6 +32,10 @@ pub struct StoreArgs {
     /// How long a capture waits for the first step before calling the engine idle, in seconds.
     #[arg(long, env = "KINETOSCOPE_CAPTURE_IDLE_SECS", default_value_t = 120)]
     pub capture_idle_secs: u64,
+    /// How long a job claim lasts without a heartbeat, in seconds: a job
+    /// whose worker died is taken over this long after its last heartbeat.
+    #[arg(long, env = "KINETOSCOPE_LEASE_SECS", default_value_t = 30)]
+    pub lease_secs: u64,
 }
 
 impl StoreArgs {

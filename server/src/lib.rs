@@ -56,6 +56,14 @@ fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow:
             engines: store.engines()?,
             capture_timeout: Duration::from_secs(store.capture_timeout_secs),
             capture_idle: Duration::from_secs(store.capture_idle_secs),
+            lease: Duration::from_secs(store.lease_secs.max(1)),
+            // Test-only fault injection (see worker::jobs::RunnerConfig).
+            analysis_delay: Duration::from_millis(
+                std::env::var("KINETOSCOPE_FAULT_ANALYSIS_DELAY_MS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            ),
         }),
         wake,
     })

@@ -86,6 +86,7 @@ impl Blobs {
             inner: BufWriter::with_capacity(self.store.clone(), StorePath::from(key), 8 << 20),
             hasher: Sha256::new(),
             bytes: 0,
+            local_path: self.local_root.as_ref().map(|r| r.join(key)),
         }
     }
 
@@ -203,6 +204,8 @@ pub struct BlobWriter {
     inner: BufWriter,
     hasher: Sha256,
     bytes: u64,
+    /// The final file of a local write, to flush to disk on completion.
+    local_path: Option<PathBuf>,
 }
 
 impl BlobWriter {
@@ -222,6 +225,19 @@ impl BlobWriter {
     /// size and the sha256 in hex.
     pub async fn finish(mut self) -> io::Result<(u64, String)> {
         self.inner.shutdown().await?;
+        if let Some(path) = self.local_path.take() {
+            // object_store renames the staged file into place but does not
+            // fsync; do it (file, then folder) so "stored" means durable.
+            tokio::task::spawn_blocking(move || -> io::Result<()> {
+                std::fs::File::open(&path)?.sync_all()?;
+                if let Some(dir) = path.parent() {
+                    std::fs::File::open(dir)?.sync_all()?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(io::Error::other)??;
+        }
         Ok((self.bytes, hex(&self.hasher.finalize())))
     }
 

@@ -143,8 +143,9 @@ pub struct RunPatch {
 
 const RUN_COLUMNS: &str = "r.id, r.name, r.tags, r.note, r.created_at, r.status, r.stage, r.error, r.source, \
      r.options, r.capture, r.headline, \
-     COALESCE((SELECT SUM(t.progress_bytes) FROM traces t WHERE t.run_id = r.id), 0) AS progress_bytes, \
-     COALESCE((SELECT SUM(t.bytes) FROM traces t WHERE t.run_id = r.id), 0) AS total_bytes";
+     CAST(COALESCE((SELECT SUM(t.progress_bytes) FROM traces t WHERE t.run_id = r.id), 0) AS BIGINT) AS progress_bytes, \
+     CAST(COALESCE((SELECT SUM(t.bytes) FROM traces t WHERE t.run_id = r.id), 0) AS BIGINT) AS total_bytes";
+// (PostgreSQL sums BIGINTs into NUMERIC; the casts keep both backends at BIGINT.)
 
 const TRACE_COLUMNS: &str = "run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, error, \
      progress_bytes, analyzer_version, analyses";
@@ -686,8 +687,8 @@ impl Db {
     /// Counts of a run's traces: (done, failed, all).
     pub async fn trace_counts(&self, run_id: &str) -> DbResult<(i64, i64, i64)> {
         let row = sqlx::query(
-            "SELECT COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done, \
-                    COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS failed, \
+            "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
+                    CAST(COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed, \
                     COUNT(*) AS n FROM traces WHERE run_id = $1",
         )
         .bind(run_id)

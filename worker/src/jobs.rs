@@ -20,10 +20,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// How long a claim lasts without a heartbeat.
-pub const LEASE_MS: i64 = 30_000;
-/// How often a running job renews its lease and reports progress.
-const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How long a claim lasts without a heartbeat, by default.
+pub const LEASE: Duration = Duration::from_secs(30);
 
 /// Settings of a runner.
 #[derive(Clone)]
@@ -39,6 +37,12 @@ pub struct RunnerConfig {
     pub capture_timeout: Duration,
     /// How long a capture waits for any step before calling the engine idle.
     pub capture_idle: Duration,
+    /// How long a claim lasts without a heartbeat; a job whose worker died
+    /// is taken over this long after its last heartbeat.
+    pub lease: Duration,
+    /// Fault injection for tests: sleep this long before each analysis, so a
+    /// test can kill a worker mid-job. Zero in production.
+    pub analysis_delay: Duration,
 }
 
 /// What the runner needs: the database, the blobs, and a wake-up signal.
@@ -61,6 +65,10 @@ pub enum JobError {
 }
 
 impl Runner {
+    fn lease_ms(&self) -> i64 {
+        self.config.lease.as_millis() as i64
+    }
+
     /// Runs `concurrency` job loops until `stop` is cancelled (in-flight jobs
     /// finish first). Also re-queues summaries from older analyzer versions
     /// at start and every few minutes.
@@ -100,7 +108,7 @@ impl Runner {
             if stop.is_cancelled() {
                 return;
             }
-            match self.db.claim(&worker, LEASE_MS).await {
+            match self.db.claim(&worker, self.lease_ms()).await {
                 Ok(Some(job)) => self.handle(job).await,
                 Ok(None) => {
                     tokio::select! {
@@ -180,11 +188,13 @@ impl Runner {
             let db = self.db.clone();
             let job = job.clone();
             let progress = progress.clone();
+            let lease = self.lease_ms();
+            let every = Duration::from_millis((lease / 5).clamp(200, 3000) as u64);
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(HEARTBEAT).await;
+                    tokio::time::sleep(every).await;
                     let p = progress.load(Ordering::Relaxed) as i64;
-                    match db.heartbeat(&job, LEASE_MS, Some(p)).await {
+                    match db.heartbeat(&job, lease, Some(p)).await {
                         Ok(true) => {}
                         Ok(false) => return, // the claim is gone; completion will be refused
                         Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
@@ -197,7 +207,11 @@ impl Runner {
             limits: self.config.limits.clone(),
             progress: Some(progress.clone()),
         };
+        let delay = self.config.analysis_delay;
         let outcome = tokio::task::spawn_blocking(move || {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
             read_trace(reader, &read).map(|t| {
                 let s = analyze(&t, &opts);
                 serde_json::to_string(&s).map(|json| (s, json))

@@ -225,7 +225,8 @@ where
     // Read enough to recognise the content before storing anything.
     let mut head: Vec<u8> = Vec::new();
     let mut ended = false;
-    while head.len() < 64 {
+    // At least 64 bytes, and past any leading whitespace (up to 64 kB).
+    while head.len() < 64 || (head.len() < 64 << 10 && head.iter().all(u8::is_ascii_whitespace)) {
         match stream.next().await {
             Some(Ok(chunk)) => head.extend_from_slice(&chunk),
             Some(Err(e)) => return Err(ApiError::BadRequest(format!("reading the upload failed: {e}"))),
@@ -235,7 +236,7 @@ where
             }
         }
     }
-    let encoding = sniff(&head[..head.len().min(64)]).map_err(|why| {
+    let encoding = sniff(&head).map_err(|why| {
         ApiError::BadRequest(format!("{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"))
     })?;
     if head.len() as u64 > budget {

@@ -34,7 +34,23 @@ pub async fn fresh_postgres() -> String {
     let mut conn = sqlx::PgConnection::connect(&admin)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
-    let name = format!("kinetoscope_test_{}", server::api::new_id().to_lowercase().replace('-', "_"));
+    // Test databases are named with their creation time; those left by
+    // runs over an hour ago are dropped (one in use refuses, which is fine).
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let old: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'kinetoscope_test_%'")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+    for db in old {
+        let born: u64 = db.split('_').nth(2).and_then(|t| t.parse().ok()).unwrap_or(0);
+        if now.saturating_sub(born) > 3600 {
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}")).execute(&mut conn).await;
+        }
+    }
+    let name = format!(
+        "kinetoscope_test_{now}_{}",
+        server::api::new_id().to_lowercase().replace('-', "_")
+    );
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await
@@ -83,6 +99,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
             engines: o.engines.clone(),
             capture_timeout_secs: o.capture_timeout_secs,
             capture_idle_secs: o.capture_idle_secs,
+            lease_secs: 30,
         },
         listen: "127.0.0.1:0".into(),
         workers: o.workers,
@@ -290,4 +307,135 @@ pub fn require_app() {
         "{} is missing: build the app first (`make test` does: trunk build --release)",
         index.display()
     );
+}
+
+/// A database to run a test against: SQLite in the data folder, or a fresh
+/// PostgreSQL database.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+impl Backend {
+    /// The database URL for a server over `data`.
+    pub async fn url(self, data: &Path) -> String {
+        match self {
+            Backend::Sqlite => format!("sqlite://{}", data.join("kinetoscope.db").display()),
+            Backend::Postgres => fresh_postgres().await,
+        }
+    }
+}
+
+/// A raw connection for checks the API does not expose.
+pub async fn raw_db(url: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::AnyPool::connect(url).await.unwrap()
+}
+
+/// Runs a query returning one i64.
+pub async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
+    use sqlx::Row;
+    sqlx::query(sql).fetch_one(pool).await.unwrap().try_get::<i64, _>(0).unwrap()
+}
+
+/// A `kinetoscope` process.
+pub struct Proc {
+    pub child: Child,
+    pub url: Option<String>,
+}
+
+impl Proc {
+    /// Starts `kinetoscope ARGS` with `envs`; for `serve`, waits for /healthz.
+    pub async fn start(args: &[&str], envs: &[(&str, String)]) -> Proc {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kinetoscope"));
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.env("KINETOSCOPE_STATIC", "/nonexistent");
+        let mut url = None;
+        if args.first() == Some(&"serve") {
+            let port = free_port();
+            cmd.env("KINETOSCOPE_LISTEN", format!("127.0.0.1:{port}"));
+            url = Some(format!("http://127.0.0.1:{port}"));
+        }
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start kinetoscope");
+        let p = Proc { child, url };
+        if let Some(u) = &p.url {
+            let start = Instant::now();
+            loop {
+                if reqwest::get(format!("{u}/healthz")).await.is_ok_and(|r| r.status().is_success()) {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(30), "kinetoscope serve did not start");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        p
+    }
+
+    /// SIGKILL: no clean-up of any kind.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A client for a server by URL.
+pub struct Api {
+    pub url: String,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(url: &str) -> Api {
+        Api {
+            url: url.to_string(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub async fn upload(&self, bytes: Vec<u8>, name: &str) -> Created {
+        let resp = self.http.post(format!("{}/api/runs", self.url)).query(&[("name", name)]).body(bytes).send().await.unwrap();
+        assert_eq!(resp.status(), 201, "upload refused: {}", resp.text().await.unwrap_or_default());
+        resp.json().await.unwrap()
+    }
+
+    pub async fn run(&self, id: &str) -> RunInfo {
+        self.http.get(format!("{}/api/runs/{id}", self.url)).send().await.unwrap().json().await.unwrap()
+    }
+
+    pub async fn wait(&self, id: &str, timeout: Duration) -> RunInfo {
+        let start = Instant::now();
+        loop {
+            let r = self.run(id).await;
+            if matches!(r.status.as_str(), "done" | "failed") && r.stage.is_empty() {
+                return r;
+            }
+            assert!(start.elapsed() < timeout, "run {id} still {} ({}) after {timeout:?}", r.status, r.stage);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A small generated trace, zstd-compressed.
+pub fn small_trace(steps: u32, layers: u32) -> Vec<u8> {
+    let p = worker::generate::DecodeParams {
+        steps,
+        layers,
+        with_stack: false,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    worker::generate::write_decode_trace(&p, &mut json).unwrap();
+    zstd::encode_all(&json[..], 3).unwrap()
 }

@@ -116,9 +116,10 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
         progress: opts.progress.clone(),
         failed: failed.clone(),
     };
-    let mut head = [0u8; 64];
+    let mut head = vec![0u8; 64 << 10];
     let mut n = 0;
-    while n < head.len() {
+    // At least 64 bytes, and past any leading whitespace.
+    while n < 64 || (n < head.len() && head[..n].iter().all(u8::is_ascii_whitespace)) {
         match src.read(&mut head[n..]) {
             Ok(0) => break,
             Ok(k) => n += k,

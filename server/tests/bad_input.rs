@@ -1,0 +1,214 @@
+//! Bad input: each case gets a clear error (a 4xx with a JSON body, or a run
+//! that fails with a readable reason), the server keeps serving, and the
+//! runs stored before are intact afterwards. Run on SQLite and PostgreSQL.
+
+mod common;
+
+use common::*;
+use kinetoscope_types::{ApiError, RunInfo, Summary};
+use std::io::Write;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// What a case should end in.
+enum Expect {
+    /// An HTTP error with this status whose detail mentions this text.
+    Http(u16, &'static str),
+    /// Accepted, then the run fails with a reason mentioning this text.
+    RunFails(&'static str),
+    /// Accepted and analyzed (odd but valid input).
+    RunDone,
+}
+
+fn gz(b: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn zst(b: &[u8]) -> Vec<u8> {
+    zstd::encode_all(b, 3).unwrap()
+}
+
+fn tiny_trace() -> Vec<u8> {
+    br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": {"correlation": 1}}]}"#.to_vec()
+}
+
+async fn expect_http(resp: reqwest::Response, status: u16, text: &str, what: &str) {
+    assert_eq!(resp.status().as_u16(), status, "{what}");
+    let body: ApiError = resp.json().await.unwrap_or_else(|e| panic!("{what}: the error body is not JSON: {e}"));
+    assert!(!body.error.is_empty(), "{what}");
+    assert!(
+        body.detail.to_lowercase().contains(&text.to_lowercase()),
+        "{what}: {:?} does not mention {text:?}",
+        body.detail
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_on_both_databases() {
+    for backend in BACKENDS {
+        bad_input(backend).await;
+    }
+}
+
+async fn bad_input(backend: Backend) {
+    let data = tempfile::tempdir().unwrap();
+    let db_url = backend.url(data.path()).await;
+    let srv = TestServer::start_in(
+        data,
+        Opts {
+            database_url: Some(db_url.clone()),
+            max_upload_bytes: 4 << 20,
+            max_trace_bytes: 32 << 20,
+            ..Default::default()
+        },
+    )
+    .await;
+    let u = srv.url.clone();
+    let http = srv.http.clone();
+
+    // A good run first: it must come through everything intact.
+    let good = srv.upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "good").await;
+    assert_eq!(srv.wait(&good.id, LONG).await.status, "done");
+    let good_summary: Summary = srv.get_json(&format!("/api/runs/{}/summary", good.id)).await;
+    let good_blob = http.get(format!("{u}/api/runs/{}/trace", good.id)).send().await.unwrap().bytes().await.unwrap();
+
+    let trace = tiny_trace();
+    let bomb = {
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+        enc.write_all(b"{\"traceEvents\": [").unwrap();
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..256 {
+            enc.write_all(&spaces).unwrap();
+        }
+        enc.finish().unwrap()
+    };
+    let deep = {
+        let mut d = b"{\"traceEvents\": [{\"ph\": \"X\", \"args\": {\"x\": ".to_vec();
+        d.extend(std::iter::repeat_n(b'[', 5000));
+        d.extend(std::iter::repeat_n(b']', 5000));
+        d.extend_from_slice(b"}}]}");
+        d
+    };
+    let mut garbage_gz = vec![0x1f, 0x8b, 8, 0];
+    garbage_gz.extend((0..4000u32).map(|i| (i * 7919 % 251) as u8));
+    let big_name = "n".repeat(5 * 1024);
+
+    // Uploads of bad bodies: (what, body, query, expectation).
+    let uploads: Vec<(&str, Vec<u8>, String, Expect)> = vec![
+        ("empty body", vec![], String::new(), Expect::Http(400, "empty")),
+        ("plain text", b"hello".to_vec(), String::new(), Expect::Http(400, "not JSON, gzip or zstd")),
+        ("binary garbage", vec![0, 1, 2, 3, 4, 5, 6, 7], String::new(), Expect::Http(400, "not JSON, gzip or zstd")),
+        ("HTML", b"<html><body>hi</body></html>".to_vec(), String::new(), Expect::Http(400, "not JSON")),
+        ("5 KB name", trace.clone(), format!("name={big_name}"), Expect::Http(400, "longer than")),
+        ("control characters in the name", trace.clone(), "name=a%00b".into(), Expect::Http(400, "control")),
+        ("a 100-character tag", trace.clone(), format!("tags={}", "t".repeat(100)), Expect::Http(400, "tags")),
+        ("too many tags", trace.clone(), format!("tags={}", (0..40).map(|i| format!("t{i}")).collect::<Vec<_>>().join(",")), Expect::Http(400, "tags")),
+        ("only whitespace", vec![b' '; 10_000], String::new(), Expect::Http(400, "blank")),
+        ("JSON that is not a trace", br#"{"hello": "world"}"#.to_vec(), String::new(), Expect::RunFails("no traceEvents")),
+        ("an empty event list", br#"{"traceEvents": []}"#.to_vec(), String::new(), Expect::RunFails("no events")),
+        ("a bare empty array", b"[]".to_vec(), String::new(), Expect::RunFails("no events")),
+        ("events that are not objects", br#"{"traceEvents": [1, 2, 3]}"#.to_vec(), String::new(), Expect::RunFails("not an object")),
+        ("truncated JSON", trace[..trace.len() / 2].to_vec(), String::new(), Expect::RunFails("ends")),
+        ("truncated gzip", gz(&trace)[..30].to_vec(), String::new(), Expect::RunFails("gzip")),
+        ("truncated zstd", { let z = zst(&trace); z[..z.len() / 2].to_vec() }, String::new(), Expect::RunFails("zstd")),
+        ("corrupt gzip", garbage_gz, String::new(), Expect::RunFails("gzip")),
+        ("gzip of text", gz(b"just text, not JSON"), String::new(), Expect::RunFails("not a JSON object")),
+        ("zstd of an empty array", zst(b"[]"), String::new(), Expect::RunFails("no events")),
+        ("a zstd bomb", bomb, String::new(), Expect::RunFails("decompresses to more than")),
+        ("nesting 5000 deep", deep, String::new(), Expect::RunFails("nested deeper")),
+        ("trailing garbage", [trace.clone(), b" trailing".to_vec()].concat(), String::new(), Expect::RunFails("after the end")),
+        ("a bad escape", br#"{"traceEvents": [{"ph": "X", "ts": 1, "name": "\q"}]}"#.to_vec(), String::new(), Expect::RunFails("escape")),
+        ("huge numbers", br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 1e400, "tid": 99999999999999999999999, "ts": 123456789012345678901234, "dur": 1}]}"#.to_vec(), String::new(), Expect::RunFails("bad time")),
+        ("odd but valid values", br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": -5, "dur": -3, "args": {"correlation": "x", "grid": "no"}}]}"#.to_vec(), String::new(), Expect::RunDone),
+        ("an unknown category", br#"{"traceEvents": [{"ph": "X", "cat": "weird_new_thing", "name": "w", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}"#.to_vec(), String::new(), Expect::RunDone),
+    ];
+    let mut n_cases = 0;
+    for (what, body, query, expect) in uploads {
+        n_cases += 1;
+        let resp = http
+            .post(format!("{u}/api/runs?{query}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        match expect {
+            Expect::Http(status, text) => expect_http(resp, status, text, what).await,
+            Expect::RunFails(text) => {
+                assert_eq!(resp.status(), 201, "{what}: {}", resp.text().await.unwrap_or_default());
+                let created: kinetoscope_types::Created = resp.json().await.unwrap();
+                let run = srv.wait(&created.id, LONG).await;
+                assert_eq!(run.status, "failed", "{what}");
+                let reason = run.error.unwrap_or_default();
+                assert!(reason.contains(text), "{what}: {reason:?} does not mention {text:?}");
+                // The summary of a failed run says why.
+                let s = http.get(format!("{u}/api/runs/{}/summary", created.id)).send().await.unwrap();
+                expect_http(s, 409, text, what).await;
+            }
+            Expect::RunDone => {
+                assert_eq!(resp.status(), 201, "{what}");
+                let created: kinetoscope_types::Created = resp.json().await.unwrap();
+                assert_eq!(srv.wait(&created.id, LONG).await.status, "done", "{what}");
+            }
+        }
+    }
+
+    // Requests that are not uploads.
+    let long_body = vec![b'{'; 5 << 20];
+    // Over the limit without a Content-Length: the stream is cut at the limit.
+    let chunked = reqwest::Body::wrap_stream(futures::stream::iter(
+        std::iter::once(Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"traceEvents\": [")))
+            .chain((0..40).map(|_| Ok(bytes::Bytes::from(vec![b' '; 256 << 10])))),
+    ));
+    let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
+        ("a Content-Length over the limit", http.post(format!("{u}/api/runs")).body(long_body), 413, "larger than the limit"),
+        ("a chunked upload over the limit", http.post(format!("{u}/api/runs")).body(chunked), 413, "larger than the limit"),
+        ("a multipart form without files", http.post(format!("{u}/api/runs")).multipart(reqwest::multipart::Form::new().text("name", "x")), 400, "no file fields"),
+        ("a multipart form with one bad file", http.post(format!("{u}/api/runs")).multipart(
+            reqwest::multipart::Form::new()
+                .part("file", reqwest::multipart::Part::bytes(trace.clone()).file_name("ok.json"))
+                .part("file", reqwest::multipart::Part::bytes(b"nope".to_vec()).file_name("bad.txt"))), 400, "bad.txt"),
+        ("a multipart content type with a raw body", http.post(format!("{u}/api/runs")).header("content-type", "multipart/form-data; boundary=x").body(trace.clone()), 400, "multipart"),
+        ("an unknown run", http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")), 404, "no run"),
+        ("a path-traversal id", http.get(format!("{u}/api/runs/..%2F..%2Fetc%2Fpasswd")), 404, "no run"),
+        ("an id with a NUL byte", http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAA%00A")), 404, "no run"),
+        ("a traversal id on the trace route", http.get(format!("{u}/api/runs/%2E%2E%2F%2E%2E%2Fkinetoscope.db/trace")), 404, ""),
+        ("deleting an unknown run", http.delete(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")), 404, "no run"),
+        ("a PATCH with bad JSON", http.patch(format!("{u}/api/runs/{}", good.id)).body("{name:"), 400, "bad JSON"),
+        ("a PATCH with a 5 KB name", http.patch(format!("{u}/api/runs/{}", good.id)).json(&serde_json::json!({"name": big_name})), 400, "longer than"),
+        ("a PATCH with an empty name", http.patch(format!("{u}/api/runs/{}", good.id)).json(&serde_json::json!({"name": " "})), 400, "empty"),
+        ("a list with limit 0", http.get(format!("{u}/api/runs?limit=0")), 400, "limit"),
+        ("a list with a non-numeric limit", http.get(format!("{u}/api/runs?limit=abc")), 400, "query"),
+        ("a list by an unknown status", http.get(format!("{u}/api/runs?status=exploded")), 400, "unknown status"),
+        ("sorting ops by an unknown column", http.get(format!("{u}/api/runs/{}/ops?sort=bogus", good.id)), 400, "cannot sort"),
+        ("a rank that does not exist", http.get(format!("{u}/api/runs/{}/trace?rank=7", good.id)), 404, "no rank"),
+        ("a diff with an unknown run", http.get(format!("{u}/api/diff/{}/AAAAAAAAAAAAAAAAAAAAAA", good.id)), 404, "no run"),
+        ("re-analysis with period 0", http.post(format!("{u}/api/runs/{}/reanalyze", good.id)).json(&serde_json::json!({"layer_period": 0})), 400, "layer_period"),
+        ("a capture of an unconfigured engine", http.post(format!("{u}/api/captures")).json(&serde_json::json!({"engine": "nope", "num_steps": 5})), 422, "no engine"),
+        ("a capture naming a URL", http.post(format!("{u}/api/captures")).json(&serde_json::json!({"engine": "http://169.254.169.254/", "num_steps": 5})), 422, "not a URL"),
+        ("a capture with bad JSON", http.post(format!("{u}/api/captures")).body("[1,"), 400, "bad JSON"),
+    ];
+    for (what, req, status, text) in cases {
+        n_cases += 1;
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+        if text.is_empty() {
+            assert_eq!(resp.status().as_u16(), status, "{what}");
+        } else {
+            expect_http(resp, status, text, what).await;
+        }
+    }
+    assert!(n_cases >= 30, "{n_cases} cases");
+
+    // The server still serves, and the good run is intact.
+    assert_eq!(http.get(format!("{u}/healthz")).send().await.unwrap().status(), 200);
+    let run: RunInfo = srv.get_json(&format!("/api/runs/{}", good.id)).await;
+    assert_eq!((run.status.as_str(), run.name.as_str()), ("done", "good"));
+    let again: Summary = srv.get_json(&format!("/api/runs/{}/summary", good.id)).await;
+    assert_eq!(again, good_summary);
+    let blob = http.get(format!("{u}/api/runs/{}/trace", good.id)).send().await.unwrap().bytes().await.unwrap();
+    assert_eq!(blob, good_blob);
+    srv.stop().await;
+}
