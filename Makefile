@@ -30,9 +30,11 @@ test: tools browser app
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --locked
 
-## The benchmark: parse speed and memory on the generated 490 MB trace (see BENCHMARKS.md).
+## The benchmarks: parse speed and memory on the generated 480 MB trace, and the
+## service under 20 concurrent uploads and 200 concurrent readers (see BENCHMARKS.md).
 bench:
 	cargo bench -p worker --bench analyze
+	cargo bench -p server --bench load
 
 ## Time the run page in the browser on the summary of the generated 490 MB trace.
 bench-ui: tools browser app

@@ -1,0 +1,126 @@
+//! Service load benchmark (`make bench`): a real server on loopback, 20
+//! concurrent uploads, then 200 concurrent summary reads. Prints latencies;
+//! asserts only that nothing failed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p / 100.0).round() as usize]
+}
+
+fn report(what: &str, mut lat: Vec<Duration>, wall: Duration) {
+    lat.sort();
+    println!(
+        "{what:<40} n={:<5} p50 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms  ({:.0} req/s)",
+        lat.len(),
+        pct(&lat, 50.0).as_secs_f64() * 1e3,
+        pct(&lat, 99.0).as_secs_f64() * 1e3,
+        lat.last().unwrap().as_secs_f64() * 1e3,
+        lat.len() as f64 / wall.as_secs_f64()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let data = tempfile::tempdir().unwrap();
+    let args = server::config::ServeArgs {
+        store: server::config::StoreArgs {
+            data: data.path().to_path_buf(),
+            database_url: None,
+            blobs: None,
+            max_trace_bytes: 16 << 30,
+            max_depth: 64,
+            engines: None,
+            capture_timeout_secs: 600,
+            capture_idle_secs: 120,
+            lease_secs: 30,
+        },
+        listen: "127.0.0.1:0".into(),
+        workers: 2,
+        static_dir: "/nonexistent".into(),
+        max_upload_bytes: 8 << 30,
+        orphan_age_secs: 3600,
+    };
+    let running = server::start(args).await.unwrap();
+    let url = format!("http://{}", running.addr);
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+
+    // 20 distinct traces (5 steps x 78 layers each, ~1 MB of zstd).
+    let traces: Vec<Vec<u8>> = (0..20u64)
+        .map(|k| {
+            let p = worker::generate::DecodeParams {
+                steps: 5,
+                layers: 78,
+                with_stack: false,
+                seed: k + 1,
+                ..Default::default()
+            };
+            let mut json = Vec::new();
+            worker::generate::write_decode_trace(&p, &mut json).unwrap();
+            zstd::encode_all(&json[..], 3).unwrap()
+        })
+        .collect();
+    println!(
+        "server on {url} (SQLite, 2 embedded job loops); uploads of {:.1} MB each",
+        traces[0].len() as f64 / 1e6
+    );
+
+    let t0 = Instant::now();
+    let uploads = traces.into_iter().enumerate().map(|(k, body)| {
+        let (http, url) = (http.clone(), url.clone());
+        tokio::spawn(async move {
+            let t = Instant::now();
+            let resp = http.post(format!("{url}/api/runs?name=load-{k}")).body(body).send().await.unwrap();
+            assert_eq!(resp.status(), 201);
+            let c: kinetoscope_types::Created = resp.json().await.unwrap();
+            (t.elapsed(), c.id)
+        })
+    });
+    let mut ids = Vec::new();
+    let mut lat = Vec::new();
+    for u in futures::future::join_all(uploads).await {
+        let (d, id) = u.unwrap();
+        lat.push(d);
+        ids.push(id);
+    }
+    report("20 concurrent uploads (201 Created)", lat, t0.elapsed());
+
+    // Wait for the analyses.
+    let t0 = Instant::now();
+    for id in &ids {
+        loop {
+            let r: kinetoscope_types::RunInfo = http.get(format!("{url}/api/runs/{id}")).send().await.unwrap().json().await.unwrap();
+            if r.status == "done" {
+                break;
+            }
+            assert_ne!(r.status, "failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    println!("all 20 analyzed {:.1} s after the last upload", t0.elapsed().as_secs_f64());
+
+    // 200 concurrent readers, 10 reads each, of stored summaries and views.
+    for route in ["summary", "view"] {
+        let ids = Arc::new(ids.clone());
+        let t0 = Instant::now();
+        let readers = (0..200usize).map(|r| {
+            let (http, url, ids) = (http.clone(), url.clone(), ids.clone());
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                for k in 0..10 {
+                    let id = &ids[(r + k) % ids.len()];
+                    let t = Instant::now();
+                    let resp = http.get(format!("{url}/api/runs/{id}/{route}")).send().await.unwrap();
+                    assert!(resp.status().is_success());
+                    resp.bytes().await.unwrap();
+                    lat.push(t.elapsed());
+                }
+                lat
+            })
+        });
+        let lat: Vec<Duration> = futures::future::join_all(readers).await.into_iter().flat_map(|r| r.unwrap()).collect();
+        report(&format!("200 concurrent readers: /{route}"), lat, t0.elapsed());
+    }
+    running.shutdown().await;
+}

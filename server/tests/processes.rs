@@ -1,0 +1,235 @@
+//! Real `kinetoscope` processes: crashes, scale-out, and the command-line
+//! tools. Processes are killed with SIGKILL: nothing gets to clean up.
+
+mod common;
+
+use common::*;
+use kinetoscope_types::RunList;
+use std::time::{Duration, Instant};
+
+const LONG: Duration = Duration::from_secs(120);
+
+fn data_env(data: &std::path::Path, db: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("KINETOSCOPE_DATA", data.display().to_string()),
+        ("DATABASE_URL", db.to_string()),
+        ("KINETOSCOPE_LOG", "warn".into()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_job_is_taken_over() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Sqlite.url(data.path()).await;
+    let env = data_env(data.path(), &db);
+    let server = Proc::start(&["serve", "--workers", "0"], &env).await;
+    let api = Api::new(server.url.as_deref().unwrap());
+    let run = api.upload(small_trace(2, 8), "crash").await;
+
+    // A worker that stalls inside the analysis, then dies.
+    let mut slow = env.clone();
+    slow.push(("KINETOSCOPE_FAULT_ANALYSIS_DELAY_MS", "600000".into()));
+    slow.push(("KINETOSCOPE_LEASE_SECS", "2".into()));
+    let mut doomed = Proc::start(&["worker"], &slow).await;
+    let start = Instant::now();
+    while api.run(&run.id).await.status != "analyzing" {
+        assert!(start.elapsed() < LONG, "the job was never claimed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    doomed.kill9();
+    let pool = raw_db(&db).await;
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs WHERE state = 'running'").await, 1, "the job died mid-flight");
+    assert_eq!(scalar(&pool, "SELECT analyses FROM traces").await, 0);
+
+    // A new worker takes the job over once the dead one's lease expires.
+    let mut fresh = env.clone();
+    fresh.push(("KINETOSCOPE_LEASE_SECS", "2".into()));
+    let _worker = Proc::start(&["worker"], &fresh).await;
+    let done = api.wait(&run.id, LONG).await;
+    assert_eq!(done.status, "done", "{:?}", done.error);
+    assert_eq!(scalar(&pool, "SELECT analyses FROM traces").await, 1, "exactly one summary");
+    assert_eq!(scalar(&pool, "SELECT attempts FROM jobs").await, 2);
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM traces WHERE summary IS NOT NULL").await, 1);
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Sqlite.url(data.path()).await;
+    let env = data_env(data.path(), &db);
+    let mut server = Proc::start(&["serve"], &env).await;
+    let url = server.url.clone().unwrap();
+
+    // Stream 24 MB of a trace, then stall: the blob store stages it on disk.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+    let body = reqwest::Body::wrap_stream(futures::stream::poll_fn({
+        let mut rx = rx;
+        move |cx| rx.poll_recv(cx)
+    }));
+    let upload = tokio::spawn({
+        let url = url.clone();
+        async move { reqwest::Client::new().post(format!("{url}/api/runs?name=doomed")).body(body).send().await }
+    });
+    tx.send(Ok(bytes::Bytes::from_static(b"{\"traceEvents\": ["))).await.unwrap();
+    for _ in 0..24 {
+        tx.send(Ok(bytes::Bytes::from(vec![b' '; 1 << 20]))).await.unwrap();
+    }
+    let runs_dir = data.path().join("blobs/runs");
+    let staged = || -> usize {
+        std::fs::read_dir(&runs_dir)
+            .map(|d| d.flatten().map(|r| std::fs::read_dir(r.path()).map(|f| f.count()).unwrap_or(0)).sum())
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    while staged() == 0 {
+        assert!(start.elapsed() < LONG, "the upload never reached the disk");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill9();
+    let _ = upload.await;
+    assert!(staged() > 0, "a staging file is left behind by the kill");
+
+    // On restart the sweep removes what the dead upload left.
+    let mut env2 = env.clone();
+    env2.push(("KINETOSCOPE_ORPHAN_AGE_SECS", "0".into()));
+    let server = Proc::start(&["serve"], &env2).await;
+    let api = Api::new(server.url.as_deref().unwrap());
+    let list: RunList = api.http.get(format!("{}/api/runs", api.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(list.total, 0, "no run became visible");
+    let start = Instant::now();
+    while staged() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(30), "orphaned blobs are still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And it still works.
+    let run = api.upload(small_trace(1, 4), "after").await;
+    assert_eq!(api.wait(&run.id, LONG).await.status, "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_on_postgres_process_each_job_once() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Postgres.url(data.path()).await;
+    let env = data_env(data.path(), &db);
+    let server = Proc::start(&["serve", "--workers", "0"], &env).await;
+    let api = Api::new(server.url.as_deref().unwrap());
+    let mut ids = Vec::new();
+    for k in 0..20u32 {
+        ids.push(api.upload(small_trace(1 + k % 3, 4 + k % 5), &format!("trace {k}")).await.id);
+    }
+    let _w1 = Proc::start(&["worker", "--workers", "2"], &env).await;
+    let _w2 = Proc::start(&["worker", "--workers", "2"], &env).await;
+    for id in &ids {
+        assert_eq!(api.wait(id, LONG).await.status, "done");
+    }
+    let pool = raw_db(&db).await;
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs").await, 20);
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs WHERE state = 'done' AND attempts = 1").await, 20, "each job claimed once");
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM traces WHERE analyses = 1").await, 20, "each trace analyzed once");
+    let workers = scalar(&pool, "SELECT COUNT(DISTINCT worker) FROM jobs").await;
+    println!("20 jobs were run by {workers} job loops in 2 worker processes");
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_upload_compresses_json_and_prints_the_link() {
+    let srv = TestServer::start(Opts::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("decode.pt.trace.json");
+    let p = worker::generate::DecodeParams {
+        steps: 1,
+        layers: 4,
+        with_stack: false,
+        ..Default::default()
+    };
+    worker::generate::write_decode_trace(&p, std::fs::File::create(&json).unwrap()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["upload", json.to_str().unwrap(), "--server", &srv.url, "--name", "from-cli", "--tags", "cli,test"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let link = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(link.starts_with(&format!("{}/runs/", srv.url)), "{link}");
+    let id = link.rsplit('/').next().unwrap();
+    let run = srv.wait(id, LONG).await;
+    assert_eq!((run.status.as_str(), run.name.as_str()), ("done", "from-cli"));
+    assert_eq!(run.tags, ["cli", "test"]);
+    assert_eq!(run.ranks[0].encoding, "zstd", "plain JSON is compressed on the way");
+    assert!(run.ranks[0].bytes < std::fs::metadata(&json).unwrap().len() / 5);
+
+    // Several files are the ranks of one run.
+    let r0 = shared_trace("param-dlrm-v100-8rank-rank0.json.gz");
+    let r1 = shared_trace("param-dlrm-v100-8rank-rank1.json.gz");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["upload", r0.to_str().unwrap(), r1.to_str().unwrap(), "--server", &srv.url])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let link = String::from_utf8(out.stdout).unwrap();
+    let run = srv.wait(link.trim().rsplit('/').next().unwrap(), LONG).await;
+    assert_eq!(run.ranks.len(), 2);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_token_create_turns_on_write_protection() {
+    let data = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["token", "create", "ci", "--data", data.path().to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("kst_") && token.len() > 40);
+    let srv = TestServer::start_in(data, Opts::default()).await;
+    let denied = srv.http.post(format!("{}/api/runs", srv.url)).body(small_trace(1, 4)).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["upload", shared_trace("hta-a100-simple-add.json.gz").to_str().unwrap(), "--server", &srv.url, "--token", &token])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Only the hash is stored.
+    let pool = raw_db(&format!("sqlite://{}", srv.data.path().join("kinetoscope.db").display())).await;
+    let hash: String = sqlx::query_scalar("SELECT hash FROM tokens").fetch_one(&pool).await.unwrap();
+    assert_ne!(hash, token);
+    assert_eq!(hash, worker::blobs::sha256_hex(token.as_bytes()));
+    pool.close().await;
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analyze_and_diff_commands_print_tables_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.json.zst");
+    let b = dir.path().join("b.json.zst");
+    for (path, variant) in [(&a, "baseline"), (&b, "gather-cast")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+            .args(["generate", "--steps", "2", "--layers", "6", "--no-stack", "--variant", variant, "-o", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap()]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in ["Self CPU", "Self device", "Device total", "aten::copy_", "Top kernels", "Findings", "Float8_e4m3fn to BFloat16"] {
+        assert!(text.contains(want), "analyze output lacks {want:?}:\n{text}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap(), "--json"]).output().unwrap();
+    let s: kinetoscope_types::Summary = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s.ops[0].name, "aten::copy_");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["diff", a.to_str().unwrap(), b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("step time -") && text.contains("aten::copy_ self device time -9"), "{text}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", "/etc/hostname"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a trace"));
+}
