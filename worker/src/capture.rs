@@ -1,9 +1,35 @@
 //! Capture jobs: ask a running inference engine to profile, collect every
 //! rank's trace, and turn them into one multi-rank run.
+//!
+//! Engines are configured by the operator; a capture names one, never a URL.
+//! The worker gives each capture a fresh folder under the engine's
+//! `trace_dir` (which the engine and the worker both see), and a rank's file
+//! counts only once it decompresses to the end and parses as a trace: the
+//! engines write their files non-atomically, and SGLang signals nothing else
+//! when a `num_steps` profile is over.
+//!
+//! - SGLang: `POST /start_profile {output_dir, num_steps, activities,
+//!   record_shapes, with_stack, profile_by_stage}` returns at once; the files
+//!   `{profile_id}-TP-{rank}[-DP-..][-PP-..][-EP-..].trace.json.gz` appear
+//!   after `num_steps` steps. An idle engine runs no steps, so no file ever
+//!   appears: after the idle timeout the capture fails and asks the engine to
+//!   stop profiling.
+//! - vLLM: `POST /start_profile` and `POST /stop_profile` take no body and
+//!   write `*.pt.trace.json.gz` into the folder the engine was started with
+//!   (`trace_dir` here), plus `profiler_out_{rank}.txt` after each rank's
+//!   trace. The worker profiles for `num_steps` x the engine's
+//!   `seconds_per_step` (default 0.1 s), then stops and collects the files
+//!   that are new since the start.
 
+use crate::blobs::trace_key;
+use crate::db::{Job, NewTrace};
 use crate::jobs::{JobError, Runner};
-use crate::db::Job;
+use crate::trace::{read_trace_file, sniff, ReadOptions};
+use kinetoscope_types::CaptureRequest;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// An inference engine the operator configured (`KINETOSCOPE_ENGINES`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -16,18 +42,328 @@ pub struct Engine {
     pub trace_dir: String,
     /// Expected number of rank files.
     pub ranks: u32,
+    /// vLLM only: how long one step takes, to profile about `num_steps`.
+    #[serde(default)]
+    pub seconds_per_step: Option<f64>,
 }
 
-/// Runs a capture job.
-pub(crate) async fn run_capture(_runner: &Runner, _job: &Job) -> Result<(), JobError> {
-    Err(JobError::BadInput("capture is not available yet".into()))
-}
+/// How often the capture folder is checked.
+const POLL: Duration = Duration::from_millis(250);
 
 /// Whether an engine answers (any HTTP status counts), with a note if not.
 pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<String>) {
     let url = format!("{}/health", engine.url.trim_end_matches('/'));
-    match http.get(&url).timeout(std::time::Duration::from_secs(2)).send().await {
+    match http.get(&url).timeout(Duration::from_secs(2)).send().await {
         Ok(_) => (true, None),
         Err(e) => (false, Some(format!("no answer from the engine: {e}"))),
+    }
+}
+
+fn bad(msg: impl Into<String>) -> JobError {
+    JobError::BadInput(msg.into())
+}
+
+/// A rank's file: its place among the ranks, from its name: the data,
+/// pipeline and expert parallel indices, then the tensor parallel one
+/// (missing ones are 0), then the name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct RankKey([i64; 4], String);
+
+/// Parses `…-TP-3-DP-1.trace.json.gz` or `rank3.….pt.trace.json.gz`.
+fn rank_key(file: &str) -> RankKey {
+    let mut idx = [0i64; 4];
+    let mut found = false;
+    let toks: Vec<&str> = file.split(['-', '_', '.']).collect();
+    for w in toks.windows(2) {
+        let slot = match w[0] {
+            "DP" => 0,
+            "PP" => 1,
+            "EP" => 2,
+            "TP" => 3,
+            _ => continue,
+        };
+        if let Ok(n) = w[1].parse::<i64>() {
+            idx[slot] = n;
+            found = true;
+        }
+    }
+    if !found {
+        let lower = file.to_ascii_lowercase();
+        if let Some(k) = lower.find("rank") {
+            let digits: String = lower[k + 4..]
+                .chars()
+                .skip_while(|c| !c.is_ascii_digit())
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            if let Ok(n) = digits.parse() {
+                idx[3] = n;
+            }
+        }
+    }
+    RankKey(idx, file.to_string())
+}
+
+/// Whether a file name is a trace an engine writes.
+fn is_trace_file(name: &str) -> bool {
+    name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") || name.ends_with(".pt.trace.json.gz")
+}
+
+/// Tracks the files of a capture folder until they are complete.
+struct Collector {
+    dir: PathBuf,
+    /// Files present before the capture (vLLM writes into a shared folder).
+    ignore: HashSet<String>,
+    /// Size at the last look, for files not yet complete.
+    sizes: HashMap<String, u64>,
+    /// Complete files.
+    done: BTreeMap<RankKey, PathBuf>,
+}
+
+impl Collector {
+    fn new(dir: &Path, ignore: HashSet<String>) -> Collector {
+        Collector {
+            dir: dir.to_path_buf(),
+            ignore,
+            sizes: HashMap::new(),
+            done: BTreeMap::new(),
+        }
+    }
+
+    /// Looks at the folder; a file whose size did not change since the last
+    /// look is read to the end, and counts once it parses as a trace.
+    /// Returns how many files exist (complete or not).
+    async fn poll(&mut self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return 0 };
+        let mut seen = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !is_trace_file(&name) || self.ignore.contains(&name) {
+                continue;
+            }
+            seen += 1;
+            let key = rank_key(&name);
+            if self.done.contains_key(&key) {
+                continue;
+            }
+            let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+            let stable = self.sizes.insert(name.clone(), size) == Some(size) && size > 0;
+            if !stable {
+                continue;
+            }
+            let path = e.path();
+            let p = path.clone();
+            let complete = tokio::task::spawn_blocking(move || read_trace_file(&p, &ReadOptions::default()).is_ok())
+                .await
+                .unwrap_or(false);
+            if complete {
+                self.done.insert(key, path);
+            }
+        }
+        seen
+    }
+}
+
+/// The capture request and engine of a job.
+async fn load(runner: &Runner, job: &Job) -> Result<(CaptureRequest, Engine), JobError> {
+    let run = runner
+        .db
+        .run(&job.run_id)
+        .await
+        .map_err(|e| JobError::Transient(e.to_string()))?
+        .ok_or_else(|| bad("the run no longer exists"))?;
+    let req: CaptureRequest = serde_json::from_str(run.capture.as_deref().unwrap_or("{}"))
+        .map_err(|e| bad(format!("the capture request does not parse: {e}")))?;
+    let engine = runner
+        .config
+        .engines
+        .iter()
+        .find(|e| e.name == req.engine)
+        .cloned()
+        .ok_or_else(|| bad(format!("no engine named {:?} is configured on this worker", req.engine)))?;
+    Ok((req, engine))
+}
+
+async fn stage(runner: &Runner, job: &Job, words: &str) {
+    let _ = runner.db.set_stage(&job.run_id, "capturing", words).await;
+    let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+}
+
+async fn post(http: &reqwest::Client, url: &str, body: Option<serde_json::Value>) -> Result<(), JobError> {
+    let mut req = http.post(url).timeout(Duration::from_secs(600));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req
+        .send()
+        .await
+        .map_err(|e| bad(format!("the engine did not answer {url}: {e}")))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let text = resp.text().await.unwrap_or_default();
+        let text: String = text.chars().take(300).collect();
+        return Err(bad(format!("the engine refused {url}: {status} {}", text.trim())));
+    }
+    Ok(())
+}
+
+/// Runs a capture job.
+pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobError> {
+    let (req, engine) = load(runner, job).await?;
+    let http = reqwest::Client::new();
+    let base = engine.url.trim_end_matches('/').to_string();
+    let expected = engine.ranks.max(1) as usize;
+    stage(runner, job, "starting").await;
+
+    let (dir, mut collector) = match engine.flavour.as_str() {
+        "sglang" => {
+            let dir = Path::new(&engine.trace_dir).join(format!("kinetoscope-{}", job.run_id));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| bad(format!("cannot create the capture folder {}: {e}", dir.display())))?;
+            let body = serde_json::json!({
+                "output_dir": dir.display().to_string(),
+                "num_steps": req.num_steps,
+                "activities": req.activities.clone().unwrap_or_else(|| vec!["CPU".into(), "GPU".into()]),
+                "record_shapes": req.record_shapes.unwrap_or(true),
+                "with_stack": req.with_stack.unwrap_or(true),
+                "profile_by_stage": false,
+            });
+            post(&http, &format!("{base}/start_profile"), Some(body)).await?;
+            let c = Collector::new(&dir, HashSet::new());
+            (dir, c)
+        }
+        "vllm" => {
+            let dir = PathBuf::from(&engine.trace_dir);
+            let before: HashSet<String> = std::fs::read_dir(&dir)
+                .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect())
+                .unwrap_or_default();
+            post(&http, &format!("{base}/start_profile"), None).await?;
+            stage(runner, job, "profiling").await;
+            let window = Duration::from_secs_f64(req.num_steps as f64 * engine.seconds_per_step.unwrap_or(0.1));
+            tokio::time::sleep(window).await;
+            stage(runner, job, "stopping").await;
+            // Returns once every rank has written its trace.
+            post(&http, &format!("{base}/stop_profile"), None).await?;
+            let c = Collector::new(&dir, before);
+            (dir, c)
+        }
+        other => return Err(bad(format!("unknown engine flavour {other:?} (use sglang or vllm)"))),
+    };
+
+    // Collect until every rank's file is complete.
+    stage(runner, job, "profiling").await;
+    let started = Instant::now();
+    let mut first_file: Option<Instant> = None;
+    let mut last_words = String::new();
+    loop {
+        let seen = collector.poll().await;
+        if seen > 0 && first_file.is_none() {
+            first_file = Some(Instant::now());
+        }
+        let done = collector.done.len();
+        if done >= expected {
+            break;
+        }
+        if seen > 0 {
+            let words = format!("collecting {done}/{expected} ranks");
+            if words != last_words {
+                stage(runner, job, &words).await;
+                last_words = words;
+            } else {
+                let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+            }
+        } else {
+            let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+        }
+        let idle = runner.config.capture_idle;
+        if first_file.is_none() && started.elapsed() >= idle {
+            if engine.flavour == "sglang" {
+                // Leave the engine ready for the next capture.
+                let _ = post(&http, &format!("{base}/stop_profile"), None).await;
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            return Err(bad(format!("engine idle: no steps ran in {} s", idle.as_secs())));
+        }
+        if started.elapsed() >= runner.config.capture_timeout {
+            return Err(bad(format!(
+                "{done} of {expected} ranks written in {} s",
+                runner.config.capture_timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+
+    // Store every rank's file as a trace of the run.
+    stage(runner, job, &format!("storing {expected} ranks")).await;
+    let mut traces = Vec::new();
+    for (rank, (_, path)) in collector.done.iter().enumerate() {
+        traces.push(store(runner, &job.run_id, rank as i64, path).await?);
+    }
+    if !runner
+        .db
+        .attach_captured(job, &traces)
+        .await
+        .map_err(|e| JobError::Transient(e.to_string()))?
+    {
+        for t in &traces {
+            let _ = runner.blobs.delete(&t.blob_key).await;
+        }
+        return Ok(());
+    }
+    runner.wake.notify_waiters();
+    if engine.flavour == "sglang" {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(())
+}
+
+/// Copies one rank's file into the blob store.
+async fn store(runner: &Runner, run_id: &str, rank: i64, path: &Path) -> Result<NewTrace, JobError> {
+    let io = |e: std::io::Error| JobError::Transient(format!("reading {}: {e}", path.display()));
+    let mut file = tokio::fs::File::open(path).await.map_err(io)?;
+    let mut head = [0u8; 64];
+    let n = tokio::io::AsyncReadExt::read(&mut file, &mut head).await.map_err(io)?;
+    let encoding = sniff(&head[..n]).map_err(|why| bad(format!("{}: {why}", path.display())))?;
+    let key = trace_key(run_id, rank, encoding.suffix());
+    let mut w = runner.blobs.writer(&key);
+    w.write(&head[..n]).await.map_err(io)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = tokio::io::AsyncReadExt::read(&mut file, &mut buf).await.map_err(io)?;
+        if k == 0 {
+            break;
+        }
+        w.write(&buf[..k]).await.map_err(io)?;
+    }
+    let (bytes, sha256) = w.finish().await.map_err(io)?;
+    Ok(NewTrace {
+        rank,
+        file_name: path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(),
+        blob_key: key,
+        bytes: bytes as i64,
+        sha256,
+        encoding: encoding.as_str().into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_sort_by_parallel_indices() {
+        let mut files = [
+            "1732-TP-10.trace.json.gz",
+            "1732-TP-2.trace.json.gz",
+            "1732-TP-1-DP-1.trace.json.gz",
+            "1732-TP-0-DP-1.trace.json.gz",
+        ];
+        files.sort_by_key(|f| rank_key(f));
+        assert_eq!(files[0], "1732-TP-2.trace.json.gz");
+        assert_eq!(files[1], "1732-TP-10.trace.json.gz");
+        assert_eq!(files[2], "1732-TP-0-DP-1.trace.json.gz");
+        assert_eq!(rank_key("1732-TP-3-EXTEND.trace.json.gz").0, [0, 0, 0, 3]);
+        assert_eq!(rank_key("rank7.1712.pt.trace.json.gz").0, [0, 0, 0, 7]);
+        assert!(is_trace_file("x-TP-0.trace.json.gz"));
+        assert!(!is_trace_file("profiler_out_0.txt"));
     }
 }

@@ -382,6 +382,28 @@ fn findings(
     out.into_iter().map(|(_, text)| DiffFinding { text }).collect()
 }
 
+/// Sentences on the cross-rank numbers of two multi-rank runs.
+pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
+    let mut out = Vec::new();
+    if let (Some(ra), Some(rb)) = (a.slowest_rank, b.slowest_rank) {
+        out.push(DiffFinding {
+            text: format!(
+                "slowest rank {ra} ({} over the median) -> rank {rb} ({} over the median)",
+                change_pct(a.slowest_by_pct),
+                change_pct(b.slowest_by_pct)
+            ),
+        });
+    }
+    let coll = |s: &RanksSummary| s.ranks.iter().map(|r| r.collective_us).sum::<f64>() / s.ranks.len().max(1) as f64;
+    let (ca, cb) = (coll(a), coll(b));
+    if ca > 0.0 || cb > 0.0 {
+        out.push(DiffFinding {
+            text: format!("collective time per rank {} ({})", change_pct(change(ca, cb)), pair(ca, cb)),
+        });
+    }
+    out
+}
+
 /// Rank-by-rank comparison of two multi-rank runs' cross-rank summaries.
 pub fn rank_deltas(a: &RanksSummary, b: &RanksSummary) -> Vec<RankDelta> {
     a.ranks

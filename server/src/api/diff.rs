@@ -52,6 +52,7 @@ pub async fn diff(
             serde_json::from_str::<RanksSummary>(&cb),
         ) {
             d.ranks = rank_deltas(&ca, &cb);
+            d.findings.extend(worker::diff::rank_findings(&ca, &cb));
         }
     }
     let bytes = serde_json::to_vec(&d).map_err(|e| ApiError::Internal(e.to_string()))?;

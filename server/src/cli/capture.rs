@@ -65,7 +65,7 @@ pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
         match run.status.as_str() {
             "done" => return Ok(()),
             "failed" => anyhow::bail!("the capture failed: {}", run.error.unwrap_or_default()),
-            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
 }
