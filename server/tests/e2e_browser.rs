@@ -272,3 +272,44 @@ async fn ui_timing() {
     b.close().await;
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let mut form = reqwest::multipart::Form::new();
+    for r in 0..8 {
+        let bytes = std::fs::read(shared_trace(&format!("param-dlrm-v100-8rank-rank{r}.json.gz"))).unwrap();
+        form = form.part("file", reqwest::multipart::Part::bytes(bytes).file_name(format!("rank{r}.json.gz")));
+    }
+    let created: kinetoscope_types::Created = srv
+        .http
+        .post(format!("{}/api/runs?name=dlrm-8", srv.url))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(srv.wait(&created.id, LONG).await.status, "done");
+    let cross: kinetoscope_types::RanksSummary = srv.get_json(&format!("/api/runs/{}/ranks", created.id)).await;
+    let b = Browser::start().await;
+    b.client.goto(&format!("{}{}?tab=ranks", srv.url, created.url)).await.unwrap();
+    b.wait_for("#ranks .hbar", LONG).await;
+    assert_eq!(js(&b, "document.querySelectorAll('#ranks .hbar').length").await.as_u64(), Some(8));
+    let straggler = js(&b, "document.querySelector('#ranks .hbar.straggler').dataset.rank").await;
+    assert_eq!(straggler.as_str().map(|s| s.parse::<i64>().unwrap()), cross.slowest_rank);
+    b.screenshot("tab-ranks").await;
+    // The rank selector switches every tab to that rank's summary.
+    b.client.goto(&format!("{}{}?tab=ops&rank=3", srv.url, created.url)).await.unwrap();
+    b.wait_for("#ops-table tbody tr", LONG).await;
+    assert_eq!(js(&b, "document.querySelector('#rank-select').value").await.as_str(), Some("3"));
+    let s3: kinetoscope_types::Summary = srv.get_json(&format!("/api/runs/{}/summary?rank=3", created.id)).await;
+    assert_eq!(js(&b, "document.querySelector('#stat-steps').innerText").await.as_str(), Some(s3.steps_stats.count.to_string().as_str()));
+    let first = js(&b, "document.querySelector('#ops-table tbody tr').dataset.op").await;
+    assert_eq!(first.as_str(), Some(top_op_by_self_device(&s3).as_str()));
+    b.close().await;
+    srv.stop().await;
+}

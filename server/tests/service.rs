@@ -105,6 +105,12 @@ async fn runs_api(backend: Backend) {
     assert_eq!(got.headers()["content-type"], "application/gzip");
     assert_eq!(got.bytes().await.unwrap().as_ref(), r0.as_slice());
 
+    // For Perfetto, a zstd trace comes out as JSON.
+    let p = http.get(format!("{u}/api/runs/{}/trace?for=perfetto", single.id)).send().await.unwrap();
+    assert_eq!(p.headers()["content-type"], "application/json");
+    let v: serde_json::Value = serde_json::from_slice(&p.bytes().await.unwrap()).unwrap();
+    assert!(v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
+
     // Pages of the full tables, sorted and filtered.
     let ops: Page<OpRow> = srv.get_json(&format!("/api/runs/{}/ops?sort=calls&dir=desc&limit=5", multi.id)).await;
     assert_eq!(ops.items.len(), 5);

@@ -542,8 +542,8 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let form = view! {
         <form class="override" id="layers-override" on:submit=apply>
             <span>"Override: "</span>
-            <input type="text" id="layer-marker" placeholder="marker op or module name" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
-            <input type="number" id="layer-period" min="1" placeholder="layers per step" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
+            <input type="text" id="layer-marker" placeholder="kernel or op that starts a layer" title="A kernel (full or short name) or the op that launches it; each occurrence starts a layer" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
+            <input type="number" id="layer-period" min="1" placeholder="GPU ops per layer" title="The repetition period: GPU ops per layer" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
             <button type="submit">"Re-analyze"</button>
             {move || note.get().map(|n| view! { <span class="note">{n}</span> })}
         </form>
@@ -553,7 +553,7 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
             <p class="empty">"No layers found. " {l.detail.clone()}</p>
             <p>"Layers are found from annotations that carry a layer index (" <code>"model.layers.12"</code> "), from "
                <code>"nn.Module"</code> " frames (traces made with " <code>"with_stack=True"</code> "), or from an op sequence that repeats in every step. "
-               "Name the op that marks one layer, or give the number of layers per step, to attribute time anyway."</p>
+               "Name the kernel or op that starts each layer, or give the number of GPU ops per layer, to attribute time anyway."</p>
             {form}
         }
         .into_any();

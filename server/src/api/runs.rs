@@ -395,8 +395,20 @@ pub async fn ranks(State(state): State<AppState>, RunId(id): RunId) -> ApiResult
     }
 }
 
-/// `GET /api/runs/{id}/trace[?rank=N]`: the stored trace, streamed as stored.
-pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+/// Query of a download.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct DownloadQuery {
+    pub rank: Option<i64>,
+    /// `perfetto`: a form Perfetto's UI can open (zstd is decompressed to
+    /// JSON on the fly; gzip and JSON are sent as stored).
+    #[serde(rename = "for")]
+    pub purpose: Option<String>,
+}
+
+/// `GET /api/runs/{id}/trace[?rank=N][&for=perfetto]`: the stored trace,
+/// streamed as stored.
+pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<DownloadQuery>) -> ApiResult<Response> {
     let rank = q.rank.unwrap_or(0);
     let traces = state.db.traces(&id).await?;
     let Some(t) = traces.iter().find(|t| t.rank == rank) else {
@@ -406,6 +418,9 @@ pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<R
             ApiError::no_run()
         });
     };
+    if q.purpose.as_deref() == Some("perfetto") && t.encoding == "zstd" {
+        return decompressed(&state, &t.blob_key, &format!("{id}-rank{rank}.json")).await;
+    }
     let (size, stream) = state.blobs.stream(&t.blob_key).await?;
     let content_type = match t.encoding.as_str() {
         "gzip" => "application/gzip",
@@ -429,13 +444,54 @@ pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<R
         .into_response())
 }
 
+/// A zstd blob decompressed to JSON as it streams out.
+async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Response> {
+    use std::io::Read;
+    let reader = state.blobs.reader(key).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut dec = match zstd::stream::read::Decoder::new(reader) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+        };
+        loop {
+            let mut buf = vec![0u8; 1 << 20];
+            match dec.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    buf.truncate(n);
+                    if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response())
+}
+
 /// Body of a re-analysis request.
 #[derive(Deserialize, Default, serde::Serialize)]
 #[serde(default)]
 pub struct ReanalyzeBody {
     /// Op, annotation or module name that marks one layer.
     pub layer_marker: Option<String>,
-    /// Layers per step.
+    /// GPU ops per layer (the repetition period).
     pub layer_period: Option<u64>,
 }
 
