@@ -131,12 +131,14 @@ pub fn SortHeader(key: &'static str, label: &'static str, url: UrlState, default
 #[component]
 pub fn Pager(url: UrlState, pages: usize, rows: usize) -> impl IntoView {
     let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).clamp(1, pages.max(1));
+    let at_first = move || page() <= 1;
+    let at_last = move || page() >= pages;
     view! {
         <div class="pager">
-            <button class="ghost" disabled=move || page() <= 1
+            <button class="ghost" disabled=at_first
                 on:click=move |_| url.set(&[("page", (page() - 1).to_string())], true)>"‹ Prev"</button>
             <span>{move || format!("page {} of {} ({} rows)", page(), pages, rows)}</span>
-            <button class="ghost" disabled=move || page() >= pages
+            <button class="ghost" disabled=at_last
                 on:click=move |_| url.set(&[("page", (page() + 1).to_string())], true)>"Next ›"</button>
         </div>
     }

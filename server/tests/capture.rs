@@ -285,9 +285,11 @@ async fn an_idle_engine_fails_the_capture_with_the_reason() {
     assert_eq!(run.status, "failed");
     assert_eq!(run.error.as_deref(), Some("engine idle: no steps ran in 2 s"));
     // The worker stopped the profile so the next capture can start.
-    let s = state.lock().unwrap();
-    assert_eq!((s.starts, s.stops, s.profiling), (1, 1, false));
-    drop(s);
+    let seen = {
+        let s = state.lock().unwrap();
+        (s.starts, s.stops, s.profiling)
+    };
+    assert_eq!(seen, (1, 1, false));
     srv.stop().await;
 }
 

@@ -41,8 +41,7 @@ impl Blobs {
     /// Opens `s3://bucket[/prefix]` (credentials and endpoint from the usual
     /// `AWS_*` environment variables) or a local folder (created if needed).
     pub fn open(spec: &str) -> Result<Blobs, BlobError> {
-        if spec.starts_with("s3://") {
-            let rest = &spec["s3://".len()..];
+        if let Some(rest) = spec.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             let s3 = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)

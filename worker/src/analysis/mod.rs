@@ -9,6 +9,9 @@
 //! - [`layers`]: per-layer attribution.
 //! - [`findings`]: the ranked sentences.
 
+// The tables are struct-of-arrays: their columns are indexed in parallel.
+#![allow(clippy::needless_range_loop)]
+
 pub mod findings;
 pub mod gpu_time;
 pub mod layers;

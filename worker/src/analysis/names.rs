@@ -53,14 +53,13 @@ fn functor_hint(full: &str, base: &str) -> Option<String> {
     full[open..close]
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|tok| !tok.is_empty() && *tok != tail)
-        .filter(|tok| {
+        .rfind(|tok| {
             tok.ends_with("Functor")
                 || tok.contains("Functor_")
                 || (tok.ends_with("_kernel_cuda") && *tok != "gpu_kernel_cuda")
                 || (tok.ends_with("Ops") && tok.len() > 3)
                 || tok.ends_with("_functor")
         })
-        .last()
         .map(str::to_string)
 }
 

@@ -15,6 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+/// A gzip writer (re-exported so tools need no compression crate of their own).
+pub use flate2::write::GzEncoder;
+/// gzip compression level.
+pub use flate2::Compression as GzLevel;
+
 /// How the trace bytes are encoded, found from their first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encoding {
@@ -303,8 +308,3 @@ mod tests {
         }
     }
 }
-
-/// A gzip writer (re-exported so tools need no compression crate of their own).
-pub use flate2::write::GzEncoder;
-/// gzip compression level.
-pub use flate2::Compression as GzLevel;
