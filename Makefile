@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test tools browser app server bench bench-ui clean check-tools
+.PHONY: run test tools browser s3-emulator app server bench bench-ui clean
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 run: tools app server
@@ -25,7 +25,7 @@ run: tools app server
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
 ## Chromium, and the browser end-to-end tests against the built app.
-test: tools browser app
+test: tools browser s3-emulator app
 	cargo test --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --locked
@@ -60,6 +60,14 @@ tools:
 	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
 	  mkdir -p $(TOOLS_DIR)/binaryen; \
 	  npm install --prefix $(TOOLS_DIR)/binaryen --no-audit --no-fund --silent binaryen@$(BINARYEN_VERSION); fi
+
+## Installs moto's S3 server (for the S3 storage test) in a virtualenv when missing.
+MOTO_VERSION := 5.2.5
+s3-emulator:
+	@if ! $(TOOLS_DIR)/moto/bin/python -c 'import moto; print(moto.__version__)' 2>/dev/null | grep -qx "$(MOTO_VERSION)"; then \
+	  echo "installing moto[server] $(MOTO_VERSION) (an S3 emulator for the tests)"; \
+	  python3 -m venv $(TOOLS_DIR)/moto && \
+	  $(TOOLS_DIR)/moto/bin/pip install -q "moto[server]==$(MOTO_VERSION)"; fi
 
 ## Installs Chromium and ChromeDriver (Debian packages) when missing.
 browser:
