@@ -123,8 +123,7 @@ async fn runs_api(backend: Backend) {
 
     // Re-analysis replaces the summary; the run stays readable meanwhile.
     let resp = http
-        .post(format!("{u}/api/runs/{}/reanalyze", single.id))
-        .json(&serde_json::json!({"layer_period": 16}))
+        .post(format!("{u}/api/runs/{}/reanalyze?layer_period=16", single.id))
         .send()
         .await
         .unwrap();

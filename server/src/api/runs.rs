@@ -495,18 +495,23 @@ pub struct ReanalyzeBody {
     pub layer_period: Option<u64>,
 }
 
-/// `POST /api/runs/{id}/reanalyze`, optionally with layer overrides.
+/// `POST /api/runs/{id}/reanalyze`, optionally with layer overrides, as
+/// query parameters (`?layer_marker=…&layer_period=…`) or a JSON body.
 pub async fn reanalyze(
     State(state): State<AppState>,
     headers: HeaderMap,
     RunId(id): RunId,
+    Q(query): Q<ReanalyzeBody>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
     require_writer(&state, &headers).await?;
-    let opts: Option<ReanalyzeBody> = if body.iter().all(|b| b.is_ascii_whitespace()) {
-        None
-    } else {
+    let from_query = query.layer_marker.is_some() || query.layer_period.is_some();
+    let opts: Option<ReanalyzeBody> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
         Some(serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?)
+    } else if from_query {
+        Some(query)
+    } else {
+        None
     };
     if let Some(o) = &opts {
         if o.layer_marker.as_deref().is_some_and(|m| m.len() > 500) {

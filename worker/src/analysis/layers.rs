@@ -38,6 +38,8 @@ const MIN_PERIODICITY: f64 = 0.9;
 const MIN_LAYERS: usize = 4;
 const MIN_PERIOD: usize = 3;
 const MIN_COVERAGE: f64 = 0.3;
+/// Kernels tried as layer markers.
+const MAX_CANDIDATES: usize = 64;
 
 /// The layer index in a name: `layers.12`, `layer_12`, `Layer 12`,
 /// `decoder.layer.3.attention`.
@@ -407,6 +409,9 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
     let mut best: Option<(usize, f64, Sym, usize)> = None; // (layers, periodicity, marker, period)
     let mut cands: Vec<(Sym, usize)> = counts.into_iter().filter(|(_, c)| *c >= MIN_LAYERS).collect();
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Each candidate costs a pass over every step: look at the most
+    // frequent ones only, so a trace with many kernel names stays linear.
+    cands.truncate(MAX_CANDIDATES);
     for (sym, c) in cands {
         if best.is_some_and(|b| b.0 > c) {
             break;
