@@ -6,9 +6,8 @@ use serde::de::DeserializeOwned;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
 
-/// GETs JSON; an error is the server's `detail` (or what went wrong).
-pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
-    let resp = Request::get(url).send().await.map_err(|e| e.to_string())?;
+/// The answer's JSON, or the server's `detail` when it is an error.
+async fn answer<T: DeserializeOwned>(resp: gloo_net::http::Response) -> Result<T, String> {
     if !resp.ok() {
         let status = resp.status();
         return Err(match resp.json::<ApiError>().await {
@@ -17,6 +16,11 @@ pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
         });
     }
     resp.json::<T>().await.map_err(|e| e.to_string())
+}
+
+/// GETs JSON; an error is the server's `detail` (or what went wrong).
+pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
+    answer(Request::get(url).send().await.map_err(|e| e.to_string())?).await
 }
 
 /// Sends JSON with a method; returns the answer's JSON.
@@ -32,14 +36,7 @@ pub async fn send<B: serde::Serialize, T: DeserializeOwned>(method: &str, url: &
         .send()
         .await
         .map_err(|e| e.to_string())?;
-    if !resp.ok() {
-        let status = resp.status();
-        return Err(match resp.json::<ApiError>().await {
-            Ok(e) => e.detail,
-            Err(_) => format!("the server answered {status}"),
-        });
-    }
-    resp.json::<T>().await.map_err(|e| e.to_string())
+    answer(resp).await
 }
 
 /// Uploads files as one run (several files are its ranks), reporting bytes

@@ -2,7 +2,7 @@
 //! outliers, URLs. No DOM here, so it is unit-tested in the browser and on
 //! the host alike.
 
-use kinetoscope_types::{KernelRow, OpRow, StepRow};
+use kinetoscope_types::{KernelRow, OpRow, ShapeGroup, StepRow};
 
 /// Columns of the op table: (key in the URL, header, numeric value).
 pub const OP_COLUMNS: &[(&str, &str)] = &[
@@ -30,40 +30,11 @@ pub const KERNEL_COLUMNS: &[(&str, &str)] = &[
     ("pct", "Share"),
 ];
 
-/// The numeric value of an op for a column (`None` for text columns).
-pub fn op_value(o: &OpRow, col: &str) -> Option<f64> {
-    Some(match col {
-        "calls" => o.calls as f64,
-        "self_cpu" => o.self_cpu_us,
-        "cpu_total" => o.cpu_total_us,
-        "self_device" => o.self_device_us,
-        "device_total" => o.device_total_us,
-        "avg_device" => o.self_device_us / o.calls.max(1) as f64,
-        "device_pct" => o.device_pct,
-        "bytes" => o.bytes_per_call.unwrap_or(-1.0),
-        "gbps" => o.achieved_gbps.unwrap_or(-1.0),
-        _ => return None,
-    })
-}
-
-/// The numeric value of a kernel for a column.
-pub fn kernel_value(k: &KernelRow, col: &str) -> Option<f64> {
-    Some(match col {
-        "calls" => k.calls as f64,
-        "total" => k.total_us,
-        "avg" => k.avg_us,
-        "min" => k.min_us,
-        "max" => k.max_us,
-        "pct" => k.pct,
-        _ => return None,
-    })
-}
-
 /// Sorts ops by a column; text columns sort by name. Ties break by name so
 /// the order is stable across reloads.
 pub fn sort_ops(rows: &mut [OpRow], col: &str, asc: bool) {
     rows.sort_by(|a, b| {
-        let ord = match (op_value(a, col), op_value(b, col)) {
+        let ord = match (a.sort_value(col), b.sort_value(col)) {
             (Some(x), Some(y)) => x.total_cmp(&y),
             _ => a.name.cmp(&b.name),
         };
@@ -75,7 +46,7 @@ pub fn sort_ops(rows: &mut [OpRow], col: &str, asc: bool) {
 /// Sorts kernels by a column.
 pub fn sort_kernels(rows: &mut [KernelRow], col: &str, asc: bool) {
     rows.sort_by(|a, b| {
-        let ord = match (kernel_value(a, col), kernel_value(b, col)) {
+        let ord = match (a.sort_value(col), b.sort_value(col)) {
             (Some(x), Some(y)) => x.total_cmp(&y),
             _ if col == "category" => a.category.cmp(&b.category),
             _ => a.short_name.cmp(&b.short_name),
@@ -111,13 +82,7 @@ pub fn filter_kernels(rows: &[KernelRow], filter: &str) -> Vec<KernelRow> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShapeRow {
     pub op: String,
-    pub shapes: String,
-    pub dtypes: String,
-    pub calls: u64,
-    pub self_cpu_us: f64,
-    pub self_device_us: f64,
-    pub bytes_per_call: Option<f64>,
-    pub achieved_gbps: Option<f64>,
+    pub group: ShapeGroup,
 }
 
 /// Expands ops into their shape groups, sorted by self device time.
@@ -127,21 +92,16 @@ pub fn group_by_shapes(rows: &[OpRow]) -> Vec<ShapeRow> {
         .flat_map(|o| {
             o.input_shapes.iter().map(move |g| ShapeRow {
                 op: o.name.clone(),
-                shapes: g.shapes.clone(),
-                dtypes: g.dtypes.clone(),
-                calls: g.calls,
-                self_cpu_us: g.self_cpu_us,
-                self_device_us: g.self_device_us,
-                bytes_per_call: g.bytes_per_call,
-                achieved_gbps: g.achieved_gbps,
+                group: g.clone(),
             })
         })
         .collect();
     out.sort_by(|a, b| {
-        b.self_device_us
-            .total_cmp(&a.self_device_us)
+        b.group
+            .self_device_us
+            .total_cmp(&a.group.self_device_us)
             .then_with(|| a.op.cmp(&b.op))
-            .then_with(|| a.shapes.cmp(&b.shapes))
+            .then_with(|| a.group.shapes.cmp(&b.group.shapes))
     });
     out
 }

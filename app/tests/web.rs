@@ -79,7 +79,7 @@ fn shapes_group_outliers_urls_and_names() {
         ShapeGroup { shapes: "[[8]]".into(), calls: 1, self_device_us: 8.0, ..Default::default() },
     ];
     let g = group_by_shapes(&[o]);
-    assert_eq!(g[0].shapes, "[[8]]");
+    assert_eq!(g[0].group.shapes, "[[8]]");
     let steps: Vec<StepRow> = [10.0, 11.0, 10.5, 30.0]
         .iter()
         .map(|&d| StepRow { cpu_us: d, ..Default::default() })

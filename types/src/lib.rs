@@ -157,6 +157,27 @@ pub struct OpRow {
     pub achieved_gbps: Option<f64>,
 }
 
+impl OpRow {
+    /// The value the op table sorts by for a column key (`calls`,
+    /// `self_cpu`, `cpu_total`, `self_device`, `device_total`,
+    /// `avg_device`, `device_pct`, `bytes`, `gbps`); `None` for text columns.
+    /// Rows without bytes or a rate sort below every row that has one.
+    pub fn sort_value(&self, col: &str) -> Option<f64> {
+        Some(match col {
+            "calls" => self.calls as f64,
+            "self_cpu" => self.self_cpu_us,
+            "cpu_total" => self.cpu_total_us,
+            "self_device" => self.self_device_us,
+            "device_total" => self.device_total_us,
+            "avg_device" => self.self_device_us / self.calls.max(1) as f64,
+            "device_pct" => self.device_pct,
+            "bytes" => self.bytes_per_call.unwrap_or(-1.0),
+            "gbps" => self.achieved_gbps.unwrap_or(-1.0),
+            _ => return None,
+        })
+    }
+}
+
 /// Calls of an op with one input signature.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -200,6 +221,22 @@ pub struct KernelRow {
     pub calls_per_step: Option<f64>,
     /// The distinct op chains (outermost to innermost) that launched it.
     pub launched_by: Vec<LaunchChain>,
+}
+
+impl KernelRow {
+    /// The value the kernel table sorts by for a column key (`calls`,
+    /// `total`, `avg`, `min`, `max`, `pct`); `None` for text columns.
+    pub fn sort_value(&self, col: &str) -> Option<f64> {
+        Some(match col {
+            "calls" => self.calls as f64,
+            "total" => self.total_us,
+            "avg" => self.avg_us,
+            "min" => self.min_us,
+            "max" => self.max_us,
+            "pct" => self.pct,
+            _ => return None,
+        })
+    }
 }
 
 /// One path from the outermost op to the op that launched a kernel.

@@ -339,13 +339,13 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                         {g.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|r| view! {
                             <tr>
                                 <td><Name name=r.op.clone() max=50/></td>
-                                <td class="mono small">{r.shapes}</td>
-                                <td class="mono small">{r.dtypes.replace("c10::", "")}</td>
-                                <td class="num">{r.calls}</td>
-                                <td class="num">{time_us(r.self_cpu_us)}</td>
-                                <td class="num">{time_us(r.self_device_us)}</td>
-                                <td class="num">{r.bytes_per_call.map(bytes).unwrap_or_default()}</td>
-                                <td class="num">{r.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                                <td class="mono small">{r.group.shapes.clone()}</td>
+                                <td class="mono small">{r.group.dtypes.replace("c10::", "")}</td>
+                                <td class="num">{r.group.calls}</td>
+                                <td class="num">{time_us(r.group.self_cpu_us)}</td>
+                                <td class="num">{time_us(r.group.self_device_us)}</td>
+                                <td class="num">{r.group.bytes_per_call.map(bytes).unwrap_or_default()}</td>
+                                <td class="num">{r.group.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
                             </tr>
                         }).collect_view()}
                     </tbody>

@@ -292,35 +292,6 @@ fn page<T: Clone>(rows: Vec<&T>, offset: usize, limit: usize) -> Page<T> {
     }
 }
 
-/// The value an op row sorts by for a column name.
-pub fn op_sort_key(o: &OpRow, col: &str) -> Option<f64> {
-    Some(match col {
-        "calls" => o.calls as f64,
-        "self_cpu" => o.self_cpu_us,
-        "cpu_total" => o.cpu_total_us,
-        "self_device" => o.self_device_us,
-        "device_total" => o.device_total_us,
-        "device_pct" => o.device_pct,
-        "bytes" => o.bytes_per_call.unwrap_or(-1.0),
-        "gbps" => o.achieved_gbps.unwrap_or(-1.0),
-        "avg_device" => o.self_device_us / o.calls.max(1) as f64,
-        _ => return None,
-    })
-}
-
-/// The value a kernel row sorts by for a column name.
-pub fn kernel_sort_key(k: &KernelRow, col: &str) -> Option<f64> {
-    Some(match col {
-        "calls" => k.calls as f64,
-        "total" => k.total_us,
-        "avg" => k.avg_us,
-        "min" => k.min_us,
-        "max" => k.max_us,
-        "pct" => k.pct,
-        _ => return None,
-    })
-}
-
 /// `GET /api/runs/{id}/ops`: a sorted, filtered page of the op table.
 pub async fn ops_page(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<PageQuery>) -> ApiResult<Json<Page<OpRow>>> {
     let (offset, limit, asc) = page_bounds(&q)?;
@@ -334,11 +305,11 @@ pub async fn ops_page(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<P
             rows.reverse();
         }
     } else {
-        if op_sort_key(rows.first().copied().unwrap_or(&OpRow::default()), col).is_none() {
+        if OpRow::default().sort_value(col).is_none() {
             return Err(ApiError::BadRequest(format!("cannot sort ops by {col:?}")));
         }
         rows.sort_by(|a, b| {
-            let (x, y) = (op_sort_key(a, col).unwrap_or(0.0), op_sort_key(b, col).unwrap_or(0.0));
+            let (x, y) = (a.sort_value(col).unwrap_or(0.0), b.sort_value(col).unwrap_or(0.0));
             if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
         });
     }
@@ -367,11 +338,11 @@ pub async fn kernels_page(
             }
         }
         _ => {
-            if kernel_sort_key(&KernelRow::default(), col).is_none() {
+            if KernelRow::default().sort_value(col).is_none() {
                 return Err(ApiError::BadRequest(format!("cannot sort kernels by {col:?}")));
             }
             rows.sort_by(|a, b| {
-                let (x, y) = (kernel_sort_key(a, col).unwrap_or(0.0), kernel_sort_key(b, col).unwrap_or(0.0));
+                let (x, y) = (a.sort_value(col).unwrap_or(0.0), b.sort_value(col).unwrap_or(0.0));
                 if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
             });
         }

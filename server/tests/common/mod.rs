@@ -109,12 +109,19 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
     }
 }
 
-/// A server running in this process.
+/// A server running in this process; its client API is reachable through
+/// `Deref` (`srv.upload(..)`, `srv.url`, `srv.http`).
 pub struct TestServer {
-    pub url: String,
     pub data: tempfile::TempDir,
     running: Option<server::Running>,
-    pub http: reqwest::Client,
+    api: Api,
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = Api;
+    fn deref(&self) -> &Api {
+        &self.api
+    }
 }
 
 impl TestServer {
@@ -126,10 +133,9 @@ impl TestServer {
     pub async fn start_in(data: tempfile::TempDir, o: Opts) -> TestServer {
         let running = server::start(serve_args(data.path(), &o)).await.expect("server starts");
         TestServer {
-            url: format!("http://{}", running.addr),
+            api: Api::new(&format!("http://{}", running.addr)),
             data,
             running: Some(running),
-            http: reqwest::Client::new(),
         }
     }
 
@@ -138,54 +144,6 @@ impl TestServer {
             r.shutdown().await;
         }
         self.data
-    }
-
-    /// Uploads bytes as the raw body.
-    pub async fn upload(&self, bytes: Vec<u8>, name: &str) -> Created {
-        let resp = self
-            .http
-            .post(format!("{}/api/runs", self.url))
-            .query(&[("name", name)])
-            .body(bytes)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 201, "upload refused: {}", resp.text().await.unwrap_or_default());
-        resp.json().await.unwrap()
-    }
-
-    pub async fn upload_file(&self, path: &Path, name: &str) -> Created {
-        self.upload(std::fs::read(path).unwrap(), name).await
-    }
-
-    pub async fn run(&self, id: &str) -> RunInfo {
-        self.http
-            .get(format!("{}/api/runs/{id}", self.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
-    /// Waits until the run is done or failed.
-    pub async fn wait(&self, id: &str, timeout: Duration) -> RunInfo {
-        let start = Instant::now();
-        loop {
-            let r = self.run(id).await;
-            if matches!(r.status.as_str(), "done" | "failed") && r.stage.is_empty() {
-                return r;
-            }
-            assert!(start.elapsed() < timeout, "run {id} still {} ({}) after {timeout:?}", r.status, r.stage);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        let resp = self.http.get(format!("{}{path}", self.url)).send().await.unwrap();
-        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
-        resp.json().await.unwrap()
     }
 }
 
@@ -414,6 +372,7 @@ impl Api {
         self.http.get(format!("{}/api/runs/{id}", self.url)).send().await.unwrap().json().await.unwrap()
     }
 
+    /// Waits until the run is done or failed.
     pub async fn wait(&self, id: &str, timeout: Duration) -> RunInfo {
         let start = Instant::now();
         loop {
@@ -424,6 +383,16 @@ impl Api {
             assert!(start.elapsed() < timeout, "run {id} still {} ({}) after {timeout:?}", r.status, r.stage);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    pub async fn upload_file(&self, path: &Path, name: &str) -> Created {
+        self.upload(std::fs::read(path).unwrap(), name).await
+    }
+
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
+        let resp = self.http.get(format!("{}{path}", self.url)).send().await.unwrap();
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.json().await.unwrap()
     }
 }
 
