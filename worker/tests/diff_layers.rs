@@ -84,6 +84,15 @@ fn layer_annotations_win_and_overrides_apply() {
         },
     );
     assert_eq!((s.layers.method.as_str(), s.layers.count), ("override", 6));
+    // An op higher up the launch chain marks the same layers.
+    let (_, s) = run(
+        &DecodeParams { layer_annotations: false, with_stack: false, ..p.clone() },
+        &AnalysisOptions {
+            layer_marker: Some("aten::to".into()),
+            layer_period: None,
+        },
+    );
+    assert_eq!((s.layers.method.as_str(), s.layers.count), ("override", 6));
     // A period of half a layer doubles the count.
     let (_, s) = run(
         &DecodeParams { layer_annotations: false, with_stack: false, ..p },

@@ -522,7 +522,12 @@ fn steps_tab(s: &Summary) -> impl IntoView {
 #[component]
 fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let l = v.summary.layers.clone();
-    let marker = RwSignal::new(l.marker.clone().unwrap_or_default());
+    // Only kernel and op markers can be given back as an override.
+    let marker = RwSignal::new(if matches!(l.method.as_str(), "repetition" | "override") {
+        l.marker.clone().unwrap_or_default()
+    } else {
+        String::new()
+    });
     let period = RwSignal::new(l.period.map(|p| p.to_string()).unwrap_or_default());
     let note = RwSignal::new(None::<String>);
     let apply = move |ev: leptos::ev::SubmitEvent| {

@@ -480,8 +480,9 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
 fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> Option<Assignment> {
     let t = cx.t;
     let period = opts.layer_period.map(|p| p as usize).filter(|&p| p > 0);
-    // The marker may name a kernel (full or short name) or the op that
-    // launches it; the first GPU op of each occurrence starts a layer.
+    // The marker may name a kernel (full or short name) or an op anywhere
+    // in the chain that launched it; the first GPU op of each occurrence
+    // starts a layer.
     let marker = opts.layer_marker.as_deref();
     let is_marker = |it: &GpuItem| -> bool {
         let Some(m) = marker else { return false };
@@ -489,8 +490,14 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         if name == m || super::names::short_name(name) == m {
             return true;
         }
-        let op = cx.links.op[it.g as usize];
-        op != NO && t.name(t.cpu.name[op as usize]) == m
+        let mut op = cx.links.op[it.g as usize];
+        while op != NO {
+            if t.name(t.cpu.name[op as usize]) == m {
+                return true;
+            }
+            op = cx.links.parent[op as usize];
+        }
+        false
     };
     let mut layer = HashMap::new();
     let mut count = 0;
