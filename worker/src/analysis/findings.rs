@@ -141,22 +141,36 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     };
     for op in s.ops.iter().filter(|o| o.kind == "runtime" && is_blocking(&o.name)) {
         let share = if window > 0.0 { 100.0 * op.cpu_total_us / window } else { 0.0 };
-        if share >= 10.0 {
-            out.push(finding(
-                "sync",
+        if share < 10.0 {
+            continue;
+        }
+        let of = if has_steps { "step time" } else { "the window" };
+        // A CPU waiting for a busy GPU is the GPU-bound case, not a problem
+        // of its own; a CPU waiting while the GPU idles serializes the two.
+        let (text, impact) = if g.busy_pct >= 85.0 {
+            (
                 format!(
-                    "{} blocks the CPU for {} of {} ({} calls, {} in all)",
+                    "{} waits {} of {of} for the GPU, which is busy {}: the step is GPU-bound, so GPU time is what to cut",
                     op.name,
                     pct(share),
-                    if has_steps { "step time" } else { "the window" },
+                    pct(g.busy_pct)
+                ),
+                share * 0.1,
+            )
+        } else {
+            (
+                format!(
+                    "{} blocks the CPU for {} of {of} ({} calls, {} in all) while the GPU idles {}: CPU and GPU take turns instead of overlapping",
+                    op.name,
+                    pct(share),
                     op.calls,
-                    time_us(op.cpu_total_us)
+                    time_us(op.cpu_total_us),
+                    pct(100.0 - g.busy_pct)
                 ),
                 share * 0.5,
-                "ops",
-                Some(&op.name),
-            ));
-        }
+            )
+        };
+        out.push(finding("sync", text, impact, "ops", Some(&op.name)));
     }
 
     // Host copies from pageable memory.
