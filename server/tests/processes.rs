@@ -233,3 +233,45 @@ async fn analyze_and_diff_commands_print_tables_and_json() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a trace"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_in_flight_upload_finish() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Sqlite.url(data.path()).await;
+    let env = data_env(data.path(), &db);
+    let server = Proc::start(&["serve"], &env).await;
+    let url = server.url.clone().unwrap();
+    let trace = small_trace(1, 4);
+
+    // Start an upload, send half of it, then ask the server to stop.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+    let body = reqwest::Body::wrap_stream(futures::stream::poll_fn({
+        let mut rx = rx;
+        move |cx| rx.poll_recv(cx)
+    }));
+    let upload = tokio::spawn({
+        let url = url.clone();
+        async move { reqwest::Client::new().post(format!("{url}/api/runs?name=in-flight")).body(body).send().await }
+    });
+    let half = trace.len() / 2;
+    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[..half]))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = server.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New connections are refused while the old one finishes.
+    assert!(reqwest::get(format!("{url}/healthz")).await.is_err(), "still accepting after SIGTERM");
+    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[half..]))).await.unwrap();
+    drop(tx);
+    let resp = upload.await.unwrap().expect("the in-flight upload completes");
+    assert_eq!(resp.status(), 201);
+    let created: kinetoscope_types::Created = resp.json().await.unwrap();
+    drop(server);
+
+    // After a restart the run is there, with all its bytes.
+    let server = Proc::start(&["serve"], &env).await;
+    let api = Api::new(server.url.as_deref().unwrap());
+    let run = api.wait(&created.id, LONG).await;
+    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(run.ranks[0].sha256, worker::blobs::sha256_hex(&trace));
+}
