@@ -1,7 +1,7 @@
 //! The runs API: list, get, edit, delete, summaries, table pages, download,
 //! re-analysis. Everything is read from stored summaries.
 
-use super::upload::{body_from_blob, clean_name, clean_tags};
+use super::upload::{clean_name, clean_tags};
 use super::{require_writer, ApiError, ApiResult, AppState, RunId, Q};
 use axum::body::Bytes;
 use axum::extract::State;
@@ -410,7 +410,7 @@ pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<D
             (header::CONTENT_LENGTH, size.to_string()),
             (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
         ],
-        body_from_blob(stream),
+        axum::body::Body::from_stream(stream),
     )
         .into_response())
 }

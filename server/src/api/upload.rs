@@ -7,7 +7,6 @@
 //! interrupted upload leaves no run behind.
 
 use super::{new_id, require_writer, ApiError, ApiResult, AppState, Q};
-use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -18,7 +17,7 @@ use kinetoscope_types::Created;
 use serde::Deserialize;
 use worker::blobs::trace_key;
 use worker::db::{NewRun, NewTrace};
-use worker::trace::{sniff, Encoding};
+use worker::trace::sniff;
 
 /// The upload's query string.
 #[derive(Deserialize, Default)]
@@ -280,15 +279,7 @@ where
         blob_key: key,
         bytes: bytes as i64,
         sha256,
-        encoding: encoding_name(encoding).into(),
+        encoding: encoding.as_str().into(),
     })
 }
 
-fn encoding_name(e: Encoding) -> &'static str {
-    e.as_str()
-}
-
-/// A body that streams a blob (downloads).
-pub fn body_from_blob(stream: futures::stream::BoxStream<'static, Result<Bytes, worker::blobs::BlobError>>) -> Body {
-    Body::from_stream(stream)
-}

@@ -121,7 +121,6 @@ struct Assignment {
     layer: HashMap<u32, i64>,
     method: &'static str,
     confidence: f64,
-    count: u64,
     period: Option<u64>,
     marker: Option<String>,
     detail: String,
@@ -204,7 +203,6 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
     };
     let items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
     let count = items.len() as u64;
-    let _ = a.count;
     Layers {
         method: a.method.into(),
         confidence: a.confidence,
@@ -274,7 +272,6 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         return None;
     }
     Some(Assignment {
-        count: distinct.len() as u64,
         method: "annotation",
         confidence: 0.95,
         period: None,
@@ -345,7 +342,6 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         return None;
     }
     Some(Assignment {
-        count: insts.len() as u64,
         method: "module",
         confidence: 0.9,
         period: None,
@@ -401,7 +397,7 @@ fn region_from_marker(seq: &[GpuItem], pos: &[usize]) -> Option<(usize, usize, u
 fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
     let t = cx.t;
     let first = seqs.iter().find(|s| !s.is_empty())?;
-    // Candidates: kernels with the same count (>= 2) in every non-empty step.
+    // Candidates: kernels that run at least MIN_LAYERS times in a step.
     let mut counts: HashMap<Sym, usize> = HashMap::new();
     for it in first {
         *counts.entry(it.name).or_default() += 1;
@@ -461,7 +457,6 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         }
     }
     Some(Assignment {
-        count: layers_n as u64,
         method: "repetition",
         // Without steps the repeating unit may as well be an iteration.
         confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * score * 100.0).round() / 100.0,
@@ -500,7 +495,6 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         false
     };
     let mut layer = HashMap::new();
-    let mut count = 0;
     for seq in seqs.iter().filter(|s| !s.is_empty()) {
         let starts: Vec<usize> = if marker.is_some() {
             let mut v: Vec<usize> = Vec::new();
@@ -523,7 +517,6 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         if starts.is_empty() {
             continue;
         }
-        count = count.max(starts.len());
         for (i, &s) in starts.iter().enumerate() {
             let end = match (period, starts.get(i + 1)) {
                 (Some(p), _) => (s + p).min(seq.len()),
@@ -543,7 +536,6 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         return None;
     }
     Some(Assignment {
-        count: count as u64,
         method: "override",
         confidence: 1.0,
         period: period.map(|p| p as u64),

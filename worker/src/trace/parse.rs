@@ -999,6 +999,7 @@ impl Parser {
         match ev.ph {
             b'X' => self.commit_slice(b, ev, class, cat_sym),
             b's' | b'f' => {
+                // Other flows (fwdbwd) are only counted, by category.
                 if class == CatClass::LaunchFlow {
                     if let (Some(id), Some(ts)) = (ev.id, ev.ts) {
                         let track = self.track(b, ev.pid, ev.tid)?;
@@ -1008,13 +1009,10 @@ impl Parser {
                         flows.track.push(track);
                         flows.ts.push(ts);
                     }
-                } else {
-                    self.trace.counters.flows_other += 1;
                 }
                 Ok(())
             }
             b'i' | b'I' => {
-                self.trace.counters.instants += 1;
                 if let Some(total) = ev.args.total_allocated {
                     let key = (
                         ev.args.device_type.unwrap_or(-1),
@@ -1025,10 +1023,7 @@ impl Parser {
                 }
                 Ok(())
             }
-            b'M' => {
-                self.trace.counters.metadata += 1;
-                Ok(())
-            }
+            // Metadata (`M`) and other phases are counted, by category, only.
             _ => Ok(()),
         }
     }
@@ -1053,10 +1048,10 @@ impl Parser {
         match class {
             CatClass::Cpu(kind) => self.push_cpu(b, &ev, kind, name, ts, dur),
             CatClass::Python => {
+                // Other Python frames are counted, by category, only.
                 if self.trace.names.get(name).starts_with("nn.Module: ") {
                     self.push_cpu(b, &ev, CpuKind::Module, name, ts, dur)
                 } else {
-                    self.trace.counters.python_frames += 1;
                     Ok(())
                 }
             }

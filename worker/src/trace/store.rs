@@ -292,10 +292,6 @@ pub struct Counters {
     pub events: u64,
     /// Events per interned `cat` (sym 0 = no cat).
     pub by_cat: hashbrown::HashMap<Sym, u64>,
-    pub flows_other: u64,
-    pub instants: u64,
-    pub metadata: u64,
-    pub python_frames: u64,
     /// Peak `Total Allocated` per device key (`cuda:0`, `cpu`).
     pub peak_memory: Vec<(String, i64)>,
     /// Decompressed JSON bytes read.
