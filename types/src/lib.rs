@@ -598,6 +598,7 @@ pub struct Created {
     pub url: String,
     pub status: String,
     /// Captures: the run the capture fills.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
 }
 

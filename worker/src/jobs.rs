@@ -189,7 +189,9 @@ impl Runner {
             let job = job.clone();
             let progress = progress.clone();
             let lease = self.lease_ms();
-            let every = Duration::from_millis((lease / 5).clamp(200, 3000) as u64);
+            // Progress is shown live, so beat often; the lease allows for
+            // several missed beats.
+            let every = Duration::from_millis((lease / 5).clamp(200, 1000) as u64);
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
