@@ -39,9 +39,10 @@ async fn runs_api(backend: Backend) {
     // A two-rank run from a multipart form, and a single-rank raw upload.
     let r0 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank0.json.gz")).unwrap();
     let r1 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank1.json.gz")).unwrap();
+    // Out of order on purpose: ranks follow the names, not the order.
     let form = reqwest::multipart::Form::new()
-        .part("file", reqwest::multipart::Part::bytes(r0.clone()).file_name("rank0.json.gz"))
-        .part("file", reqwest::multipart::Part::bytes(r1).file_name("rank1.json.gz"));
+        .part("file", reqwest::multipart::Part::bytes(r1).file_name("rank1.json.gz"))
+        .part("file", reqwest::multipart::Part::bytes(r0.clone()).file_name("rank0.json.gz"));
     let resp = http
         .post(format!("{u}/api/runs?name=dlrm&tags=dlrm,v100"))
         .multipart(form)

@@ -67,10 +67,11 @@ fn bad(msg: impl Into<String>) -> JobError {
 /// pipeline and expert parallel indices, then the tensor parallel one
 /// (missing ones are 0), then the name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct RankKey([i64; 4], String);
+pub struct RankKey([i64; 4], String);
 
-/// Parses `…-TP-3-DP-1.trace.json.gz` or `rank3.….pt.trace.json.gz`.
-fn rank_key(file: &str) -> RankKey {
+/// Parses `…-TP-3-DP-1.trace.json.gz` or `rank3.….pt.trace.json.gz` into
+/// the order of ranks (files of several ranks are sorted by it).
+pub fn rank_key(file: &str) -> RankKey {
     let mut idx = [0i64; 4];
     let mut found = false;
     let toks: Vec<&str> = file.split(['-', '_', '.']).collect();

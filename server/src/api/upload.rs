@@ -118,6 +118,12 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
     if stored.is_empty() {
         return Err(ApiError::BadRequest("the form has no file fields".into()));
     }
+    // Files may come in any order (a file picker's, say): ranks follow the
+    // rank in their names (`rank3`, `-TP-3`), then the names.
+    stored.sort_by_key(|t| worker::capture::rank_key(&t.file_name));
+    for (k, t) in stored.iter_mut().enumerate() {
+        t.rank = k as i64;
+    }
     if name.is_empty() {
         name = default_name(&stored[0].file_name);
     }

@@ -51,7 +51,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     // The top kernel and who launches it.
     if let Some(k) = s.kernels.first().filter(|k| k.total_us > 0.0) {
         let mut text = format!(
-            "The top GPU kernel, {} ({}), takes {} of GPU time: {} calls{} averaging {}",
+            "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
             k.short_name,
             k.category,
             pct(k.pct),
@@ -189,6 +189,38 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             "kernels",
             pageable.first().map(|k| k.name.as_str()),
         ));
+    }
+
+    // What the layers spend their time on, when they all agree.
+    let l = &s.layers;
+    if l.count >= 2 {
+        let total: f64 = l.items.iter().map(|i| i.device_us).sum();
+        let mut by_cat: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+        for item in &l.items {
+            for (c, us) in &item.by_category {
+                *by_cat.entry(c.as_str()).or_default() += us;
+            }
+        }
+        let top_cat = by_cat.iter().max_by(|a, b| a.1.total_cmp(b.1));
+        let top_op = l.items[0].top_ops.first().map(|o| o.name.clone());
+        let same_top_op = top_op.is_some()
+            && l.items.iter().all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
+        if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
+            let share = 100.0 * us / total;
+            let mut text = format!(
+                "The {} layers (found by {}) spend {} of their device time on {} kernels; a layer takes {} per step",
+                l.count,
+                l.method,
+                pct(share),
+                cat,
+                time_us(total / l.count as f64)
+            );
+            if same_top_op {
+                let op = &l.items[0].top_ops[0];
+                text.push_str(&format!(", and its top op is {} ({}) in every layer", op.name, time_us(op.us)));
+            }
+            out.push(finding("layers", text, share * 0.3, "layers", None));
+        }
     }
 
     // Slow steps.
