@@ -62,11 +62,7 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     let url = server.url.clone().unwrap();
 
     // Stream 24 MB of a trace, then stall: the blob store stages it on disk.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
-    let body = reqwest::Body::wrap_stream(futures::stream::poll_fn({
-        let mut rx = rx;
-        move |cx| rx.poll_recv(cx)
-    }));
+    let (tx, body) = streaming_body();
     let upload = tokio::spawn({
         let url = url.clone();
         async move { reqwest::Client::new().post(format!("{url}/api/runs?name=doomed")).body(body).send().await }
@@ -244,11 +240,7 @@ async fn sigterm_lets_an_in_flight_upload_finish() {
     let trace = small_trace(1, 4);
 
     // Start an upload, send half of it, then ask the server to stop.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
-    let body = reqwest::Body::wrap_stream(futures::stream::poll_fn({
-        let mut rx = rx;
-        move |cx| rx.poll_recv(cx)
-    }));
+    let (tx, body) = streaming_body();
     let upload = tokio::spawn({
         let url = url.clone();
         async move { reqwest::Client::new().post(format!("{url}/api/runs?name=in-flight")).body(body).send().await }

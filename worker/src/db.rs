@@ -307,18 +307,8 @@ impl Db {
     /// Attaches the traces a capture collected to its run and queues their
     /// analysis, finishing the capture job, in one transaction.
     pub async fn attach_captured(&self, job: &Job, traces: &[NewTrace]) -> DbResult<bool> {
-        let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = $1 \
-             WHERE id = $2 AND worker = $3 AND state = 'running'",
-        )
-        .bind(now)
-        .bind(job.id)
-        .bind(&job.worker)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
+        if !complete_job(&mut tx, job).await? {
             return Ok(false);
         }
         for t in traces {
@@ -657,16 +647,7 @@ impl Db {
     pub async fn finish_analysis(&self, job: &Job, summary: &str, version: u32) -> DbResult<bool> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "UPDATE jobs SET state = 'done', lease_until = NULL, error = NULL, updated_at = $1 \
-             WHERE id = $2 AND worker = $3 AND state = 'running'",
-        )
-        .bind(now)
-        .bind(job.id)
-        .bind(&job.worker)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() != 1 {
+        if !complete_job(&mut tx, job).await? {
             return Ok(false);
         }
         sqlx::query(
@@ -817,6 +798,22 @@ impl Db {
             .await?;
         row.map(|r| r.try_get("name")).transpose()
     }
+}
+
+/// Marks a job done if this worker still holds it (its lease was not taken
+/// over). This check, in the transaction that stores the job's result, is
+/// what makes a job complete at most once.
+async fn complete_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, job: &Job) -> DbResult<bool> {
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'done', lease_until = NULL, error = NULL, updated_at = $1 \
+         WHERE id = $2 AND worker = $3 AND state = 'running'",
+    )
+    .bind(now_ms())
+    .bind(job.id)
+    .bind(&job.worker)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 async fn insert_trace(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, t: &NewTrace) -> DbResult<()> {

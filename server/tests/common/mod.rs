@@ -408,3 +408,11 @@ pub fn small_trace(steps: u32, layers: u32) -> Vec<u8> {
     worker::generate::write_decode_trace(&p, &mut json).unwrap();
     zstd::encode_all(&json[..], 3).unwrap()
 }
+
+/// A request body fed chunk by chunk through the returned sender (so a test
+/// can stop half-way).
+pub fn streaming_body() -> (tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>, reqwest::Body) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+    let body = reqwest::Body::wrap_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+    (tx, body)
+}
