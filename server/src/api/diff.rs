@@ -1,6 +1,6 @@
 //! `GET /api/diff/{a}/{b}`: run a against run b, from stored summaries.
 
-use super::runs::{parsed_summary, RankQuery};
+use super::runs::{parsed_summary_of, RankQuery};
 use super::{valid_id, ApiError, ApiResult, AppState, Q};
 use axum::extract::{Path, State};
 use axum::http::header;
@@ -21,13 +21,14 @@ pub async fn diff(
     let rank = q.rank.unwrap_or(0);
     let run_a = state.db.run(&a).await?.ok_or_else(|| ApiError::NotFound(format!("no run {a}")))?;
     let run_b = state.db.run(&b).await?.ok_or_else(|| ApiError::NotFound(format!("no run {b}")))?;
-    let sa = parsed_summary(&state, &a, rank).await?;
-    let sb = parsed_summary(&state, &b, rank).await?;
-    let analyses = |traces: Vec<worker::db::TraceRecord>| traces.iter().map(|t| t.analyses).sum::<i64>();
+    let (ta, tb) = (state.db.traces(&a).await?, state.db.traces(&b).await?);
+    let sa = parsed_summary_of(&state, &a, rank, &ta).await?;
+    let sb = parsed_summary_of(&state, &b, rank, &tb).await?;
+    let analyses = |traces: &[worker::db::TraceRecord]| traces.iter().map(|t| t.analyses).sum::<i64>();
     let key = format!(
         "diff:{a}:{b}:{rank}:{}:{}:{}:{}",
-        analyses(state.db.traces(&a).await?),
-        analyses(state.db.traces(&b).await?),
+        analyses(&ta),
+        analyses(&tb),
         run_a.name,
         run_b.name
     );

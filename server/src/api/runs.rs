@@ -198,6 +198,11 @@ pub async fn summary(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<Ra
 /// A parsed stored summary, cached by what identifies its content.
 pub async fn parsed_summary(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<Summary>> {
     let traces = state.db.traces(id).await?;
+    parsed_summary_of(state, id, rank, &traces).await
+}
+
+/// [`parsed_summary`] for a caller that has already read the run's traces.
+pub async fn parsed_summary_of(state: &AppState, id: &str, rank: i64, traces: &[TraceRecord]) -> ApiResult<Arc<Summary>> {
     let Some(t) = traces.iter().find(|t| t.rank == rank) else {
         return Err(if traces.is_empty() {
             match state.db.run(id).await? {
@@ -233,7 +238,7 @@ pub async fn view(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQ
     if let Some(bytes) = state.cache.get(&key) {
         return Ok(json_response(bytes.as_ref().clone()));
     }
-    let s = parsed_summary(&state, &id, rank).await?;
+    let s = parsed_summary_of(&state, &id, rank, &traces).await?;
     let cross = match state.db.cross_summary(&id).await? {
         Some(json) => serde_json::from_str(&json).ok(),
         None => None,
