@@ -24,6 +24,7 @@
 use crate::blobs::trace_key;
 use crate::db::{Job, NewTrace};
 use crate::jobs::{JobError, Runner};
+use crate::ranks::{rank_key, RankKey};
 use crate::trace::{read_trace_file, sniff, ReadOptions};
 use kinetoscope_types::CaptureRequest;
 use serde::{Deserialize, Serialize};
@@ -61,47 +62,6 @@ pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<Str
 
 fn bad(msg: impl Into<String>) -> JobError {
     JobError::BadInput(msg.into())
-}
-
-/// A rank's file: its place among the ranks, from its name: the data,
-/// pipeline and expert parallel indices, then the tensor parallel one
-/// (missing ones are 0), then the name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct RankKey([i64; 4], String);
-
-/// Parses `…-TP-3-DP-1.trace.json.gz` or `rank3.….pt.trace.json.gz` into
-/// the order of ranks (files of several ranks are sorted by it).
-pub fn rank_key(file: &str) -> RankKey {
-    let mut idx = [0i64; 4];
-    let mut found = false;
-    let toks: Vec<&str> = file.split(['-', '_', '.']).collect();
-    for w in toks.windows(2) {
-        let slot = match w[0] {
-            "DP" => 0,
-            "PP" => 1,
-            "EP" => 2,
-            "TP" => 3,
-            _ => continue,
-        };
-        if let Ok(n) = w[1].parse::<i64>() {
-            idx[slot] = n;
-            found = true;
-        }
-    }
-    if !found {
-        let lower = file.to_ascii_lowercase();
-        if let Some(k) = lower.find("rank") {
-            let digits: String = lower[k + 4..]
-                .chars()
-                .skip_while(|c| !c.is_ascii_digit())
-                .take_while(|c| c.is_ascii_digit())
-                .collect();
-            if let Ok(n) = digits.parse() {
-                idx[3] = n;
-            }
-        }
-    }
-    RankKey(idx, file.to_string())
 }
 
 /// Whether a file name is a trace an engine writes.
@@ -351,19 +311,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranks_sort_by_parallel_indices() {
-        let mut files = [
-            "1732-TP-10.trace.json.gz",
-            "1732-TP-2.trace.json.gz",
-            "1732-TP-1-DP-1.trace.json.gz",
-            "1732-TP-0-DP-1.trace.json.gz",
-        ];
-        files.sort_by_key(|f| rank_key(f));
-        assert_eq!(files[0], "1732-TP-2.trace.json.gz");
-        assert_eq!(files[1], "1732-TP-10.trace.json.gz");
-        assert_eq!(files[2], "1732-TP-0-DP-1.trace.json.gz");
-        assert_eq!(rank_key("1732-TP-3-EXTEND.trace.json.gz").0, [0, 0, 0, 3]);
-        assert_eq!(rank_key("rank7.1712.pt.trace.json.gz").0, [0, 0, 0, 7]);
+    fn trace_files() {
         assert!(is_trace_file("x-TP-0.trace.json.gz"));
         assert!(!is_trace_file("profiler_out_0.txt"));
     }

@@ -1,8 +1,50 @@
-//! The cross-rank summary of a multi-rank run, from each rank's summary.
+//! Ranks: their order from file names, and the cross-rank summary of a
+//! multi-rank run from each rank's summary.
 
 use kinetoscope_types::units::{pct, time_us};
 use kinetoscope_types::{Finding, RankOpShare, RankStats, RanksSummary, Summary};
 use std::collections::HashMap;
+
+/// A rank's file: its place among the ranks, from its name: the data,
+/// pipeline and expert parallel indices, then the tensor parallel one
+/// (missing ones are 0), then the name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RankKey([i64; 4], String);
+
+/// Parses `…-TP-3-DP-1.trace.json.gz` or `rank3.….pt.trace.json.gz` into
+/// the order of ranks (files of several ranks are sorted by it).
+pub fn rank_key(file: &str) -> RankKey {
+    let mut idx = [0i64; 4];
+    let mut found = false;
+    let toks: Vec<&str> = file.split(['-', '_', '.']).collect();
+    for w in toks.windows(2) {
+        let slot = match w[0] {
+            "DP" => 0,
+            "PP" => 1,
+            "EP" => 2,
+            "TP" => 3,
+            _ => continue,
+        };
+        if let Ok(n) = w[1].parse::<i64>() {
+            idx[slot] = n;
+            found = true;
+        }
+    }
+    if !found {
+        let lower = file.to_ascii_lowercase();
+        if let Some(k) = lower.find("rank") {
+            let digits: String = lower[k + 4..]
+                .chars()
+                .skip_while(|c| !c.is_ascii_digit())
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            if let Ok(n) = digits.parse() {
+                idx[3] = n;
+            }
+        }
+    }
+    RankKey(idx, file.to_string())
+}
 
 /// How many ops the per-rank share table keeps.
 const TOP_OPS: usize = 10;
@@ -134,5 +176,26 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
         ranks: stats,
         top_ops,
         findings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_sort_by_parallel_indices() {
+        let mut files = [
+            "1732-TP-10.trace.json.gz",
+            "1732-TP-2.trace.json.gz",
+            "1732-TP-1-DP-1.trace.json.gz",
+            "1732-TP-0-DP-1.trace.json.gz",
+        ];
+        files.sort_by_key(|f| rank_key(f));
+        assert_eq!(files[0], "1732-TP-2.trace.json.gz");
+        assert_eq!(files[1], "1732-TP-10.trace.json.gz");
+        assert_eq!(files[2], "1732-TP-0-DP-1.trace.json.gz");
+        assert_eq!(rank_key("1732-TP-3-EXTEND.trace.json.gz").0, [0, 0, 0, 3]);
+        assert_eq!(rank_key("rank7.1712.pt.trace.json.gz").0, [0, 0, 0, 7]);
     }
 }
