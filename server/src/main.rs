@@ -38,6 +38,9 @@ enum Command {
         /// Layers per step.
         #[arg(long)]
         layer_period: Option<u64>,
+        /// Op, annotation or Python frame name (a substring) that spans one step.
+        #[arg(long)]
+        step_marker: Option<String>,
     },
     /// Compare two local traces: baseline A against patch B.
     Diff {
@@ -107,7 +110,17 @@ fn main() -> anyhow::Result<()> {
             rows,
             layer_marker,
             layer_period,
-        }) => cli::analyze::run(&file, json, rows, layer_marker, layer_period),
+            step_marker,
+        }) => cli::analyze::run(
+            &file,
+            json,
+            rows,
+            &worker::AnalysisOptions {
+                layer_marker,
+                layer_period,
+                step_marker,
+            },
+        ),
         Some(Command::Diff { a, b, json, rows }) => cli::analyze::diff(&a, &b, json, rows),
         Some(Command::Upload(args)) => rt.block_on(cli::upload::run(args)),
         Some(Command::Capture(args)) => rt.block_on(cli::capture::run(args)),

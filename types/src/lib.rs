@@ -30,8 +30,35 @@ pub struct Summary {
     pub steps_stats: StepsStats,
     pub gpu_time: GpuTime,
     pub layers: Layers,
+    /// CUDA/HIP graph replays: how much of the device time they run.
+    pub graphs: GraphStats,
     /// Ranked findings, most important first.
     pub findings: Vec<Finding>,
+}
+
+/// How the trace's GPU work was issued: eagerly, or by graph replays.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GraphStats {
+    /// `eager` (no graph launches), `graph` (graph replays run nearly all
+    /// device time), or `piecewise` (replays with eager GPU work between them).
+    pub mode: String,
+    /// Graph launches (`cudaGraphLaunch`, `hipGraphLaunch`, `cuGraphLaunch`).
+    pub replays: u64,
+    /// GPU ops the replays ran.
+    pub gpu_ops: u64,
+    /// Device time of those GPU ops, µs.
+    pub device_us: f64,
+    /// `device_us` as a share of all GPU-op time.
+    pub pct: f64,
+    /// Device time of GPU ops launched one by one (outside graphs), µs.
+    pub eager_us: f64,
+    /// The eager GPU op names with the most device time (piecewise mode:
+    /// what runs between the graphs).
+    pub top_eager: Vec<NameTime>,
+    /// CPU time of the replays' contexts not spent in graph launches: the
+    /// host work between replays, µs.
+    pub host_between_us: f64,
 }
 
 /// Facts about the trace as a whole.
@@ -105,8 +132,12 @@ pub struct Attribution {
     pub without_launch: u64,
     /// GPU ops whose launch was found but was made outside any recorded op.
     pub without_op: u64,
-    /// Device time of GPU ops without a launch or op, in µs.
+    /// Device time of GPU ops without a launch, or whose (non-graph)
+    /// launch was made outside any op, in µs.
     pub unattributed_us: f64,
+    /// Device time of GPU ops run by graph replays, in µs: attributed to
+    /// the replay's context (`graph replay: ...` rows of the op table).
+    pub graph_replay_us: f64,
     /// Launches by CUDA/HIP graph replay (`cudaGraphLaunch`, `hipGraphLaunch`).
     pub graph_launches: u64,
     /// GPU ops run by graph launches.
@@ -130,8 +161,10 @@ pub struct PeakMemory {
 #[serde(default)]
 pub struct OpRow {
     pub name: String,
-    /// `op` (cpu_op), `annotation` (user_annotation / record_function) or
-    /// `runtime` (CUDA/HIP runtime and driver calls).
+    /// `op` (cpu_op), `annotation` (user_annotation / record_function),
+    /// `runtime` (CUDA/HIP runtime and driver calls), or `graph` (a graph
+    /// replay context: `graph replay: <op, annotation or Python frame>`,
+    /// whose device time is the GPU ops its replays ran).
     pub kind: String,
     pub calls: u64,
     /// CPU time of the calls minus the time of their child events.
@@ -148,7 +181,8 @@ pub struct OpRow {
     pub gpu_ops: u64,
     /// Calls per profiler step, when the trace has steps.
     pub calls_per_step: Option<f64>,
-    /// Most common input shapes and dtypes (needs `record_shapes`).
+    /// Input signatures (needs `record_shapes`), most self device time
+    /// first, then most calls.
     pub input_shapes: Vec<ShapeGroup>,
     /// Bytes read plus written per call, for copy/cast-like ops whose shapes
     /// and dtypes are known (the most common shape group).
@@ -192,6 +226,26 @@ pub struct ShapeGroup {
     /// Bytes read plus written per call, for copy/cast-like ops.
     pub bytes_per_call: Option<f64>,
     pub achieved_gbps: Option<f64>,
+    /// Calls per step, when the trace has steps.
+    pub calls_per_step: Option<f64>,
+    /// `self_device_us` as a share of all GPU-op time.
+    pub device_pct: f64,
+    /// For casts: `source -> destination` (`Float8_e4m3fn -> BFloat16`),
+    /// read in PyTorch's order `copy_(self=dst, src)`.
+    pub conversion: Option<String>,
+    /// The ops around these calls (outermost to the direct parent) that
+    /// carry most of their device time.
+    pub parents: Vec<String>,
+    /// Python frames above the outermost of those ops (innermost last),
+    /// where the trace has them.
+    pub python: Vec<String>,
+}
+
+impl ShapeGroup {
+    /// Self device time per call, µs.
+    pub fn device_per_call_us(&self) -> f64 {
+        self.self_device_us / self.calls.max(1) as f64
+    }
 }
 
 /// One GPU op name (kernel, memcpy or memset) aggregated over its calls.
@@ -221,6 +275,32 @@ pub struct KernelRow {
     pub calls_per_step: Option<f64>,
     /// The distinct op chains (outermost to innermost) that launched it.
     pub launched_by: Vec<LaunchChain>,
+    /// Calls split by launch geometry (grid, block), most device time first:
+    /// kernels that share a name (every cast to BF16, say) differ here.
+    pub groups: Vec<KernelGroup>,
+}
+
+/// Calls of one kernel with one launch geometry.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct KernelGroup {
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub calls: u64,
+    pub calls_per_step: Option<f64>,
+    pub total_us: f64,
+    pub avg_us: f64,
+    /// Share of all GPU-op time.
+    pub pct: f64,
+    /// The op that launched most of these calls, with its input signature.
+    pub op: Option<String>,
+    pub shapes: Option<String>,
+    pub dtypes: Option<String>,
+    /// For casts: `source -> destination`.
+    pub conversion: Option<String>,
+    /// Bytes read plus written per call (copy/cast ops, memcpy, memset).
+    pub bytes_per_call: Option<f64>,
+    pub achieved_gbps: Option<f64>,
 }
 
 impl KernelRow {
@@ -252,6 +332,10 @@ pub struct LaunchChain {
     pub launch: String,
     pub calls: u64,
     pub total_us: f64,
+    /// Python frames above the outermost op (or, for a graph replay outside
+    /// any op, above the launch), outermost first, innermost last; bounded
+    /// in depth, consecutive repeats folded. Empty without `with_stack`.
+    pub python: Vec<String>,
 }
 
 /// One profiler step.
@@ -271,6 +355,8 @@ pub struct StepRow {
     pub gpu_span_us: f64,
     /// GPU ops launched within the step.
     pub kernels: u64,
+    /// `prefill`, `decode` or `mixed`, where the step's name tells.
+    pub kind: Option<String>,
 }
 
 /// Statistics over the steps' CPU durations.
@@ -278,14 +364,29 @@ pub struct StepRow {
 #[serde(default)]
 pub struct StepsStats {
     pub count: u64,
-    /// What marked the steps: `ProfilerStep`, or the serving framework's step
-    /// annotation (`step[...]`, `execute_...`, `capture_...`).
+    /// What marked the steps: `ProfilerStep`, the serving framework's step
+    /// annotation (`step[...]`, `execute_...`, `capture_...`), an engine's
+    /// own Python frame (`frame: <name>`) or a frame the user named.
     pub source: String,
     pub mean_us: f64,
     pub p50_us: f64,
     pub p90_us: f64,
     pub min_us: f64,
     pub max_us: f64,
+    pub mean_device_us: f64,
+    /// The same statistics per step kind (prefill, decode, mixed), when
+    /// steps have kinds.
+    pub by_kind: Vec<StepKindStats>,
+}
+
+/// Step statistics of one kind of step.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StepKindStats {
+    pub kind: String,
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
     pub mean_device_us: f64,
 }
 
@@ -353,6 +454,10 @@ pub struct Layers {
 #[serde(default)]
 pub struct LayerRow {
     pub index: i64,
+    /// What sets this layer apart when the model's layers are not all alike:
+    /// `dense` or `moe` where kernel names tell, else `prefix` for the first
+    /// layers whose op sequence differs from the rest.
+    pub kind: Option<String>,
     pub device_us: f64,
     pub by_category: BTreeMap<String, f64>,
     pub top_ops: Vec<NameTime>,

@@ -1,15 +1,26 @@
 //! A generator of decode traces shaped like the founding story's: N steps of
-//! an L-layer LLM served with tensor parallelism, written the way Kineto
-//! writes them (native spacing, 3-decimal timestamps relative to
+//! an L-layer MoE LLM (the first layers dense, the rest MoE, as GLM-5 and
+//! DeepSeek-V3 are built) served with tensor parallelism, written the way
+//! Kineto writes them (native spacing, 3-decimal timestamps relative to
 //! `baseTimeNanoseconds`, CPU ops first, then Python frames, then GPU ops
 //! each followed by its flow end, launch and flow start).
 //!
-//! Each layer runs a realistic op sequence (RMSNorm, QKV GEMM, rotary, KV
-//! cache store, attention, all-reduce, MLP) with launches, kernels (grid,
-//! block, correlation), shapes, flows and Python frames. The baseline casts
-//! the whole FP8 KV cache to BF16 in every layer (`aten::copy_`, ~0.83 ms,
-//! ~857 MB per call); the `gather-cast` variant gathers the active rows first
-//! and casts only those.
+//! The default is what a real eager decode capture with `with_stack=False`,
+//! `record_shapes=True` and `with_flops=True` holds: no Python frames, and
+//! about 600 events per layer per step (some 240 ops, 100 runtime calls and
+//! 80 kernels, plus their launch flows). `aten::copy_` runs about ten times
+//! per layer: the FP8 -> BF16 KV-cache cast is one of them, and it shares
+//! its kernel's full name with every other cast to BF16; only its grid, its
+//! duration and its op's input dims and dtypes set it apart. The baseline
+//! casts the whole FP8 KV cache to BF16 in every layer (~0.83 ms, ~857 MB
+//! per call); the `gather-cast` variant gathers the active rows first and
+//! casts only those.
+//!
+//! Modes: `eager` (every kernel launched by its op), `graph` (one CUDA graph
+//! replay per step runs the whole model), `piecewise` (graph replays with
+//! eager attention between them, as vLLM runs by default). Graph modes write
+//! the engine's own Python frames (model runner `execute_model`, graph
+//! replay), and no `ProfilerStep`, as serving engines do.
 //!
 //! The default (30 steps x 78 layers) gives ~490 MB of JSON and ~1.4 M events.
 //! Generation is deterministic: the same parameters give the same bytes.
@@ -39,12 +50,38 @@ impl std::str::FromStr for Variant {
     }
 }
 
+/// How the model's kernels are issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every kernel launched by its op (`ProfilerStep#N` marks steps).
+    Eager,
+    /// One CUDA graph replay per step runs every layer.
+    Graph,
+    /// Graph replays with the attention run eagerly between them.
+    Piecewise,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "eager" => Ok(Mode::Eager),
+            "graph" | "full-graph" => Ok(Mode::Graph),
+            "piecewise" => Ok(Mode::Piecewise),
+            other => Err(format!("unknown mode {other:?}: use eager, graph or piecewise")),
+        }
+    }
+}
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct DecodeParams {
     pub steps: u32,
     pub layers: u32,
+    /// The first layers are dense (an MLP); the rest are MoE.
+    pub dense_layers: u32,
     pub variant: Variant,
+    pub mode: Mode,
     /// Emit Python frames (`with_stack=True`), including `nn.Module` frames.
     pub with_stack: bool,
     /// Emit a `layers.N` record_function annotation around each layer.
@@ -57,8 +94,10 @@ impl Default for DecodeParams {
         DecodeParams {
             steps: 30,
             layers: 78,
+            dense_layers: 3,
             variant: Variant::Baseline,
-            with_stack: true,
+            mode: Mode::Eager,
+            with_stack: false,
             layer_annotations: false,
             seed: 1,
         }
@@ -71,18 +110,32 @@ impl Default for DecodeParams {
 pub struct Truth {
     pub events: u64,
     pub json_bytes: u64,
-    /// CPU-side duration of each step, µs.
+    /// Duration of each step, µs (the `ProfilerStep` or, in graph modes,
+    /// the model runner's `execute_model` frame).
     pub step_us: Vec<f64>,
     /// Device time of all GPU ops, µs.
     pub gpu_us: f64,
-    /// Device time of the cast kernels (`aten::copy_`'s), µs.
+    /// Device time of the FP8 -> BF16 KV-cache casts, µs.
     pub cast_us: f64,
     pub cast_calls: u64,
     /// Bytes read plus written by one cast call.
     pub cast_bytes_per_call: u64,
+    /// Launch grid of the cast kernel.
+    pub cast_grid: [u32; 3],
+    /// Calls of `aten::copy_`, casts included.
+    pub copy_calls: u64,
     /// Device time of the gather kernels (patch only), µs.
     pub gather_us: f64,
     pub kernels: u64,
+    /// CPU ops and annotations.
+    pub ops: u64,
+    /// Runtime calls (launches and others).
+    pub runtime_calls: u64,
+    pub layers: u32,
+    pub dense_layers: u32,
+    /// Graph launches, and the device time of the GPU ops they ran, µs.
+    pub replays: u64,
+    pub graph_us: f64,
 }
 
 impl Truth {
@@ -103,19 +156,43 @@ const POOL_TOKENS: u64 = 1_114_112;
 const ACTIVE_TOKENS: u64 = 95_232;
 const HEAD_DIM: u64 = 128;
 const BATCH: u64 = 64;
-const HIDDEN: u64 = 8192;
-const TP_HEADS: u64 = 8;
+const HIDDEN: u64 = 7168;
+const EXPERTS: u64 = 256;
+const TOP_K: u64 = 8;
+/// The cast kernel's grid in the founding story's trace.
+const CAST_GRID: [u32; 3] = [557_496, 1, 1];
 
-const CAST_KERNEL: &str = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#12}::operator()() const::{lambda(c10::Float8_e4m3fn)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#12}::operator()() const::{lambda(c10::Float8_e4m3fn)#1}, at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>)";
 const GATHER_KERNEL: &str = "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::Float8_e4m3fn, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::Float8_e4m3fn, unsigned int>, at::cuda::detail::TensorInfo<c10::Float8_e4m3fn const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, long)";
 const GEMM_KERNEL: &str = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas";
+const GEMM_F32_KERNEL: &str = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas";
 const ALLREDUCE_KERNEL: &str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+const RMS_NORM_KERNEL: &str = "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, c10::BFloat16 const*, float, int, int)";
+const SILU_KERNEL: &str = "void vllm::act_and_mul_kernel<c10::BFloat16, &(c10::BFloat16 vllm::silu_kernel<c10::BFloat16>(c10::BFloat16 const&)), true>(c10::BFloat16*, c10::BFloat16 const*, int)";
+
+/// The kernel of `copy_` that converts to `to` (`c10::BFloat16`, `float`,
+/// `int`, `bool`): one name per destination type, whatever the source.
+fn cast_kernel(to: &str) -> String {
+    let f = format!("at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{{lambda()#3}}::operator()() const::{{lambda()#12}}::operator()() const::{{lambda({to})#1}}");
+    let rest = "at::detail::Array<char*, 2>, TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1>";
+    format!("void at::native::unrolled_elementwise_kernel<{f}, {rest} >(int, {f}, {rest})")
+}
+
+/// The kernel of a plain copy (same dtype on both sides).
+fn copy_kernel(ty: &str) -> String {
+    let f = format!("at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{{lambda()#3}}::operator()() const::{{lambda()#12}}::operator()() const::{{lambda({ty})#1}}");
+    format!("void at::native::vectorized_elementwise_kernel<4, {f}, at::detail::Array<char*, 2> >(int, {f}, at::detail::Array<char*, 2>)")
+}
+
+/// An elementwise functor kernel (`mul`, `add`, `fill`, ...).
+fn functor_kernel(functor: &str, ty: &str) -> String {
+    format!("void at::native::vectorized_elementwise_kernel<4, at::native::{functor}<{ty}>, at::detail::Array<char*, 2> >(int, at::native::{functor}<{ty}>, at::detail::Array<char*, 2>)")
+}
 
 /// A kernel launch.
 #[derive(Clone)]
 struct Launch {
     api: &'static str,
-    kernel: &'static str,
+    kernel: String,
     dur_us: f64,
     grid: [u32; 3],
     block: [u32; 3],
@@ -130,18 +207,26 @@ enum Role {
     Gather,
 }
 
-/// An op with its children and, optionally, the kernel it launches last.
+/// An op with its children and, optionally, the kernels it launches last.
 #[derive(Clone)]
 struct Op {
     name: &'static str,
     annotation: bool,
     shapes: String,
     types: String,
+    /// `with_flops`: the op's floating-point operations.
+    flops: Option<u64>,
     children: Vec<Op>,
     /// Kernels it launches itself, in order, after its children.
     launches: Vec<Launch>,
+    /// Runtime calls it makes that launch nothing (`cudaStreamIsCapturing`, ...).
+    calls: Vec<&'static str>,
     /// CPU time of its own work, µs.
     self_us: f64,
+    /// Runs eagerly between piecewise graphs (attention).
+    eager: bool,
+    /// Called through a reshape of its input (`reshape -> view` first).
+    plumbing: bool,
 }
 
 fn op(name: &'static str, shapes: &str, types: &str) -> Op {
@@ -150,16 +235,20 @@ fn op(name: &'static str, shapes: &str, types: &str) -> Op {
         annotation: false,
         shapes: shapes.into(),
         types: types.into(),
+        flops: None,
         children: Vec::new(),
         launches: Vec::new(),
-        self_us: 1.5,
+        calls: Vec::new(),
+        self_us: 1.2,
+        eager: false,
+        plumbing: true,
     }
 }
 
-fn launch(kernel: &'static str, dur_us: f64, grid: [u32; 3], block: [u32; 3]) -> Launch {
+fn launch(kernel: impl Into<String>, dur_us: f64, grid: [u32; 3], block: [u32; 3]) -> Launch {
     Launch {
         api: "cudaLaunchKernel",
-        kernel,
+        kernel: kernel.into(),
         dur_us,
         grid,
         block,
@@ -180,11 +269,22 @@ impl Op {
         self.self_us = us;
         self
     }
+    fn calling(mut self, api: &'static str) -> Op {
+        self.calls.push(api);
+        self
+    }
+    fn eager(mut self) -> Op {
+        self.eager = true;
+        self
+    }
 }
 
 /// The op with the shape plumbing real calls do first (`reshape` -> `view`).
 fn with_views(o: &Op) -> Op {
     let mut o = o.clone();
+    if !o.plumbing {
+        return o;
+    }
     let first = serde_json::from_str::<Vec<serde_json::Value>>(&o.shapes)
         .ok()
         .and_then(|v| v.into_iter().next())
@@ -198,78 +298,141 @@ fn with_views(o: &Op) -> Op {
     o
 }
 
-/// `aten::linear` as it decomposes on GPU, launching one GEMM.
-fn linear(out_features: u64, dur_us: f64) -> Op {
-    let w = format!("[[{BATCH}, {HIDDEN}], [{out_features}, {HIDDEN}], []]");
-    op("aten::linear", &w, r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
-        .with(vec![
-            op("aten::t", &format!("[[{out_features}, {HIDDEN}]]"), r#"["c10::BFloat16"]"#).with(vec![op(
-                "aten::transpose",
-                &format!("[[{out_features}, {HIDDEN}], [], []]"),
-                r#"["c10::BFloat16", "Scalar", "Scalar"]"#,
-            )
-            .with(vec![op(
-                "aten::as_strided",
-                &format!("[[{out_features}, {HIDDEN}], [], [], []]"),
-                r#"["c10::BFloat16", "", "", ""]"#,
-            )])]),
-            op(
-                "aten::mm",
-                &format!("[[{BATCH}, {HIDDEN}], [{HIDDEN}, {out_features}]]"),
-                r#"["c10::BFloat16", "c10::BFloat16"]"#,
-            )
-            .cpu(4.0)
-            .launches(launch(GEMM_KERNEL, dur_us, [(out_features / 128).max(1) as u32, 1, 1], [128, 1, 1])),
-        ])
-        .cpu(2.0)
+fn empty() -> Op {
+    op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#).cpu(0.6)
 }
 
-fn all_reduce() -> Op {
+/// `aten::linear` as it decomposes on GPU, launching one GEMM.
+fn linear(rows: u64, k: u64, out_features: u64, dur_us: f64) -> Op {
+    let w = format!("[[{rows}, {k}], [{out_features}, {k}], []]");
+    let mut mm = op("aten::mm", &format!("[[{rows}, {k}], [{k}, {out_features}]]"), r#"["c10::BFloat16", "c10::BFloat16"]"#)
+        .cpu(3.0)
+        .launches(launch(GEMM_KERNEL, dur_us, [(out_features / 128).max(1) as u32, 1, 1], [128, 1, 1]));
+    mm.flops = Some(2 * rows * k * out_features);
+    op("aten::linear", &w, r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
+        .with(vec![
+            op("aten::t", &format!("[[{out_features}, {k}]]"), r#"["c10::BFloat16"]"#).with(vec![op(
+                "aten::transpose",
+                &format!("[[{out_features}, {k}], [], []]"),
+                r#"["c10::BFloat16", "Scalar", "Scalar"]"#,
+            )
+            .with(vec![op("aten::as_strided", &format!("[[{out_features}, {k}], [], [], []]"), r#"["c10::BFloat16", "", "", ""]"#)])]),
+            mm,
+        ])
+        .cpu(1.5)
+}
+
+fn all_reduce(dur_us: f64) -> Op {
     Op {
         annotation: true,
         ..op("nccl:all_reduce", &format!("[[{BATCH}, {HIDDEN}]]"), r#"["c10::BFloat16"]"#)
     }
     .with(vec![op("record_param_comms", &format!("[[[{BATCH}, {HIDDEN}]]]"), r#"["TensorList"]"#)
-        .cpu(6.0)
+        .cpu(5.0)
+        .calling("cudaEventRecord")
+        .calling("cudaStreamWaitEvent")
         .launches(Launch {
             api: "cudaLaunchKernelExC",
-            ..launch(ALLREDUCE_KERNEL, 29.8, [8, 1, 1], [512, 1, 1])
+            ..launch(ALLREDUCE_KERNEL, dur_us, [8, 1, 1], [512, 1, 1])
         })])
 }
 
-fn custom(name: &'static str, kernel: &'static str, dur_us: f64, shapes: &str) -> Op {
+/// A custom (vLLM `_C`) op launching one kernel.
+fn custom(name: &'static str, kernel: &str, dur_us: f64, shapes: &str) -> Op {
     op(name, shapes, r#"["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar"]"#)
         .with(vec![op("aten::empty_like", shapes, r#"["c10::BFloat16"]"#)
             .with(vec![op("aten::empty_strided", "[[], [], [], [], [], []]", r#"["", "", "Scalar", "", "Scalar", ""]"#)])])
-        .cpu(3.0)
+        .cpu(2.5)
+        .calling("cudaGetLastError")
         .launches(launch(kernel, dur_us, [BATCH as u32, 1, 1], [256, 1, 1]))
 }
 
-/// The KV-cache cast: `aten::to -> aten::_to_copy -> aten::copy_`.
-fn cast(tokens: u64, dur_us: f64) -> Op {
-    let dims = format!("[2, {tokens}, 1, {HEAD_DIM}]");
-    op("aten::to", &format!("[{dims}, [], [], [], [], []]"), r#"["c10::Float8_e4m3fn", "Scalar", "Scalar", "Scalar", "Scalar", ""]"#)
-        .with(vec![op(
-            "aten::_to_copy",
-            &format!("[{dims}, [], [], [], [], [], []]"),
-            r#"["c10::Float8_e4m3fn", "Scalar", "", "", "", "Scalar", ""]"#,
-        )
+/// A dtype as the profiler writes it, and the name of its copy kernel's lambda.
+fn torch_type(t: &str) -> (&'static str, &'static str) {
+    match t {
+        "bf16" => ("c10::BFloat16", "c10::BFloat16"),
+        "f32" => ("float", "float"),
+        "i32" => ("int", "int"),
+        "i64" => ("long int", "long"),
+        "bool" => ("bool", "bool"),
+        "fp8" => ("c10::Float8_e4m3fn", "c10::Float8_e4m3fn"),
+        _ => ("float", "float"),
+    }
+}
+
+/// `x.to(dtype)`: `aten::to -> aten::_to_copy -> aten::copy_`, launching
+/// the cast kernel of the destination type (a plain copy kernel when the
+/// types agree).
+fn cast(dims: &str, from: &str, to: &str, dur_us: f64, grid: [u32; 3], role: Role) -> Op {
+    let (src, _) = torch_type(from);
+    let (dst, lambda) = torch_type(to);
+    let kernel = if from == to { copy_kernel(lambda) } else { cast_kernel(lambda) };
+    let mut o = op("aten::to", &format!("[{dims}, [], [], [], [], []]"), &format!(r#"["{src}", "Scalar", "Scalar", "Scalar", "Scalar", ""]"#))
+        .with(vec![op("aten::_to_copy", &format!("[{dims}, [], [], [], [], [], []]"), &format!(r#"["{src}", "Scalar", "", "", "", "Scalar", ""]"#))
+            .with(vec![
+                op("aten::empty_strided", "[[], [], [], [], [], []]", r#"["", "", "Scalar", "", "Scalar", ""]"#).cpu(0.6),
+                op("aten::copy_", &format!("[{dims}, {dims}, []]"), &format!(r#"["{dst}", "{src}", "Scalar"]"#))
+                    .cpu(3.0)
+                    .calling("cudaStreamIsCapturing")
+                    .launches(Launch {
+                        role,
+                        ..launch(kernel, dur_us, grid, [128, 1, 1])
+                    }),
+            ])]);
+    o.plumbing = false;
+    o
+}
+
+/// `x.contiguous()`: `aten::contiguous -> aten::clone -> aten::copy_`.
+fn contiguous(dims: &str, dur_us: f64) -> Op {
+    op("aten::contiguous", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#).with(vec![op("aten::clone", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#)
         .with(vec![
-            op("aten::empty_strided", "[[], [], [], [], [], []]", r#"["", "", "Scalar", "", "Scalar", ""]"#),
-            op("aten::copy_", &format!("[{dims}, {dims}, []]"), r#"["c10::BFloat16", "c10::Float8_e4m3fn", "Scalar"]"#)
-                .cpu(4.0)
-                .launches(Launch {
-                    role: Role::Cast,
-                    ..launch(CAST_KERNEL, dur_us, [((2 * tokens * HEAD_DIM) / 512).min(u32::MAX as u64) as u32, 1, 1], [128, 1, 1])
-                }),
+            op("aten::empty_like", &format!("[{dims}, [], [], [], [], []]"), r#"["c10::BFloat16", "", "", "", "", ""]"#).cpu(0.6),
+            op("aten::copy_", &format!("[{dims}, {dims}, []]"), r#"["c10::BFloat16", "c10::BFloat16", "Scalar"]"#)
+                .cpu(2.5)
+                .launches(launch(copy_kernel("c10::BFloat16"), dur_us, [448, 1, 1], [128, 1, 1])),
         ])])
+}
+
+/// A small elementwise op (`aten::mul`, `aten::add`, ...) with its plumbing.
+fn tiny(name: &'static str, functor: &str, dims: &str, dur_us: f64) -> Op {
+    let mut o = op(name, &format!("[{dims}, {dims}]"), r#"["c10::BFloat16", "c10::BFloat16"]"#)
+        .cpu(0.9)
+        .with(vec![op("aten::view", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#).cpu(0.5)])
+        .launches(launch(functor_kernel(functor, "c10::BFloat16"), dur_us, [56, 1, 1], [128, 1, 1]));
+    if matches!(name, "aten::mul" | "aten::add" | "aten::div" | "aten::mul_" | "aten::add_") {
+        o.flops = Some(BATCH * HIDDEN);
+    }
+    o.plumbing = false;
+    o
+}
+
+/// Ops whose kernels do little: the plumbing between the big kernels.
+fn small_ops(n: usize, salt: usize) -> Vec<Op> {
+    let kinds: [(&'static str, &str); 8] = [
+        ("aten::mul", "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >"),
+        ("aten::add", "CUDAFunctor_add"),
+        ("aten::sigmoid", "sigmoid_kernel_cuda"),
+        ("aten::fill_", "FillFunctor"),
+        ("aten::div", "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::DivFunctor<float> >"),
+        ("aten::neg", "neg_kernel_cuda"),
+        ("aten::mul_", "CUDAFunctorOnSelf_mul"),
+        ("aten::add_", "CUDAFunctorOnSelf_add"),
+    ];
+    (0..n)
+        .map(|k| {
+            let (name, functor) = kinds[(k + salt) % kinds.len()];
+            let rows = [BATCH, 16, 1][(k + salt) % 3];
+            tiny(name, functor, &format!("[{rows}, {}]", 128 * (1 + (k % 4))), 1.1 + 0.1 * (k % 4) as f64)
+        })
+        .collect()
 }
 
 fn gather(dur_us: f64) -> Op {
     let src = format!("[2, {POOL_TOKENS}, 1, {HEAD_DIM}]");
     op("aten::index_select", &format!("[{src}, [], [{ACTIVE_TOKENS}]]"), r#"["c10::Float8_e4m3fn", "Scalar", "long int"]"#)
-        .with(vec![op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#)])
-        .cpu(5.0)
+        .with(vec![empty()])
+        .cpu(4.0)
         .launches(Launch {
             role: Role::Gather,
             ..launch(GATHER_KERNEL, dur_us, [4096, 1, 1], [128, 4, 1])
@@ -277,8 +440,10 @@ fn gather(dur_us: f64) -> Op {
 }
 
 /// The op groups of one layer, each with the Python module path it runs in.
-fn layer_groups(variant: Variant) -> Vec<(&'static str, Vec<Op>)> {
+fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
     let act = format!("[[{BATCH}, {HIDDEN}], [{HIDDEN}], []]");
+    let h = format!("[{BATCH}, {HIDDEN}]");
+    let kv_dims = |tokens: u64| format!("[2, {tokens}, 1, {HEAD_DIM}]");
     let mut attention = vec![custom(
         "_C_cache_ops::reshape_and_cache_flash",
         "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*, __nv_bfloat16 const*, unsigned char*, unsigned char*, long const*, long, long, long, long, int, int, int, float const*, float const*)",
@@ -286,98 +451,155 @@ fn layer_groups(variant: Variant) -> Vec<(&'static str, Vec<Op>)> {
         &format!("[[{BATCH}, 1, {HEAD_DIM}], [{BATCH}, 1, {HEAD_DIM}], [{POOL_TOKENS}, 1, {HEAD_DIM}], []]"),
     )];
     match variant {
-        Variant::Baseline => attention.push(cast(POOL_TOKENS, 828.0)),
+        Variant::Baseline => attention.push(cast(&kv_dims(POOL_TOKENS), "fp8", "bf16", 828.0, CAST_GRID, Role::Cast).eager()),
         Variant::GatherCast => {
-            attention.push(gather(456.4));
-            attention.push(cast(ACTIVE_TOKENS, 24.4));
+            attention.push(gather(456.4).eager());
+            attention.push(cast(&kv_dims(ACTIVE_TOKENS), "fp8", "bf16", 24.4, [47_616, 1, 1], Role::Cast).eager());
         }
     }
+    attention.push(cast("[64, 1, 1, 2048]", "f32", "bool", 1.5, [256, 1, 1], Role::Other).eager());
     attention.push(
-        op("vllm::unified_attention_with_output", &format!("[[{BATCH}, {TP_HEADS}, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
+        op("vllm::unified_attention_with_output", &format!("[[{BATCH}, 16, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
             .with(vec![
-                op("aten::empty_like", &format!("[[{BATCH}, {TP_HEADS}, {HEAD_DIM}]]"), r#"["c10::BFloat16"]"#),
-                op("aten::view", &format!("[[{BATCH}, {}], []]", TP_HEADS * HEAD_DIM), r#"["c10::BFloat16", ""]"#),
-                op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#),
-                op("_vllm_fa2_C::varlen_fwd", &format!("[[{BATCH}, {TP_HEADS}, {HEAD_DIM}], [2, {POOL_TOKENS}, 1, {HEAD_DIM}], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
-                    .cpu(6.0)
-                    .with(vec![op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#)])
-                    .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 58.7, [1, 8, 64], [128, 1, 1]))
+                op("aten::empty_like", &format!("[[{BATCH}, 16, {HEAD_DIM}]]"), r#"["c10::BFloat16"]"#).cpu(0.6),
+                op("aten::view", &format!("[[{BATCH}, {}], []]", 16 * HEAD_DIM), r#"["c10::BFloat16", ""]"#).cpu(0.5),
+                op("aten::fill_", &format!("[[{BATCH}, 16], []]"), r#"["float", "Scalar"]"#)
+                    .launches(launch(functor_kernel("FillFunctor", "float"), 1.4, [8, 1, 1], [128, 1, 1])),
+                op("_vllm_fa2_C::varlen_fwd", &format!("[[{BATCH}, 16, {HEAD_DIM}], [2, {POOL_TOKENS}, 1, {HEAD_DIM}], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
+                    .cpu(5.0)
+                    .with(vec![empty()])
+                    .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 45.0, [1, 16, 64], [128, 1, 1]))
                     .launches(launch("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 2, true>(Flash_fwd_params)", 4.1, [512, 1, 1], [128, 1, 1])),
             ])
-            .cpu(3.0),
+            .cpu(2.5)
+            .eager(),
     );
-    vec![
+    let mut groups = vec![
         (
             "vllm/model_executor/layers/layernorm.py(184): forward_cuda",
-            vec![custom("_C::rms_norm", "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, c10::BFloat16 const*, float, int, int)", 6.1, &act)],
+            vec![
+                cast(&h, "bf16", "f32", 2.1, [448, 1, 1], Role::Other),
+                custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, &act),
+                cast(&h, "f32", "bf16", 2.0, [448, 1, 1], Role::Other),
+            ],
         ),
         (
-            "vllm/model_executor/layers/linear.py(508): forward",
+            "vllm/model_executor/layers/mla.py(152): forward",
             vec![
-                linear(3 * HIDDEN / TP_HEADS + 256, 41.3),
-                op("aten::split_with_sizes", "[[64, 1280], [], []]", r#"["c10::BFloat16", "", "Scalar"]"#).with(vec![
-                    op("aten::as_strided", "[[64, 1280], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#),
-                    op("aten::as_strided", "[[64, 1280], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#),
-                    op("aten::as_strided", "[[64, 1280], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#),
+                linear(BATCH, HIDDEN, 1536, 12.5),
+                custom("_C::rms_norm", RMS_NORM_KERNEL, 3.0, "[[64, 1536], [1536], []]"),
+                linear(BATCH, 1536, 3072, 18.0),
+                linear(BATCH, HIDDEN, 576, 10.2),
+                custom("_C::rms_norm", RMS_NORM_KERNEL, 2.8, "[[64, 512], [512], []]"),
+                contiguous("[64, 16, 192]", 2.2),
+                linear(BATCH, 512, 4096, 9.1),
+                op("aten::split_with_sizes", "[[64, 16, 192], [], []]", r#"["c10::BFloat16", "", "Scalar"]"#).with(vec![
+                    op("aten::as_strided", "[[64, 16, 128], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#).cpu(0.4),
+                    op("aten::as_strided", "[[64, 16, 64], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#).cpu(0.4),
                 ]),
             ],
         ),
         (
             "vllm/model_executor/layers/rotary_embedding.py(143): forward_cuda",
-            vec![custom(
-                "_C::rotary_embedding",
-                "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, int, long, long, int, int, int)",
-                4.8,
-                &format!("[[{BATCH}], [{BATCH}, 1024], [{BATCH}, 128], [], [131072, 128], []]"),
-            )],
+            vec![
+                cast("[64]", "i64", "i32", 1.6, [1, 1, 1], Role::Other),
+                custom(
+                    "_C::rotary_embedding",
+                    "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, int, long, long, int, int, int)",
+                    4.8,
+                    &format!("[[{BATCH}], [{BATCH}, 1024], [{BATCH}, 128], [], [131072, 64], []]"),
+                ),
+                op("aten::cat", "[[], []]", r#"["TensorList", "Scalar"]"#)
+                    .with(vec![empty()])
+                    .launches(launch("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 3, 128, 1>(at::native::(anonymous namespace)::OpaqueType<2u>*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)", 2.5, [16, 2, 1], [512, 1, 1])),
+            ],
         ),
         ("vllm/attention/layer.py(252): forward", attention),
-        ("vllm/model_executor/layers/linear.py(1290): forward", vec![linear(HIDDEN, 24.6)]),
-        ("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce()]),
+        (
+            "vllm/model_executor/layers/linear.py(1290): forward",
+            vec![contiguous("[64, 16, 128]", 2.3), linear(BATCH, 2048, HIDDEN, 24.6)],
+        ),
+        ("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce(22.0)]),
         (
             "vllm/model_executor/layers/layernorm.py(180): forward_cuda",
             vec![custom("_C::fused_add_rms_norm", "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, int, int)", 6.4, &act)],
         ),
-        ("vllm/model_executor/layers/linear.py(508): forward", vec![linear(2 * 28672 / TP_HEADS, 79.6)]),
-        (
-            "vllm/model_executor/layers/activation.py(96): forward_cuda",
-            vec![custom(
-                "_C::silu_and_mul",
-                "void vllm::act_and_mul_kernel<c10::BFloat16, &(c10::BFloat16 vllm::silu_kernel<c10::BFloat16>(c10::BFloat16 const&)), true>(c10::BFloat16*, c10::BFloat16 const*, int)",
-                8.3,
-                "[[64, 3584], [64, 7168]]",
-            )],
-        ),
-        ("vllm/model_executor/layers/linear.py(1290): forward", vec![linear(HIDDEN, 45.2)]),
-        ("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce()]),
-        (
-            "vllm/model_executor/models/llama.py(329): forward",
+    ];
+    if moe {
+        groups.push((
+            "vllm/model_executor/layers/fused_moe/layer.py(1420): forward",
             vec![
-                op("aten::add_", &format!("[[{BATCH}, {HIDDEN}], [{BATCH}, {HIDDEN}], []]"), r#"["c10::BFloat16", "c10::BFloat16", "Scalar"]"#)
-                    .launches(launch("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<c10::BFloat16>, at::detail::Array<char*, 2> >(int, at::native::CUDAFunctorOnSelf_add<c10::BFloat16>, at::detail::Array<char*, 2>)", 3.9, [512, 1, 1], [128, 1, 1])),
-                op("aten::zero_", "[[64, 128]]", r#"["float"]"#).with(vec![op("aten::fill_", "[[64, 128], []]", r#"["float", "Scalar"]"#)
-                    .launches(launch("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", 1.9, [8, 1, 1], [128, 1, 1]))]),
+                cast(&h, "bf16", "f32", 1.8, [448, 1, 1], Role::Other),
+                op("aten::linear", &format!("[[{BATCH}, {HIDDEN}], [{EXPERTS}, {HIDDEN}], []]"), r#"["float", "float", ""]"#)
+                    .with(vec![op("aten::mm", &format!("[[{BATCH}, {HIDDEN}], [{HIDDEN}, {EXPERTS}]]"), r#"["float", "float"]"#)
+                        .cpu(3.0)
+                        .launches(launch(GEMM_F32_KERNEL, 6.2, [4, 1, 1], [128, 1, 1]))]),
+                custom("_moe_C::topk_softmax", "void vllm::moe::topkGatingSoftmax<8, 256, 4, 16, 32, int, float>(float const*, bool const*, float*, int, int*, int, int, int)", 3.1, &format!("[[{BATCH}, {TOP_K}], [{BATCH}, {TOP_K}], [{BATCH}, {EXPERTS}], []]")),
+                cast(&format!("[{BATCH}, {TOP_K}]"), "f32", "bf16", 1.4, [2, 1, 1], Role::Other),
+                cast(&format!("[{BATCH}, {TOP_K}]"), "i64", "i32", 1.3, [2, 1, 1], Role::Other),
+                custom("_moe_C::moe_align_block_size", "void vllm::moe::moe_align_block_size_kernel<int>(int const*, int*, int*, int*, int, int, int, int, unsigned long, int*)", 4.2, "[[64, 8], [], [], [], [], []]"),
+                op("aten::sort", "[[512], [], []]", r#"["int", "Scalar", "Scalar"]"#)
+                    .with(vec![empty(), empty()])
+                    .launches(launch("void at::native::bitonicSortKVInPlace<-1, -1, 16, 16, int, long, at::native::LTOp<int, true>, unsigned int>(at::cuda::detail::TensorInfo<int, unsigned int>, unsigned int, unsigned int, unsigned int, unsigned int, at::cuda::detail::TensorInfo<long, unsigned int>, unsigned int, at::native::LTOp<int, true>)", 2.0, [1, 32, 1], [16, 16, 1])),
+                custom("vllm::fused_moe_w13", "fused_moe_kernel", 30.0, &format!("[[{BATCH}, {HIDDEN}], [{EXPERTS}, 4096, {HIDDEN}], []]")),
+                custom("_C::silu_and_mul", SILU_KERNEL, 3.5, "[[512, 2048], [512, 4096]]"),
+                custom("vllm::fused_moe_w2", "fused_moe_kernel", 24.0, &format!("[[512, 2048], [{EXPERTS}, {HIDDEN}, 2048], []]")),
+                custom("_moe_C::moe_sum", "void vllm::moe::moe_sum_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16 const*, int)", 2.6, &format!("[[{BATCH}, {TOP_K}, {HIDDEN}], [{BATCH}, {HIDDEN}]]")),
             ],
-        ),
-    ]
+        ));
+        groups.push((
+            "vllm/model_executor/models/deepseek_v2.py(165): forward",
+            vec![
+                linear(BATCH, HIDDEN, 4096, 14.0),
+                custom("_C::silu_and_mul", SILU_KERNEL, 2.1, "[[64, 2048], [64, 4096]]"),
+                linear(BATCH, 2048, HIDDEN, 9.5),
+                tiny("aten::add", "CUDAFunctor_add", &h, 1.9),
+            ],
+        ));
+    } else {
+        groups.push((
+            "vllm/model_executor/models/deepseek_v2.py(165): forward",
+            vec![
+                linear(BATCH, HIDDEN, 2 * 18432 / 8, 60.0),
+                custom("_C::silu_and_mul", SILU_KERNEL, 8.3, "[[64, 2304], [64, 4608]]"),
+                linear(BATCH, 18432 / 8, HIDDEN, 40.0),
+            ],
+        ));
+    }
+    groups.push(("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce(22.0)]));
+    groups.push((
+        "vllm/model_executor/models/deepseek_v2.py(612): forward",
+        {
+            let mut v = small_ops(if moe { 38 } else { 20 }, if moe { 3 } else { 0 });
+            v.push(tiny("aten::add_", "CUDAFunctorOnSelf_add", &h, 2.0));
+            v
+        },
+    ));
+    groups
 }
 
 /// Ops outside the layers: embedding before, final norm, LM head, gather of
 /// logits and sampling after.
 fn step_prologue() -> Vec<Op> {
-    vec![op("aten::embedding", "[[16032, 8192], [64], [], [], []]", r#"["c10::BFloat16", "long int", "Scalar", "Scalar", "Scalar"]"#)
-        .with(vec![op("aten::index_select", "[[16032, 8192], [], [64]]", r#"["c10::BFloat16", "Scalar", "long int"]"#)
+    vec![op("aten::embedding", "[[16160, 7168], [64], [], [], []]", r#"["c10::BFloat16", "long int", "Scalar", "Scalar", "Scalar"]"#)
+        .with(vec![op("aten::index_select", "[[16160, 7168], [], [64]]", r#"["c10::BFloat16", "Scalar", "long int"]"#)
             .launches(launch("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<c10::BFloat16 const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, long)", 8.2, [64, 1, 1], [128, 1, 1]))])]
 }
 
 fn step_epilogue() -> Vec<Op> {
     vec![
-        custom("_C::rms_norm", "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, c10::BFloat16 const*, float, int, int)", 6.1, "[[64, 8192], [8192], []]"),
-        linear(16032, 150.0),
-        Op { annotation: true, ..op("nccl:all_gather", "[[64, 16032]]", r#"["c10::BFloat16"]"#) }.with(vec![op("record_param_comms", "[[[64, 16032]]]", r#"["TensorList"]"#)
+        custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, "[[64, 7168], [7168], []]"),
+        linear(BATCH, HIDDEN, 16160, 150.0),
+    ]
+}
+
+/// Sampling: gather the logits across ranks, pick the tokens (eager in every mode).
+fn sampling() -> Vec<Op> {
+    vec![
+        Op { annotation: true, ..op("nccl:all_gather", "[[64, 16160]]", r#"["c10::BFloat16"]"#) }.with(vec![op("record_param_comms", "[[[64, 16160]]]", r#"["TensorList"]"#)
             .cpu(6.0)
             .launches(Launch { api: "cudaLaunchKernelExC", ..launch("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 40.2, [8, 1, 1], [512, 1, 1]) })]),
-        op("aten::argmax", "[[64, 128256], [], []]", r#"["c10::BFloat16", "Scalar", "Scalar"]"#)
+        op("aten::argmax", "[[64, 129280], [], []]", r#"["c10::BFloat16", "Scalar", "Scalar"]"#)
             .launches(launch("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4>)", 20.3, [64, 1, 1], [32, 16, 1])),
     ]
 }
@@ -417,9 +639,8 @@ const STREAM: i64 = 7;
 const T0_NS: i64 = 1_428_625_731_896_179;
 const BASE_TIME_NS: i64 = 1_775_078_550_000_000_000;
 /// Python frames wrapped around each top-level op call (the Python call
-/// stack between the module's forward and the op; real `with_stack` traces
-/// are this deep).
-const FRAMES_PER_CALL: usize = 20;
+/// stack between the module's forward and the op).
+const FRAMES_PER_CALL: usize = 6;
 /// CPU time each Python frame adds on entry and on exit, µs. Small enough
 /// that the step stays GPU-bound, as in the founding story.
 const FRAME_US: f64 = 0.25;
@@ -432,24 +653,10 @@ fn call_frames() -> [String; FRAMES_PER_CALL] {
     [
         format!("{SITE}/vllm/model_executor/custom_op.py(44): forward"),
         format!("{SITE}/vllm/model_executor/custom_op.py(27): dispatch_forward"),
-        format!("{SITE}/torch/_library/custom_ops.py(681): __call__"),
         format!("{SITE}/torch/_ops.py(1243): __call__"),
-        format!("{SITE}/torch/_ops.py(1158): _op_impl"),
-        "<built-in method _call_op of PyCapsule object at 0x7f3a2c1b9e40>".to_string(),
-        format!("{SITE}/torch/utils/_contextlib.py(116): decorate_context"),
-        format!("{SITE}/torch/_library/autograd.py(111): autograd_impl"),
-        format!("{SITE}/torch/_library/custom_ops.py(344): backend_impl"),
-        format!("{SITE}/torch/_compile.py(51): inner"),
-        format!("{SITE}/torch/_dynamo/eval_frame.py(838): _fn"),
-        format!("{SITE}/torch/_library/custom_ops.py(367): wrapped_fn"),
         format!("{SITE}/vllm/_custom_ops.py(212): wrapper"),
         format!("{SITE}/torch/_ops.py(723): __call__"),
-        format!("{SITE}/torch/_library/fake_impl.py(47): __call__"),
-        format!("{SITE}/torch/overrides.py(1720): handle_torch_function"),
-        format!("{SITE}/vllm/platforms/cuda.py(402): wrapper"),
-        format!("{SITE}/torch/cuda/nvtx.py(63): range_push"),
-        "<built-in method apply of type object at 0x7f3b8e2a1c60>".to_string(),
-        "<built-in function _get_dispatch_stack_at>".to_string(),
+        "<built-in method _call_op of PyCapsule object at 0x7f3a2c1b9e40>".to_string(),
     ]
 }
 
@@ -485,6 +692,12 @@ struct Sim<'a, W: Write> {
     module_id: i64,
     /// Bytes allocated by the ops so far (profile_memory events).
     allocated: i64,
+    /// While a graph replays: its launch's (correlation, External id, end).
+    replay: Option<(i64, i64, i64)>,
+    /// Ops waiting to be replayed as one graph (graph modes).
+    pending: Vec<Op>,
+    /// The Python frame the step's code runs in (0: none).
+    step_frame: i64,
     truth: Truth,
 }
 
@@ -493,6 +706,12 @@ fn us_ns(us: f64) -> i64 {
 }
 
 impl<W: Write> Sim<'_, W> {
+    /// Whether Python frames are written at all: `with_stack`, or the
+    /// engine frames of graph modes.
+    fn frames(&self) -> bool {
+        self.p.with_stack || self.p.mode != Mode::Eager
+    }
+
     fn frame(&mut self, name: &str, start: i64, end: i64, parent: i64, module: bool) -> io::Result<i64> {
         self.python_id += 1;
         let id = self.python_id;
@@ -515,34 +734,52 @@ impl<W: Write> Sim<'_, W> {
         Ok(id)
     }
 
-    /// Runs an op: returns its (start, end) on the CPU clock.
+    /// Runs an op: returns its (start, end) on the CPU clock. During a
+    /// graph replay only its kernels run: the CPU side was captured.
     fn run_op(&mut self, o: &Op, parent_frame: i64, depth: usize) -> io::Result<(i64, i64)> {
+        if self.replay.is_some() {
+            for c in &o.children {
+                self.run_op(c, parent_frame, depth + 1)?;
+            }
+            for l in &o.launches {
+                self.launch(l, 0)?;
+            }
+            return Ok((self.cpu, self.cpu));
+        }
         // Python dispatch frames around top-level calls are emitted after we
         // know the op's span; remember where the call starts.
         let call_start = self.cpu;
-        if self.p.with_stack && depth == 0 {
+        // Custom ops are called through their Python wrappers; ATen ops
+        // straight from the module's code.
+        let wrapped = self.p.with_stack && depth == 0 && !o.name.starts_with("aten::");
+        if wrapped {
             self.cpu += us_ns(FRAME_US * FRAMES_PER_CALL as f64);
         }
         let start = self.cpu;
         self.external_id += 1;
         let ext = self.external_id;
-        self.cpu += us_ns(1.0 * self.rng.jitter(0.2));
+        self.truth.ops += 1;
+        self.cpu += us_ns(0.6 * self.rng.jitter(0.2));
         for c in &o.children {
             self.run_op(c, parent_frame, depth + 1)?;
-            self.cpu += us_ns(0.6);
+            self.cpu += us_ns(0.3);
         }
         self.cpu += us_ns(o.self_us * self.rng.jitter(0.2));
+        for api in &o.calls {
+            self.runtime_call(api, ext, 1.2)?;
+        }
         for l in &o.launches {
             self.launch(l, ext)?;
-            self.cpu += us_ns(0.8);
+            self.cpu += us_ns(0.6);
         }
-        self.cpu += us_ns(0.7);
+        self.cpu += us_ns(0.5);
         let end = self.cpu;
         if self.pass == Pass::Cpu {
             self.ev_idx += 1;
             let cat = if o.annotation { "user_annotation" } else { "cpu_op" };
+            let flops = o.flops.map(|f| format!(", \"flops\": {f}")).unwrap_or_default();
             self.out.event(&format!(
-                "    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},\"Record function id\": 0, \"Concrete Inputs\": {}, \"Input type\": {}, \"Input Strides\": {}, \"Input Dims\": {}, \"Ev Idx\": {}\n    }}",
+                "    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},\"Record function id\": 0, \"Concrete Inputs\": {}, \"Input type\": {}, \"Input Strides\": {}, \"Input Dims\": {}, \"Ev Idx\": {}{flops}\n    }}",
                 o.name,
                 ts(start),
                 dur(end - start),
@@ -552,9 +789,9 @@ impl<W: Write> Sim<'_, W> {
                 o.shapes,
                 self.ev_idx
             ))?;
-            if o.name.starts_with("aten::empty") {
-                // profile_memory: the allocation and, at the end of the op's
-                // parent, its release.
+            if o.name == "aten::empty" && depth == 1 {
+                // profile_memory: the allocation and, at the end of the op,
+                // its release.
                 let bytes = 262_144 + (self.external_id % 7) * 65_536;
                 for (at, b) in [(start, bytes), (end, -bytes)] {
                     self.allocated += b;
@@ -569,7 +806,10 @@ impl<W: Write> Sim<'_, W> {
                 }
             }
         }
-        if self.p.with_stack && depth == 0 {
+        if o.name.starts_with("aten::copy_") {
+            self.truth.copy_calls += 1;
+        }
+        if wrapped {
             self.cpu += us_ns(FRAME_US * FRAMES_PER_CALL as f64);
             let mut parent = parent_frame;
             for (k, name) in call_frames().iter().enumerate() {
@@ -580,22 +820,40 @@ impl<W: Write> Sim<'_, W> {
         Ok((start, end))
     }
 
-    fn launch(&mut self, l: &Launch, ext: i64) -> io::Result<()> {
+    /// A runtime call that launches nothing.
+    fn runtime_call(&mut self, api: &str, ext: i64, dur_us: f64) -> io::Result<()> {
         self.correlation += 1;
-        let corr = self.correlation;
-        let launch_start = self.cpu;
-        let launch_dur = us_ns(4.5 * self.rng.jitter(0.3));
-        self.cpu += launch_dur;
+        self.truth.runtime_calls += 1;
+        let start = self.cpu;
+        self.cpu += us_ns(dur_us * self.rng.jitter(0.3));
+        if self.pass == Pass::Gpu {
+            self.out.event(&format!(
+                "    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"{api}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},      \"cbid\": 1, \"correlation\": {}\n    }}",
+                ts(start),
+                dur(self.cpu - start),
+                self.correlation
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// A kernel on the stream, launched now (eager) or by the graph being
+    /// replayed.
+    fn kernel(&mut self, l: &Launch, not_before: i64, corr: i64, ext: i64) -> io::Result<()> {
         let k_dur = us_ns(l.dur_us * self.rng.jitter(0.01));
-        let k_start = (launch_start + launch_dur + us_ns(2.0)).max(self.gpu + us_ns(0.9));
+        let k_start = not_before.max(self.gpu + us_ns(0.9));
         self.gpu = k_start + k_dur;
         let k_us = k_dur as f64 / 1e3;
         self.truth.gpu_us += k_us;
         self.truth.kernels += 1;
+        if self.replay.is_some() {
+            self.truth.graph_us += k_us;
+        }
         match l.role {
             Role::Cast => {
                 self.truth.cast_us += k_us;
                 self.truth.cast_calls += 1;
+                self.truth.cast_grid = l.grid;
             }
             Role::Gather => self.truth.gather_us += k_us,
             Role::Other => {}
@@ -612,6 +870,22 @@ impl<W: Write> Sim<'_, W> {
                 "    \"ph\": \"f\", \"id\": {corr}, \"pid\": {DEVICE}, \"tid\": {STREAM}, \"ts\": {},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"",
                 ts(k_start)
             ))?;
+        }
+        Ok(())
+    }
+
+    fn launch(&mut self, l: &Launch, ext: i64) -> io::Result<()> {
+        if let Some((corr, ext, end)) = self.replay {
+            return self.kernel(l, end + us_ns(2.0), corr, ext);
+        }
+        self.correlation += 1;
+        self.truth.runtime_calls += 1;
+        let corr = self.correlation;
+        let launch_start = self.cpu;
+        let launch_dur = us_ns(2.8 * self.rng.jitter(0.3));
+        self.cpu += launch_dur;
+        self.kernel(l, launch_start + launch_dur + us_ns(2.0), corr, ext)?;
+        if self.pass == Pass::Gpu {
             let cbid = if l.api == "cudaLaunchKernelExC" { 430 } else { 211 };
             self.out.event(&format!(
                 "    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},      \"cbid\": {cbid}, \"correlation\": {corr}\n    }}",
@@ -627,8 +901,81 @@ impl<W: Write> Sim<'_, W> {
         Ok(())
     }
 
+    /// Replays the pending ops as one CUDA graph: one `cudaGraphLaunch` on
+    /// the CPU, inside the engine's replay frames, and all their kernels on
+    /// the GPU with the launch's correlation.
+    fn flush_graph(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(&mut self.pending);
+        let call_start = self.cpu;
+        self.cpu += us_ns(3.0);
+        self.correlation += 1;
+        self.external_id += 1;
+        self.truth.runtime_calls += 1;
+        self.truth.replays += 1;
+        let (corr, ext) = (self.correlation, self.external_id);
+        let launch_start = self.cpu;
+        self.cpu += us_ns(9.0 * self.rng.jitter(0.2));
+        let launch_end = self.cpu;
+        if self.pass == Pass::Gpu {
+            self.out.event(&format!(
+                "    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaGraphLaunch\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},      \"cbid\": 311, \"correlation\": {corr}\n    }}",
+                ts(launch_start),
+                dur(launch_end - launch_start)
+            ))?;
+            self.out.event(&format!(
+                "    \"ph\": \"s\", \"id\": {corr}, \"pid\": {PID}, \"tid\": {PID}, \"ts\": {},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\"",
+                ts(launch_start)
+            ))?;
+        }
+        self.replay = Some((corr, ext, launch_end));
+        for o in &ops {
+            self.run_op(&with_views(o), 0, 0)?;
+        }
+        self.replay = None;
+        self.cpu += us_ns(3.0);
+        let call_end = self.cpu;
+        let names = [
+            format!("{SITE}/vllm/compilation/cuda_graph.py(208): __call__"),
+            format!("{SITE}/torch/cuda/graphs.py(86): replay"),
+            "<built-in method replay of PyCapsule object at 0x7f3a2c1b9f10>".to_string(),
+        ];
+        let mut parent = self.step_frame;
+        for (k, name) in names.iter().enumerate() {
+            let pad = us_ns(1.0 * k as f64);
+            parent = self.frame(name, call_start + pad, call_end - pad, parent, false)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a top-level op: eagerly, or queued for the next graph replay.
+    fn issue(&mut self, o: &Op, parent_frame: i64) -> io::Result<()> {
+        match self.p.mode {
+            Mode::Eager => {
+                self.run_op(&with_views(o), parent_frame, 0)?;
+                self.cpu += us_ns(0.8);
+            }
+            Mode::Graph => self.pending.push(o.clone()),
+            Mode::Piecewise if o.eager => {
+                self.flush_graph()?;
+                self.run_op(&with_views(o), self.step_frame, 0)?;
+                self.cpu += us_ns(0.8);
+            }
+            Mode::Piecewise => self.pending.push(o.clone()),
+        }
+        Ok(())
+    }
+
     /// A group of ops inside a chain of Python frames.
     fn group(&mut self, path: &str, ops: &[Op], parent_frame: i64) -> io::Result<()> {
+        if self.p.mode != Mode::Eager {
+            for o in ops {
+                self.issue(o, parent_frame)?;
+            }
+            return Ok(());
+        }
         let start = self.cpu;
         let depth = if self.p.with_stack { FRAMES_PER_GROUP } else { 0 };
         self.cpu += us_ns(FRAME_US * depth as f64);
@@ -637,8 +984,7 @@ impl<W: Write> Sim<'_, W> {
         self.python_id += depth as i64;
         let inner_parent = if depth > 0 { first_id + depth as i64 } else { parent_frame };
         for o in ops {
-            self.run_op(&with_views(o), inner_parent, 0)?;
-            self.cpu += us_ns(1.2);
+            self.issue(o, inner_parent)?;
         }
         self.cpu += us_ns(FRAME_US * depth as f64);
         if depth > 0 {
@@ -657,44 +1003,48 @@ impl<W: Write> Sim<'_, W> {
     }
 
     fn step(&mut self, n: u32) -> io::Result<()> {
+        let eager = self.p.mode == Mode::Eager;
         let step_start = self.cpu;
         self.external_id += 1;
         let step_ext = self.external_id;
         self.cpu += us_ns(12.0);
-        let top = if self.p.with_stack {
+        // The model runner's frame, emitted at the end with a reserved id.
+        let top = if self.frames() {
             let id = self.python_id + 1;
             self.python_id += 1;
             id
         } else {
             0
         };
+        self.step_frame = top;
         for o in step_prologue() {
-            self.run_op(&o, top, 0)?;
+            self.issue(&o, top)?;
         }
-        let groups = layer_groups(self.p.variant);
+        let dense = [layer_groups(self.p.variant, false), layer_groups(self.p.variant, true)];
         for layer in 0..self.p.layers {
+            let groups = &dense[(layer >= self.p.dense_layers) as usize];
             let layer_start = self.cpu;
             self.external_id += 1;
             let layer_ext = self.external_id;
-            let module_frame = if self.p.with_stack {
+            let module_frame = if self.p.with_stack && eager {
                 self.python_id += 1;
                 self.python_id
             } else {
                 0
             };
             self.cpu += us_ns(1.5);
-            for (path, ops) in &groups {
-                self.group(path, ops, module_frame)?;
+            for (path, ops) in groups {
+                self.group(path, ops, if module_frame > 0 { module_frame } else { top })?;
             }
             self.cpu += us_ns(1.5);
             let layer_end = self.cpu;
-            if self.p.with_stack {
+            if module_frame > 0 {
                 let saved = self.python_id;
                 self.python_id = module_frame - 1;
-                self.frame(&format!("nn.Module: LlamaDecoderLayer_{layer}"), layer_start, layer_end, top, true)?;
+                self.frame(&format!("nn.Module: DeepseekV2DecoderLayer_{layer}"), layer_start, layer_end, top, true)?;
                 self.python_id = saved;
             }
-            if self.p.layer_annotations && self.pass == Pass::Cpu {
+            if self.p.layer_annotations && eager && self.pass == Pass::Cpu {
                 self.ev_idx += 1;
                 self.out.event(&format!(
                     "    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"model.layers.{layer}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {layer_ext},\"Record function id\": 0, \"Ev Idx\": {}\n    }}",
@@ -703,33 +1053,37 @@ impl<W: Write> Sim<'_, W> {
                     self.ev_idx
                 ))?;
             }
-            self.cpu += us_ns(2.0);
+            if layer_annotations_counted(self.p) {
+                self.truth.ops += 1;
+            }
+            self.cpu += us_ns(1.0);
         }
         for o in step_epilogue() {
-            self.run_op(&o, top, 0)?;
+            self.issue(&o, top)?;
+        }
+        self.flush_graph()?;
+        for o in sampling() {
+            self.run_op(&with_views(&o), top, 0)?;
         }
         // Copy the sampled tokens to the host and wait for the GPU.
         let copy = Op {
-            name: "aten::copy_",
-            annotation: false,
-            shapes: "[[64], [64], []]".into(),
-            types: r#"["long int", "long int", "Scalar"]"#.into(),
-            children: vec![],
             launches: vec![Launch {
                 api: "cudaMemcpyAsync",
-                kernel: "Memcpy DtoH (Device -> Pinned)",
+                kernel: "Memcpy DtoH (Device -> Pinned)".into(),
                 dur_us: 1.8,
                 grid: [0, 0, 0],
                 block: [0, 0, 0],
                 role: Role::Other,
             }],
             self_us: 3.0,
+            ..op("aten::copy_", "[[64], [64], []]", r#"["long int", "long int", "Scalar"]"#)
         };
         self.run_op(&copy, top, 0)?;
         let sync_start = self.cpu;
         self.cpu = self.cpu.max(self.gpu + us_ns(6.0));
         let sync_end = self.cpu;
         self.correlation += 1;
+        self.truth.runtime_calls += 1;
         if self.pass == Pass::Gpu {
             self.out.event(&format!(
                 "    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamSynchronize\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {},      \"cbid\": 131, \"correlation\": {}\n    }}",
@@ -741,25 +1095,38 @@ impl<W: Write> Sim<'_, W> {
         }
         self.cpu += us_ns(8.0);
         let step_end = self.cpu;
-        if self.pass == Pass::Cpu {
-            self.ev_idx += 1;
-            self.out.event(&format!(
-                "    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#{n}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {step_ext},\"Record function id\": 0, \"Ev Idx\": {}\n    }}",
-                ts(step_start),
-                dur(step_end - step_start),
-                self.ev_idx
-            ))?;
+        if eager {
+            self.truth.ops += 1;
+            if self.pass == Pass::Cpu {
+                self.ev_idx += 1;
+                self.out.event(&format!(
+                    "    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#{n}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {step_ext},\"Record function id\": 0, \"Ev Idx\": {}\n    }}",
+                    ts(step_start),
+                    dur(step_end - step_start),
+                    self.ev_idx
+                ))?;
+            }
+            self.truth.step_us.push((step_end - step_start) as f64 / 1e3);
+        } else {
+            // Serving engines mark no ProfilerStep: the model runner's frame
+            // is the step.
+            self.truth.step_us.push((step_end - step_start - us_ns(8.0)) as f64 / 1e3);
         }
-        if self.p.with_stack {
+        if top > 0 {
             let saved = self.python_id;
             self.python_id = top - 1;
             self.frame("vllm/v1/worker/gpu_model_runner.py(1480): execute_model", step_start + us_ns(4.0), step_end - us_ns(4.0), 0, false)?;
             self.python_id = saved;
         }
-        self.truth.step_us.push((step_end - step_start) as f64 / 1e3);
+        self.step_frame = 0;
         self.cpu += us_ns(150.0 * self.rng.jitter(0.2));
         Ok(())
     }
+}
+
+/// Whether layer annotations are written (and so counted as ops).
+fn layer_annotations_counted(p: &DecodeParams) -> bool {
+    p.layer_annotations && p.mode == Mode::Eager
 }
 
 /// `Concrete Inputs` as torch writes it: `""` for tensors, a value for scalars.
@@ -840,6 +1207,9 @@ fn simulate<W: Write>(p: &DecodeParams, pass: Pass, out: &mut Writer<W>) -> io::
         ev_idx: 0,
         module_id: 0,
         allocated: 0,
+        replay: None,
+        pending: Vec::new(),
+        step_frame: 0,
         truth: Truth::default(),
     };
     for n in 0..p.steps {
@@ -866,7 +1236,7 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
       "numSms": 132, "sharedMemPerBlockOptin": 232448
     }"#;
     let devices: Vec<String> = (0..8).map(|i| device.replace("\"id\": 0", &format!("\"id\": {i}"))).collect();
-    let mut options = String::from("  \"record_shapes\": 1,\n  \"profile_memory\": 1,\n");
+    let mut options = String::from("  \"record_shapes\": 1,\n  \"profile_memory\": 1,\n  \"with_flops\": 1,\n");
     if p.with_stack {
         options.push_str("  \"with_stack\": 1,\n");
     }
@@ -875,7 +1245,7 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
         devices.join(",\n    ")
     ))?;
     let truth = simulate(p, Pass::Cpu, &mut w)?;
-    if p.with_stack {
+    if p.with_stack || p.mode != Mode::Eager {
         simulate(p, Pass::Python, &mut w)?;
     }
     simulate(p, Pass::Gpu, &mut w)?;
@@ -901,6 +1271,8 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
     let mut truth = truth;
     truth.events = w.events;
     truth.json_bytes = w.bytes;
+    truth.layers = p.layers;
+    truth.dense_layers = p.dense_layers.min(p.layers);
     truth.cast_bytes_per_call = match p.variant {
         Variant::Baseline => 2 * POOL_TOKENS * HEAD_DIM * 3,
         Variant::GatherCast => 2 * ACTIVE_TOKENS * HEAD_DIM * 3,

@@ -283,11 +283,13 @@ pub fn parse_options(json: &str) -> AnalysisOptions {
     struct Stored {
         layer_marker: Option<String>,
         layer_period: Option<u64>,
+        step_marker: Option<String>,
     }
     let s: Stored = serde_json::from_str(json).unwrap_or_default();
     AnalysisOptions {
         layer_marker: s.layer_marker.filter(|m| !m.is_empty()),
         layer_period: s.layer_period.filter(|&p| p > 0),
+        step_marker: s.step_marker.filter(|m| !m.is_empty()),
     }
 }
 

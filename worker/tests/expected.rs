@@ -134,12 +134,16 @@ fn op_device(events: &[Value], name: &str) -> (f64, f64) {
                 }
             }
             // The innermost: the latest start, then the shortest.
+            // A graph replay's GPU ops have a row of their own (`graph
+            // replay: <context>`): they count in the total of the ops
+            // around the launch, never in their self time.
+            let replay = r["name"].as_str().is_some_and(|n| n.contains("GraphLaunch"));
             if let Some(inner) = around.iter().max_by(|a, b| {
                 num(a, "ts")
                     .total_cmp(&num(b, "ts"))
                     .then(num(b, "dur").total_cmp(&num(a, "dur")))
             }) {
-                if inner["name"] == name {
+                if inner["name"] == name && !replay {
                     self_dev += dur;
                 }
             }
@@ -271,4 +275,109 @@ fn triton_example_by_hand() {
     let chain = &s.kernels[0].launched_by[0];
     assert_eq!(chain.launch, "cuLaunchKernel");
     assert_eq!(chain.chain.last().map(String::as_str), Some("triton_poi_fused_add_cos_sin_0"));
+}
+
+/// Reference for graph replays: (launches that ran GPU ops, their GPU ops,
+/// device time in µs), by joining GPU ops to `*GraphLaunch*` runtime calls
+/// on `args.correlation`.
+fn graph_reference(events: &[Value]) -> (usize, usize, f64) {
+    let graph_launches: HashMap<i64, &Value> = events
+        .iter()
+        .filter(|e| is_runtime(e) && e["name"].as_str().is_some_and(|n| n.contains("GraphLaunch")))
+        .filter_map(|e| e["args"].get("correlation").and_then(Value::as_i64).map(|c| (c, e)))
+        .collect();
+    let mut used = std::collections::HashSet::new();
+    let (mut ops, mut us) = (0, 0.0);
+    for k in events.iter().filter(|e| is_gpu_op(e)) {
+        if let Some(c) = k["args"].get("correlation").and_then(Value::as_i64) {
+            if graph_launches.contains_key(&c) {
+                used.insert(c);
+                ops += 1;
+                us += num(k, "dur");
+            }
+        }
+    }
+    (used.len(), ops, us)
+}
+
+/// Graph replays are first-class on every shared graph trace: counted as
+/// the reference counts them, their device time in `graph replay: <context>`
+/// rows (apart from the ops), and no finding asks for CUDA graphs.
+#[test]
+fn graph_replays_on_shared_traces() {
+    for (name, replays, gpu_ops, mode, rows) in [
+        (
+            "hta-a100-80g-cudagraph-rank0of16.json.gz",
+            70,
+            345,
+            "piecewise",
+            &["graph replay: CompiledFunctionBackward", "graph replay: CompiledFunction"][..],
+        ),
+        (
+            "hta-v100-train-rank1of2-2022.json.gz",
+            12,
+            5046,
+            "piecewise",
+            &["graph replay: CompiledFunctionBackward", "graph replay: CompiledFunction"][..],
+        ),
+        (
+            "tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz",
+            25,
+            361,
+            "graph",
+            &["graph replay: execute_8192_context_9(sq8155sk8430sqsq7475785sqsk7671310)_generation_37(sq37sk34489sqsq37sqsk34489)"][..],
+        ),
+    ] {
+        let events = load_json(name);
+        let (ref_replays, ref_ops, ref_us) = graph_reference(&events);
+        assert_eq!((ref_replays, ref_ops), (replays, gpu_ops), "{name}: the reference");
+        let s = summary(name);
+        let g = &s.graphs;
+        assert_eq!((g.replays as usize, g.gpu_ops as usize, g.mode.as_str()), (replays, gpu_ops, mode), "{name}");
+        assert!(close(g.device_us, ref_us), "{name}: {} vs {ref_us}", g.device_us);
+        // Every replay here has a context (an op or annotation around it).
+        let replay_rows: Vec<&kinetoscope_types::OpRow> = s.ops.iter().filter(|o| o.kind == "graph").collect();
+        let names: Vec<&str> = replay_rows.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, rows, "{name}");
+        let in_rows: f64 = replay_rows.iter().map(|o| o.self_device_us).sum();
+        assert!(close(in_rows, ref_us), "{name}: rows {in_rows} vs {ref_us}");
+        assert_eq!(replay_rows.iter().map(|o| o.calls).sum::<u64>() as usize, replays, "{name}");
+        assert!(close(s.trace.attribution.graph_replay_us, ref_us), "{name}");
+        for f in &s.findings {
+            assert!(!f.text.contains("CUDA graphs or fusion would help"), "{name}: {}", f.text);
+            assert_ne!(f.kind, "launch_bound", "{name}");
+        }
+        let gf = s.findings.iter().find(|f| f.kind == "graph_replay").unwrap_or_else(|| panic!("{name}: no replay finding"));
+        assert!(gf.text.starts_with(&format!("{replays} graph replays run ")), "{name}: {}", gf.text);
+        // Kernels replayed by a graph name the launch in their chain.
+        let replayed = s.kernels.iter().flat_map(|k| &k.launched_by).filter(|c| c.launch.contains("GraphLaunch")).count();
+        assert!(replayed > 0, "{name}");
+    }
+}
+
+/// The vLLM trace: one mixed step (its `execute_` annotation counts 9
+/// prefill and 37 decode requests); the SGLang trace: one prefill step
+/// (`step[EXTEND ...]`); no annotation is ever called an op.
+#[test]
+fn serving_steps_have_kinds_and_annotations_are_not_ops() {
+    let s = summary("tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz");
+    assert_eq!(s.steps.len(), 1);
+    assert_eq!(s.steps[0].kind.as_deref(), Some("mixed"));
+    assert_eq!(s.steps_stats.by_kind.len(), 1);
+    let s = summary("tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz");
+    assert_eq!(s.steps[0].kind.as_deref(), Some("prefill"));
+    for name in ["tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz", "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz"] {
+        let s = summary(name);
+        for f in s.findings.iter().filter(|f| f.kind == "top_op") {
+            let op = s.ops.iter().find(|o| Some(&o.name) == f.name.as_ref()).unwrap();
+            assert_eq!(op.kind, "op", "{name}: {}", f.text);
+        }
+        let l = s.findings.iter().find(|f| f.kind == "layers").unwrap();
+        assert!(!l.text.contains("its top op is step["), "{name}: {}", l.text);
+        assert!(!l.text.contains("its top op is execute_"), "{name}: {}", l.text);
+    }
+    // Python frames above the ops reach the model code.
+    let s = summary("tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz");
+    let mm = s.kernels.iter().flat_map(|k| &k.launched_by).find(|c| c.chain.last().map(String::as_str) == Some("aten::mm")).unwrap();
+    assert!(mm.python.iter().any(|f| f.contains("sglang/srt/models/")), "{:?}", mm.python);
 }

@@ -469,6 +469,8 @@ pub struct ReanalyzeBody {
     pub layer_marker: Option<String>,
     /// GPU ops per layer (the repetition period).
     pub layer_period: Option<u64>,
+    /// Op, annotation or Python frame name (a substring) that spans one step.
+    pub step_marker: Option<String>,
 }
 
 /// `POST /api/runs/{id}/reanalyze`, optionally with layer overrides, as
@@ -481,7 +483,7 @@ pub async fn reanalyze(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
     require_writer(&state, &headers).await?;
-    let from_query = query.layer_marker.is_some() || query.layer_period.is_some();
+    let from_query = query.layer_marker.is_some() || query.layer_period.is_some() || query.step_marker.is_some();
     let opts: Option<ReanalyzeBody> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
         Some(serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?)
     } else if from_query {
@@ -492,6 +494,9 @@ pub async fn reanalyze(
     if let Some(o) = &opts {
         if o.layer_marker.as_deref().is_some_and(|m| m.len() > 500) {
             return Err(ApiError::BadRequest("layer_marker is too long".into()));
+        }
+        if o.step_marker.as_deref().is_some_and(|m| m.len() > 500) {
+            return Err(ApiError::BadRequest("step_marker is too long".into()));
         }
         if o.layer_period.is_some_and(|p| p == 0 || p > 10_000) {
             return Err(ApiError::BadRequest("layer_period must be between 1 and 10000".into()));

@@ -24,18 +24,8 @@ fn cut(s: &str, n: usize) -> String {
 }
 
 /// Runs `analyze`.
-pub fn run(
-    file: &Path,
-    json: bool,
-    rows: usize,
-    layer_marker: Option<String>,
-    layer_period: Option<u64>,
-) -> anyhow::Result<()> {
-    let opts = AnalysisOptions {
-        layer_marker,
-        layer_period,
-    };
-    let s = load(file, &opts)?;
+pub fn run(file: &Path, json: bool, rows: usize, opts: &AnalysisOptions) -> anyhow::Result<()> {
+    let s = load(file, opts)?;
     if json {
         let out = serde_json::to_string(&s)?;
         println!("{out}");
@@ -107,6 +97,29 @@ pub fn render(s: &Summary, rows: usize) -> String {
             r.bytes_per_call.map(bytes).unwrap_or_default(),
             r.achieved_gbps.map(rate_gbps).unwrap_or_default(),
         );
+        // Input signatures that split the op's time (most device time first).
+        if r.input_shapes.len() > 1 && r.self_device_us > 0.0 {
+            for g in r.input_shapes.iter().take(3).filter(|g| g.self_device_us > 0.0) {
+                let label = match &g.conversion {
+                    Some(c) => format!("  {c} {}", g.shapes),
+                    None => format!("  {} {}", g.shapes, g.dtypes),
+                };
+                let _ = writeln!(
+                    o,
+                    "{:<48} {:>10} {:>10} {:>11} {:>12} {:>10} {:>8} {:>7} {:>9} {:>10}",
+                    cut(&label, 48),
+                    time_us(g.self_cpu_us),
+                    "",
+                    time_us(g.self_device_us),
+                    "",
+                    time_us(g.device_per_call_us()),
+                    g.calls,
+                    pct(g.device_pct),
+                    g.bytes_per_call.map(bytes).unwrap_or_default(),
+                    g.achieved_gbps.map(rate_gbps).unwrap_or_default(),
+                );
+            }
+        }
     }
 
     let k_rows = rows.min(15);
@@ -133,6 +146,26 @@ pub fn render(s: &Summary, rows: usize) -> String {
             pct(k.pct),
             by
         );
+        // Launch geometries that split the kernel's time.
+        if k.groups.len() > 1 {
+            for g in k.groups.iter().take(3) {
+                let geometry = match (g.grid, g.block) {
+                    (Some(gr), Some(bl)) => format!("  grid {gr:?} block {bl:?}"),
+                    _ => "  (no geometry)".into(),
+                };
+                let _ = writeln!(
+                    o,
+                    "{:<60} {:<13} {:>8} {:>10} {:>10} {:>7}  {}",
+                    cut(&geometry, 60),
+                    "",
+                    g.calls,
+                    time_us(g.total_us),
+                    time_us(g.avg_us),
+                    pct(g.pct),
+                    g.conversion.clone().or_else(|| g.op.clone()).unwrap_or_default()
+                );
+            }
+        }
     }
 
     if s.layers.count > 0 {

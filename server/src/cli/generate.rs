@@ -3,7 +3,7 @@
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
-use worker::generate::{write_decode_trace, DecodeParams, Variant};
+use worker::generate::{write_decode_trace, DecodeParams, Mode, Variant};
 
 /// Arguments of `generate`.
 #[derive(Args, Clone, Debug)]
@@ -17,7 +17,17 @@ pub struct GenerateArgs {
     /// `baseline` (casts the whole FP8 KV cache per layer) or `gather-cast`.
     #[arg(long, default_value = "baseline")]
     pub variant: Variant,
-    /// Leave out Python frames (`with_stack=False`).
+    /// Layers that are dense (an MLP) before the MoE ones.
+    #[arg(long, default_value_t = 3)]
+    pub dense_layers: u32,
+    /// `eager`, `graph` (one CUDA graph replay per step) or `piecewise`
+    /// (graph replays with eager attention between them).
+    #[arg(long, default_value = "eager")]
+    pub mode: Mode,
+    /// Add Python frames (`with_stack=True`).
+    #[arg(long, conflicts_with = "no_stack")]
+    pub with_stack: bool,
+    /// Leave out Python frames (`with_stack=False`): the default.
     #[arg(long)]
     pub no_stack: bool,
     /// Mark each layer with a `model.layers.N` annotation.
@@ -34,7 +44,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         steps: args.steps,
         layers: args.layers,
         variant: args.variant,
-        with_stack: !args.no_stack,
+        dense_layers: args.dense_layers,
+        mode: args.mode,
+        with_stack: args.with_stack,
         layer_annotations: args.layer_annotations,
         ..Default::default()
     };

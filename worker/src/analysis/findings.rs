@@ -28,49 +28,120 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     let gpu_total = s.gpu_time.gpu_op_us;
     let has_steps = s.steps_stats.count > 0;
 
-    // Ops that dominate device time, with what they do per step and per call.
-    let mut top_ops: Vec<&OpRow> = s
-        .ops
-        .iter()
-        .filter(|o| o.kind != "runtime" && o.self_device_us > 0.0)
-        .collect();
+    // Ops that dominate device time: their input signature that carries
+    // the time, with what it does per step and per call. Annotations and
+    // graph replays have findings of their own: they are not ops.
+    let mut top_ops: Vec<&OpRow> = s.ops.iter().filter(|o| o.kind == "op" && o.self_device_us > 0.0).collect();
     top_ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us));
     for (k, op) in top_ops.iter().take(3).enumerate() {
-        if k > 0 && op.device_pct < OP_SHARE_MIN {
+        if (k > 0 && op.device_pct < OP_SHARE_MIN) || op.device_pct < 1.0 {
             break;
         }
-        out.push(finding(
-            "top_op",
-            op_sentence(op, has_steps, s.steps_stats.count),
-            op.device_pct,
-            "ops",
-            Some(&op.name),
-        ));
+        let (text, share) = op_sentence(op, has_steps, s.steps_stats.count);
+        out.push(finding("top_op", text, share, "ops", Some(&op.name)));
     }
 
-    // The top kernel and who launches it.
-    if let Some(k) = s.kernels.first().filter(|k| k.total_us > 0.0) {
+    // Graph replays: how much they run, and what bounds a step that
+    // already uses graphs.
+    let g = &s.gpu_time;
+    let gr = &s.graphs;
+    if gr.replays > 0 && gpu_total > 0.0 {
+        let top_ctx = s
+            .ops
+            .iter()
+            .filter(|o| o.kind == "graph")
+            .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us));
         let mut text = format!(
-            "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
-            k.short_name,
-            k.category,
-            pct(k.pct),
-            k.calls,
-            k.calls_per_step
-                .filter(|_| has_steps)
-                .map(|c| format!(" ({} per step)", count(c)))
-                .unwrap_or_default(),
-            time_us(k.avg_us),
+            "{} graph replays run {} of GPU time{}",
+            gr.replays,
+            pct(gr.pct),
+            top_ctx
+                .map(|o| format!(" (most from {}, {})", o.name, pct(o.device_pct)))
+                .unwrap_or_default()
         );
+        let eager_pct = 100.0 * gr.eager_us / gpu_total;
+        if gr.mode == "piecewise" {
+            text.push_str(&format!(
+                "; {} runs eagerly between the graphs{}",
+                pct(eager_pct),
+                gr.top_eager
+                    .first()
+                    .map(|k| format!(" (top: {}, {})", k.name, time_us(k.us)))
+                    .unwrap_or_default()
+            ));
+        }
+        let idle_pct = 100.0 - g.busy_pct;
+        let impact = if g.busy_pct < BUSY_PCT_MAX {
+            let per = if has_steps { s.steps_stats.count as f64 } else { 1.0 };
+            text.push_str(&format!(
+                ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) bounds the step",
+                pct(idle_pct),
+                if gr.mode == "piecewise" { "the eager parts between piecewise graphs and " } else { "" },
+                time_us(gr.host_between_us / per),
+                if has_steps { " per step" } else { "" },
+            ));
+            idle_pct * 0.8
+        } else {
+            text.push_str(&format!("; the GPU is busy {}", pct(g.busy_pct)));
+            if gr.mode == "piecewise" { eager_pct * 0.3 } else { gr.pct * 0.2 }
+        };
+        out.push(finding("graph_replay", text, impact, "ops", top_ctx.map(|o| o.name.as_str())));
+    }
+
+    // The top kernel: its launch geometry that carries the time (kernels
+    // that share a name, such as every cast to BF16, differ in grid), and
+    // who launches it.
+    if let Some(k) = s.kernels.first().filter(|k| k.total_us > 0.0) {
+        let dominant = k
+            .groups
+            .first()
+            .filter(|g| k.groups.len() > 1 && g.total_us >= 0.5 * k.total_us && g.calls < k.calls);
+        let mut text = match dominant {
+            Some(kg) => format!(
+                "The top GPU kernel, {} with grid {} and block {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}; its {} calls with other grids average {}",
+                k.short_name,
+                dim3(kg.grid),
+                dim3(kg.block),
+                k.category,
+                pct(kg.pct),
+                kg.calls,
+                kg.calls_per_step
+                    .filter(|_| has_steps)
+                    .map(|c| format!(" ({} per step)", count(c)))
+                    .unwrap_or_default(),
+                time_us(kg.avg_us),
+                k.calls - kg.calls,
+                time_us((k.total_us - kg.total_us) / (k.calls - kg.calls).max(1) as f64),
+            ),
+            None => format!(
+                "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
+                k.short_name,
+                k.category,
+                pct(k.pct),
+                k.calls,
+                k.calls_per_step
+                    .filter(|_| has_steps)
+                    .map(|c| format!(" ({} per step)", count(c)))
+                    .unwrap_or_default(),
+                time_us(k.avg_us),
+            ),
+        };
         if let Some(chain) = k.launched_by.first().filter(|c| !c.chain.is_empty()) {
-            let share = 100.0 * chain.calls as f64 / k.calls as f64;
+            // Chains differ by their Python stacks too: count every chain
+            // that ends in the same op.
+            let calls: u64 = k.launched_by.iter().filter(|c| c.chain.last() == chain.chain.last()).map(|c| c.calls).sum();
+            let share = 100.0 * calls as f64 / k.calls as f64;
             text.push_str(&format!(
                 "; {} of its calls come from {}",
                 pct(share),
                 chain.chain.last().map(String::as_str).unwrap_or("?")
             ));
+        } else if let Some(chain) = k.launched_by.first().filter(|c| !c.python.is_empty()) {
+            let frame = chain.python.iter().rev().find(|f| super::python::is_user_frame(f));
+            text.push_str(&format!("; launched by {} in {}", chain.launch, frame.unwrap_or(&chain.python[0])));
         }
-        out.push(finding("top_kernel", text, k.pct * 0.9, "kernels", Some(&k.name)));
+        let impact = dominant.map_or(k.pct, |kg| kg.pct) * 0.9;
+        out.push(finding("top_kernel", text, impact, "kernels", Some(&k.name)));
     }
 
     // A kernel category that dominates.
@@ -91,7 +162,6 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     }
 
     // Idle GPU, and whether small kernels explain it.
-    let g = &s.gpu_time;
     if gpu_total > 0.0 && g.busy_pct < BUSY_PCT_MAX {
         let idle_pct = 100.0 - g.busy_pct;
         let mut text = format!(
@@ -107,7 +177,10 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 time_us(s.steps_stats.mean_device_us)
             ));
         }
-        out.push(finding("gpu_idle", text, idle_pct * 0.8, "gpu", None));
+        // With graph replays the replay finding says why the GPU idles.
+        if gr.replays == 0 {
+            out.push(finding("gpu_idle", text, idle_pct * 0.8, "gpu", None));
+        }
 
         let (small, all) = s
             .kernels
@@ -116,7 +189,9 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             .fold((0u64, 0u64), |(sm, al), k| {
                 (sm + if k.avg_us < SMALL_KERNEL_US { k.calls } else { 0 }, al + k.calls)
             });
-        if all >= 100 && small * 2 > all {
+        // Graph traces already batch their launches: the replay finding
+        // says what bounds them instead.
+        if gr.replays == 0 && all >= 100 && small * 2 > all {
             out.push(finding(
                 "launch_bound",
                 format!(
@@ -203,13 +278,18 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         let top_cat = by_cat.iter().max_by(|a, b| a.1.total_cmp(b.1));
         let top_op = l.items[0].top_ops.first().map(|o| o.name.clone());
-        let same_top_op = top_op.is_some()
+        // Only a real op is named as the top op: an annotation (a step
+        // marker, say) or a graph replay context is not one.
+        let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == "op");
+        let same_top_op = top_op.as_deref().is_some_and(is_op)
             && l.items.iter().all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
         if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
             let share = 100.0 * us / total;
+            let kinds = layer_kinds(l);
             let mut text = format!(
-                "The {} layers (found by {}) spend {} of their device time on {} kernels; a layer takes {} per step",
+                "The {} layers ({}found by {}) spend {} of their device time on {} kernels; a layer takes {} per step",
                 l.count,
+                kinds,
                 l.method,
                 pct(share),
                 cat,
@@ -223,22 +303,49 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
     }
 
-    // Slow steps.
+    // Prefill and decode steps apart: their times differ by nature.
+    let kinds = &s.steps_stats.by_kind;
+    if kinds.len() >= 2 || kinds.first().is_some_and(|k| k.count < s.steps_stats.count) {
+        let parts: Vec<String> = kinds
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} {} step{} take{} {}{} ({} of GPU work)",
+                    k.count,
+                    k.kind,
+                    if k.count == 1 { "" } else { "s" },
+                    if k.count == 1 { "s" } else { "" },
+                    time_us(k.mean_us),
+                    if k.count == 1 { "" } else { " on average" },
+                    time_us(k.mean_device_us),
+                )
+            })
+            .collect();
+        out.push(finding("step_kinds", parts.join("; "), 5.0, "steps", None));
+    }
+
+    // Slow steps, against the median of steps of the same kind.
     if s.steps.len() >= 3 && s.steps_stats.p50_us > 0.0 {
         if let Some(worst) = s.steps.iter().max_by(|a, b| a.cpu_us.total_cmp(&b.cpu_us)) {
-            let ratio = worst.cpu_us / s.steps_stats.p50_us;
+            let median = worst
+                .kind
+                .as_deref()
+                .and_then(|k| kinds.iter().find(|x| x.kind == k && x.count >= 3))
+                .map_or(s.steps_stats.p50_us, |k| k.p50_us);
+            let ratio = worst.cpu_us / median;
             if ratio >= 1.5 {
                 let total: f64 = s.steps.iter().map(|st| st.cpu_us).sum();
                 out.push(finding(
                     "slow_step",
                     format!(
-                        "{} takes {}, {:.1}x the median step ({})",
+                        "{} takes {}, {:.1}x the median {}step ({})",
                         worst.name,
                         time_us(worst.cpu_us),
                         ratio,
-                        time_us(s.steps_stats.p50_us)
+                        worst.kind.as_deref().filter(|_| median != s.steps_stats.p50_us).map(|k| format!("{k} ")).unwrap_or_default(),
+                        time_us(median)
                     ),
-                    100.0 * (worst.cpu_us - s.steps_stats.p50_us) / total,
+                    100.0 * (worst.cpu_us - median) / total,
                     "steps",
                     Some(&worst.name),
                 ));
@@ -252,9 +359,10 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         out.push(finding(
             "unattributed",
             format!(
-                "{} of GPU time cannot be tied to an op ({} GPU ops launched before the window or outside any op)",
+                "{} of GPU time cannot be tied to an op ({} GPU ops launched before the window opened{})",
                 pct(100.0 * a.unattributed_us / gpu_total),
-                a.without_launch + a.without_op
+                a.without_launch,
+                if a.without_op > 0 { format!(", {} launched outside any op", a.without_op) } else { String::new() }
             ),
             100.0 * a.unattributed_us / gpu_total * 0.3,
             "kernels",
@@ -266,45 +374,114 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     out
 }
 
-fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> String {
-    let mut text = format!("{} takes {} of GPU time: ", op.name, pct(op.device_pct));
-    // When one input signature carries most of the device time, its calls,
-    // bytes and rate describe the op better than averages over all calls.
-    let dominant = op
-        .input_shapes
-        .iter()
-        .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us))
-        .filter(|g| g.self_device_us >= 0.5 * op.self_device_us && g.calls < op.calls);
-    let (calls, bytes_per_call, gbps, dtypes) = match dominant {
-        Some(g) => (g.calls, g.bytes_per_call, g.achieved_gbps, g.dtypes.as_str()),
-        None => (
-            op.calls,
-            op.bytes_per_call,
-            op.achieved_gbps,
-            op.input_shapes.first().map_or("", |g| g.dtypes.as_str()),
-        ),
+/// The sentence on an op and its share: led by the input signature that
+/// carries most of its device time, never by an average over unlike calls.
+fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
+    let per_step = |calls: u64| {
+        if has_steps && steps > 0 {
+            format!("{} calls per step", count(calls as f64 / steps as f64))
+        } else {
+            format!("{calls} calls")
+        }
     };
-    if has_steps && steps > 0 {
-        text.push_str(&format!("{} calls per step", count(calls as f64 / steps as f64)));
-    } else {
-        text.push_str(&format!("{calls} calls"));
+    let dominant = op.input_shapes.first().filter(|g| g.self_device_us >= 0.5 * op.self_device_us);
+    let Some(g) = dominant else {
+        // No signature dominates (or shapes were not recorded).
+        let mut text = format!("{} takes {} of GPU time: {}", op.name, pct(op.device_pct), per_step(op.calls));
+        match op.input_shapes.first() {
+            Some(big) => text.push_str(&format!(
+                " over {}{} input signatures; the largest ({}) takes {} in {} calls of {} each",
+                if op.input_shapes.len() >= 8 { "at least " } else { "" },
+                op.input_shapes.len(),
+                big.conversion.clone().unwrap_or_else(|| big.shapes.clone()),
+                pct(big.device_pct),
+                big.calls,
+                time_us(big.device_per_call_us())
+            )),
+            None => text.push_str(&format!(", {} of device time per call", time_us(op.self_device_us / op.calls.max(1) as f64))),
+        }
+        return (text, op.device_pct);
+    };
+    let mut text = op.name.clone();
+    match &g.conversion {
+        Some(c) => text.push_str(&format!(" ({c}, {})", g.shapes)),
+        None if !g.shapes.is_empty() => text.push_str(&format!(" ({})", g.shapes)),
+        None => {}
     }
-    match (bytes_per_call, gbps) {
-        (Some(b), Some(r)) => text.push_str(&format!(", {} per call at {}", bytes(b), rate_gbps(r))),
-        (Some(b), None) => text.push_str(&format!(", {} per call", bytes(b))),
-        _ => text.push_str(&format!(
-            ", {} of device time per call",
-            time_us(op.self_device_us / op.calls.max(1) as f64)
+    text.push_str(&format!(" takes {} of GPU time: {}", pct(g.device_pct), per_step(g.calls)));
+    match (g.bytes_per_call, g.achieved_gbps) {
+        (Some(b), Some(r)) => text.push_str(&format!(
+            ", {} per call in {} each ({})",
+            bytes(b),
+            time_us(g.device_per_call_us()),
+            rate_gbps(r)
         )),
+        (Some(b), None) => text.push_str(&format!(", {} per call", bytes(b))),
+        _ => text.push_str(&format!(", {} of device time per call", time_us(g.device_per_call_us()))),
     }
-    if let Some((from, to)) = super::shapes::conversion(&op.name, dtypes) {
-        text.push_str(&format!(" ({from} to {to})"));
+    if !g.parents.is_empty() {
+        // The innermost few parents, step markers left out.
+        let chain: Vec<String> = g
+            .parents
+            .iter()
+            .filter(|p| !p.starts_with("ProfilerStep#"))
+            .map(|p| short(p, 60))
+            .collect();
+        if !chain.is_empty() {
+            text.push_str(&format!("; launched from {}", chain[chain.len().saturating_sub(3)..].join(" > ")));
+        }
     }
-    if let Some(g) = dominant {
-        let others = op.calls - g.calls;
-        text.push_str(&format!("; {others} other calls with other shapes"));
+    if let Some(frame) = g.python.iter().rev().find(|f| super::python::is_user_frame(f)) {
+        text.push_str(&format!(" in {frame}"));
     }
-    text
+    let others = op.calls.saturating_sub(g.calls);
+    if others > 0 {
+        let rest = op.device_pct - g.device_pct;
+        text.push_str(&format!(
+            "; {} other {} calls{} with other inputs add {}",
+            if has_steps && steps > 0 { count(others as f64 / steps as f64) } else { others.to_string() },
+            op.name,
+            if has_steps && steps > 0 { " per step" } else { "" },
+            pct(rest.max(0.0))
+        ));
+    }
+    (text, g.device_pct)
+}
+
+/// A name cut to `n` characters, marking the cut.
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        s.chars().take(n - 1).chain(std::iter::once('…')).collect()
+    }
+}
+
+/// `[557496, 1, 1]`.
+fn dim3(d: Option<[u32; 3]>) -> String {
+    match d {
+        Some([x, y, z]) => format!("[{x}, {y}, {z}]"),
+        None => "-".into(),
+    }
+}
+
+/// `3 dense, 75 MoE; ` when layers have kinds.
+fn layer_kinds(l: &kinetoscope_types::Layers) -> String {
+    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for item in &l.items {
+        if let Some(k) = item.kind.as_deref() {
+            *counts.entry(k).or_default() += 1;
+        }
+    }
+    if counts.is_empty() {
+        return String::new();
+    }
+    let order = ["dense", "prefix", "moe"];
+    let parts: Vec<String> = order
+        .iter()
+        .filter_map(|k| counts.get(k).map(|n| format!("{n} {}", if *k == "moe" { "MoE" } else { k })))
+        .collect();
+    format!("{}; ", parts.join(", "))
 }
 
 /// Runtime calls that block the calling CPU thread until the GPU catches up.

@@ -11,12 +11,17 @@
 //!    with `with_stack`/`with_modules`); N is the layer. A GPU op belongs to
 //!    the module frame around its launch on the launching thread.
 //! 3. **repetition**: within each step, the GPU ops in device order form a
-//!    sequence; a kernel that runs the same number of times L in every step,
-//!    at a constant spacing p, marks a layer of p GPU ops repeated L times.
-//!    The largest such L wins; the repeated region is extended backwards to
-//!    where the repetition starts, so a layer begins where it truly begins,
-//!    not at the marker. This needs neither L nor names in advance, and it
-//!    works for CUDA graph replays too, since it reads the device side.
+//!    sequence; a kernel, or a kernel with one launch geometry (grid, block:
+//!    casts to BF16 share one name, not one grid), that runs the same number
+//!    of times L in every step marks L layers when its spacing is constant
+//!    after a short prefix: the first layers of a model may differ from the
+//!    rest (dense layers before MoE ones) while the marker runs once in
+//!    every layer. The largest such L wins. Each layer starts as many GPU
+//!    ops before its marker as all layers have in common there (the ops
+//!    before a marker are the same in every layer, and differ before the
+//!    first one), so a layer begins where it truly begins, not at the marker.
+//!    This needs neither L nor names in advance, and it works for CUDA graph
+//!    replays too, since it reads the device side.
 //!
 //! A user can override with a marker (a kernel, op or annotation name that
 //! starts each layer) and/or a period (GPU ops per layer).
@@ -86,6 +91,8 @@ struct GpuItem {
     g: u32,
     /// Kernel name.
     name: Sym,
+    /// Kernel name with launch geometry, interned.
+    group: u32,
 }
 
 /// The GPU ops of each step in device order (one pseudo-step for traces
@@ -94,6 +101,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
     let gpu = &cx.t.gpu;
     let n_steps = cx.steps.len().max(1);
     let mut seqs: Vec<Vec<GpuItem>> = vec![Vec::new(); n_steps];
+    let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
             continue;
@@ -105,9 +113,12 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
         } else {
             cx.gpu_step[g] as usize
         };
+        let next = groups.len() as u32;
+        let group = *groups.entry((gpu.name[g], gpu.grid[g], gpu.block[g])).or_insert(next);
         seqs[s].push(GpuItem {
             g: g as u32,
             name: gpu.name[g],
+            group,
         });
     }
     for s in &mut seqs {
@@ -124,6 +135,8 @@ struct Assignment {
     period: Option<u64>,
     marker: Option<String>,
     detail: String,
+    /// Repetition: how many first layers differ from the rest.
+    prefix: usize,
 }
 
 /// Attributes device time to layers.
@@ -158,7 +171,7 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
     struct Acc {
         ns: i64,
         by_cat: BTreeMap<String, i64>,
-        ops: HashMap<Sym, i64>,
+        ops: HashMap<(bool, Sym), i64>,
         kernels: HashMap<Sym, i64>,
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
@@ -171,37 +184,36 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         acc.ns += d;
         let cat = category.get(t.name(gpu.name[g])).copied().unwrap_or("other");
         *acc.by_cat.entry(cat.to_string()).or_default() += d;
-        let op = cx.links.op[g];
-        if op != NO {
-            *acc.ops.entry(t.cpu.name[op as usize]).or_default() += d;
+        if let Some(owner) = cx.owner(g) {
+            *acc.ops.entry(owner).or_default() += d;
         }
         *acc.kernels.entry(gpu.name[g]).or_default() += d;
     }
-    let row = |index: i64, acc: &Acc| {
-        let top = |m: &HashMap<Sym, i64>, short: bool| -> Vec<NameTime> {
-            let mut v: Vec<(&Sym, &i64)> = m.iter().collect();
-            v.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
-            v.into_iter()
-                .take(TOP)
-                .map(|(s, ns)| NameTime {
-                    name: if short {
-                        super::names::short_name(t.name(*s))
-                    } else {
-                        t.name(*s).to_string()
-                    },
-                    us: *ns as f64 / 1e3 / steps,
-                })
-                .collect()
-        };
-        LayerRow {
-            index,
-            device_us: acc.ns as f64 / 1e3 / steps,
-            by_category: acc.by_cat.iter().map(|(c, ns)| (c.clone(), *ns as f64 / 1e3 / steps)).collect(),
-            top_ops: top(&acc.ops, false),
-            top_kernels: top(&acc.kernels, true),
-        }
+    fn top<K: Ord + Copy + std::hash::Hash>(m: &HashMap<K, i64>, steps: f64, name: impl Fn(K) -> String) -> Vec<NameTime> {
+        let mut v: Vec<(&K, &i64)> = m.iter().collect();
+        v.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+        v.into_iter()
+            .take(TOP)
+            .map(|(k, ns)| NameTime {
+                name: name(*k),
+                us: *ns as f64 / 1e3 / steps,
+            })
+            .collect()
+    }
+    let row = |index: i64, acc: &Acc| LayerRow {
+        index,
+        kind: None,
+        device_us: acc.ns as f64 / 1e3 / steps,
+        by_category: acc.by_cat.iter().map(|(c, ns)| (c.clone(), *ns as f64 / 1e3 / steps)).collect(),
+        top_ops: top(&acc.ops, steps, |o| cx.owner_name(o)),
+        top_kernels: top(&acc.kernels, steps, |k| super::names::short_name(t.name(k))),
     };
-    let items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
+    let mut items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
+    let kernels_of: Vec<hashbrown::HashSet<Sym>> = layers.values().map(|acc| acc.kernels.keys().copied().collect()).collect();
+    let mut detail = a.detail;
+    if let Some(note) = label_kinds(t, &mut items, &kernels_of, a.prefix) {
+        detail.push_str(&note);
+    }
     let count = items.len() as u64;
     Layers {
         method: a.method.into(),
@@ -209,7 +221,7 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         count,
         period: a.period,
         marker: a.marker,
-        detail: a.detail,
+        detail,
         steps: seqs.len() as u64,
         items,
         outside: row(-1, &outside),
@@ -278,6 +290,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         marker: marker.map(|m| t.name(m).to_string()),
         detail: format!("layer indices read from annotation names such as {:?}", marker.map(|m| t.name(m)).unwrap_or("")),
         layer,
+        prefix: 0,
     })
 }
 
@@ -348,127 +361,217 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         marker: Some(format!("nn.Module: {class}")),
         detail: format!("{} instances of the module {class} (Python frames)", insts.len()),
         layer,
+        prefix: 0,
     })
 }
 
-/// Positions of a symbol in a sequence.
-fn positions(seq: &[GpuItem], sym: Sym) -> Vec<usize> {
-    seq.iter().enumerate().filter(|(_, it)| it.name == sym).map(|(k, _)| k).collect()
+/// A kernel, or a kernel with one launch geometry, that may mark layers.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Name(Sym),
+    Group(u32),
 }
 
-/// Share of positions in `[start, start + p * (layers - 1))` whose symbol
-/// equals the one a period later.
-fn periodicity(seq: &[GpuItem], start: usize, p: usize, layers: usize) -> f64 {
-    if layers < 2 || p == 0 {
-        return 0.0;
+impl Key {
+    fn of(self, it: &GpuItem) -> bool {
+        match self {
+            Key::Name(s) => it.name == s,
+            Key::Group(g) => it.group == g,
+        }
     }
-    let end = (start + p * (layers - 1)).min(seq.len().saturating_sub(p));
-    if end <= start {
-        return 0.0;
-    }
-    let same = (start..end).filter(|&k| seq[k].name == seq[k + p].name).count();
-    same as f64 / (end - start) as f64
 }
 
-/// A repeated region in one step: (start, period, layers).
-fn region_from_marker(seq: &[GpuItem], pos: &[usize]) -> Option<(usize, usize, usize)> {
-    if pos.len() < 2 {
+/// Where the layers of one step lie.
+struct Layout {
+    /// Start of each layer in the step's sequence.
+    starts: Vec<usize>,
+    /// End of the last layer.
+    end: usize,
+    /// GPU ops per layer after the prefix.
+    period: usize,
+    /// First layers whose length differs from the period.
+    prefix: usize,
+    /// Share of positions in the later layers that repeat the layer before.
+    score: f64,
+}
+
+/// The layers a marker's positions imply in one step, if it marks layers:
+/// a spacing constant after a prefix of at most a quarter of the layers
+/// (or three, for small models).
+fn layout(seq: &[GpuItem], pos: &[usize]) -> Option<Layout> {
+    let n = pos.len();
+    if n < 2 {
         return None;
     }
     let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
-    let p = gaps[0];
-    if p == 0 || gaps.iter().any(|&g| g != p) {
+    let p = *gaps.last()?;
+    let prefix = gaps.iter().rposition(|&g| g != p).map_or(0, |k| k + 1);
+    if p < MIN_PERIOD || prefix > (n / 4).max(3) || n - prefix < MIN_LAYERS || gaps.iter().any(|&g| g < MIN_PERIOD) {
         return None;
     }
-    // Walk back from the first marker while the sequence repeats a period
-    // later: that is where the first layer starts.
-    let mut start = pos[0];
-    while start > 0 && pos[0] - (start - 1) < p && start - 1 + p < seq.len() && seq[start - 1].name == seq[start - 1 + p].name {
-        start -= 1;
+    // Layers start `k` GPU ops before their markers: as many as every
+    // marker, the first included, has the same ops before it.
+    let min_gap = gaps.iter().copied().min().unwrap_or(p);
+    let reference = pos[prefix.min(n - 1)];
+    let mut k = 0;
+    while k + 1 < min_gap && k < pos[0] {
+        let j = k + 1;
+        let name = seq[reference - j].name;
+        if pos.iter().all(|&m| seq[m - j].name == name) {
+            k = j;
+        } else {
+            break;
+        }
     }
-    let layers = pos.len();
-    if start + p * layers > seq.len() {
-        return None;
+    let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
+    let end = (starts[n - 1] + p).min(seq.len());
+    // How well the later layers repeat the one before them.
+    let (mut same, mut all) = (0usize, 0usize);
+    for i in prefix + 1..n {
+        let (a, b) = (starts[i - 1], starts[i]);
+        let len = if i + 1 < n { starts[i + 1] - b } else { end - b };
+        for j in 0..len.min(b - a) {
+            all += 1;
+            same += (seq[a + j].name == seq[b + j].name) as usize;
+        }
     }
-    Some((start, p, layers))
+    let score = if all == 0 { 0.0 } else { same as f64 / all as f64 };
+    Some(Layout {
+        starts,
+        end,
+        period: p,
+        prefix,
+        score,
+    })
 }
 
-/// Method 3: a kernel repeating at a constant period in every step.
+/// Method 3: a kernel (or kernel geometry) that runs once per layer.
 fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
     let t = cx.t;
     let first = seqs.iter().find(|s| !s.is_empty())?;
     // Candidates: kernels that run at least MIN_LAYERS times in a step.
-    let mut counts: HashMap<Sym, usize> = HashMap::new();
+    let mut counts: HashMap<Key, usize> = HashMap::new();
     for it in first {
-        *counts.entry(it.name).or_default() += 1;
+        *counts.entry(Key::Name(it.name)).or_default() += 1;
+        *counts.entry(Key::Group(it.group)).or_default() += 1;
     }
-    let mut best: Option<(usize, f64, Sym, usize)> = None; // (layers, periodicity, marker, period)
-    let mut cands: Vec<(Sym, usize)> = counts.into_iter().filter(|(_, c)| *c >= MIN_LAYERS).collect();
+    let mut cands: Vec<(Key, usize)> = counts.into_iter().filter(|(_, c)| *c >= MIN_LAYERS).collect();
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     // Each candidate costs a pass over every step: look at the most
     // frequent ones only, so a trace with many kernel names stays linear.
     cands.truncate(MAX_CANDIDATES);
-    for (sym, c) in cands {
+    // (layers, score, marker, period, prefix)
+    let mut best: Option<(usize, f64, Key, usize, usize)> = None;
+    let steps: Vec<&Vec<GpuItem>> = seqs.iter().filter(|s| !s.is_empty()).collect();
+    for (key, c) in cands {
         if best.is_some_and(|b| b.0 > c) {
             break;
         }
         let mut score = 0.0;
-        let mut period = 0;
+        let mut shape: Option<(usize, usize)> = None;
         let mut ok = true;
-        let mut used = 0;
         let (mut covered, mut total) = (0i64, 0i64);
-        for seq in seqs.iter().filter(|s| !s.is_empty()) {
-            let pos = positions(seq, sym);
-            if pos.len() != c {
-                ok = false;
-                break;
-            }
-            let Some((start, p, layers)) = region_from_marker(seq, &pos) else {
+        for seq in &steps {
+            let pos: Vec<usize> = seq.iter().enumerate().filter(|(_, it)| key.of(it)).map(|(k, _)| k).collect();
+            let Some(l) = (pos.len() == c).then(|| layout(seq, &pos)).flatten() else {
                 ok = false;
                 break;
             };
-            if (period != 0 && p != period) || p < MIN_PERIOD {
+            if shape.is_some_and(|s| s != (l.period, l.prefix)) {
                 ok = false;
                 break;
             }
-            period = p;
-            score += periodicity(seq, start, p, layers);
-            used += 1;
+            shape = Some((l.period, l.prefix));
+            score += l.score;
             let dur = |it: &GpuItem| t.gpu.dur[it.g as usize];
-            covered += seq[start..start + p * layers].iter().map(dur).sum::<i64>();
+            covered += seq[l.starts[0]..l.end].iter().map(dur).sum::<i64>();
             total += seq.iter().map(dur).sum::<i64>();
         }
-        if !ok || used == 0 || (covered as f64) < MIN_COVERAGE * total as f64 {
+        let Some((period, prefix)) = shape.filter(|_| ok) else { continue };
+        if (covered as f64) < MIN_COVERAGE * total as f64 {
             continue;
         }
-        let score = score / used as f64;
-        if score >= MIN_PERIODICITY && best.is_none_or(|b| (c, score) > (b.0, b.1)) {
-            best = Some((c, score, sym, period));
+        let score = score / steps.len() as f64;
+        // More layers first; then markers that need no prefix (a marker
+        // placed differently in the first layer is no reason to split it
+        // off); then the most regular.
+        let rank = |l: usize, pre: usize, sc: f64| (l, std::cmp::Reverse(pre), (sc * 1e6) as u64);
+        if score >= MIN_PERIODICITY && best.is_none_or(|b| rank(c, prefix, score) > rank(b.0, b.4, b.1)) {
+            best = Some((c, score, key, period, prefix));
         }
     }
-    let (layers_n, score, marker, period) = best?;
+    let (layers_n, score, marker, period, prefix) = best?;
     let mut layer = HashMap::new();
-    for seq in seqs.iter().filter(|s| !s.is_empty()) {
-        let pos = positions(seq, marker);
-        if let Some((start, p, n)) = region_from_marker(seq, &pos) {
-            for (k, it) in seq.iter().enumerate().skip(start).take(p * n) {
-                layer.insert(it.g, ((k - start) / p) as i64);
+    for seq in &steps {
+        let pos: Vec<usize> = seq.iter().enumerate().filter(|(_, it)| marker.of(it)).map(|(k, _)| k).collect();
+        if let Some(l) = layout(seq, &pos) {
+            for (i, &s) in l.starts.iter().enumerate() {
+                let e = l.starts.get(i + 1).copied().unwrap_or(l.end);
+                for it in &seq[s..e] {
+                    layer.insert(it.g, i as i64);
+                }
             }
         }
     }
+    let marker_item = first.iter().find(|it| marker.of(it))?;
+    let marker_name = super::names::short_name(t.name(marker_item.name));
+    let marker_text = match marker {
+        Key::Name(_) => marker_name.clone(),
+        Key::Group(_) => {
+            let g = marker_item.g as usize;
+            format!("{marker_name} grid {:?}", t.gpu.grid[g])
+        }
+    };
+    let shape = if prefix > 0 {
+        format!("{layers_n} layers ({prefix} first layers differ, then {period} GPU ops per layer)")
+    } else {
+        format!("a sequence of {period} GPU ops repeats {layers_n} times")
+    };
     Some(Assignment {
         method: "repetition",
         // Without steps the repeating unit may as well be an iteration.
         confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * score * 100.0).round() / 100.0,
         period: Some(period as u64),
-        marker: Some(super::names::short_name(t.name(marker))),
+        marker: Some(marker_text.clone()),
         detail: format!(
-            "a sequence of {period} GPU ops repeats {layers_n} times in every step ({:.0}% of positions repeat); it contains {}",
+            "{shape} in every step ({:.0}% of positions repeat); each layer runs {marker_text} once",
             100.0 * score,
-            super::names::short_name(t.name(marker))
         ),
         layer,
+        prefix,
     })
+}
+
+/// Whether a kernel name speaks of mixture-of-experts routing or experts.
+fn is_moe_kernel(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    l.contains("moe") || l.contains("expert") || l.contains("topk_softmax") || l.contains("router")
+}
+
+/// Labels layers that differ from the rest: `moe` and `dense` where kernel
+/// names tell the two apart, else `prefix` for a repetition's first layers.
+/// Returns a note for the detail sentence.
+fn label_kinds(
+    t: &crate::trace::store::Trace,
+    items: &mut [LayerRow],
+    kernels_of: &[hashbrown::HashSet<Sym>],
+    prefix: usize,
+) -> Option<String> {
+    let moe: Vec<bool> = kernels_of.iter().map(|ks| ks.iter().any(|&k| is_moe_kernel(t.name(k)))).collect();
+    let n_moe = moe.iter().filter(|&&m| m).count();
+    if n_moe > 0 && n_moe < items.len() {
+        for (item, m) in items.iter_mut().zip(&moe) {
+            item.kind = Some(if *m { "moe" } else { "dense" }.into());
+        }
+        return Some(format!("; {} dense and {n_moe} MoE layers", items.len() - n_moe));
+    }
+    if prefix > 0 {
+        for item in items.iter_mut().take(prefix) {
+            item.kind = Some("prefix".into());
+        }
+        return Some(format!("; the first {prefix} layers run a different op sequence"));
+    }
+    None
 }
 
 /// A user's marker and/or period.
@@ -546,6 +649,7 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
             period.map(|p| format!(" period {p} GPU ops per layer")).unwrap_or_default()
         ),
         layer,
+        prefix: 0,
     })
 }
 

@@ -36,6 +36,8 @@ pub struct Links {
     pub launch: Vec<u32>,
     /// Per GPU slice: the op that issued the launch, or [`NO`].
     pub op: Vec<u32>,
+    /// Per GPU slice: whether a graph launch (replay) ran it.
+    pub graph: Vec<bool>,
     pub attribution: Attribution,
 }
 
@@ -94,13 +96,14 @@ pub fn link(t: &Trace) -> Links {
 
     let mut attribution = Attribution::default();
     let launcher = launching_ops(t, &parent, &mut attribution);
-    let (launch, op) = gpu_links(t, &launcher, &mut attribution);
+    let (launch, op, graph) = gpu_links(t, &launcher, &mut attribution);
     Links {
         parent,
         preorder,
         child_ns,
         launch,
         op,
+        graph,
         attribution,
     }
 }
@@ -163,8 +166,14 @@ fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Ve
     launcher
 }
 
-/// Per GPU slice: its launch and the op behind it.
-fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec<u32>, Vec<u32>) {
+/// Whether a runtime or driver call replays a CUDA/HIP graph.
+pub fn is_graph_launch(name: &str) -> bool {
+    let base = name.split_once('_').map_or(name, |(b, _)| b);
+    matches!(base, "cudaGraphLaunch" | "hipGraphLaunch" | "cuGraphLaunch")
+}
+
+/// Per GPU slice: its launch, the op behind it, and whether a graph replay ran it.
+fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
     let cpu = &t.cpu;
     let gpu = &t.gpu;
     let mut by_corr: HashMap<i64, u32> = HashMap::with_capacity(cpu.len() / 4);
@@ -191,10 +200,8 @@ fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec
     if missing_corr {
         flow_fallback(t, &mut launch, attribution);
     }
-    let graph_syms: Vec<u32> = ["cudaGraphLaunch", "hipGraphLaunch", "cudaGraphLaunch_v10000"]
-        .iter()
-        .filter_map(|s| t.names.find(s))
-        .collect();
+    let mut is_graph_sym: HashMap<u32, bool> = HashMap::new();
+    let mut graph = vec![false; gpu.len()];
     let mut graph_launches = hashbrown::HashSet::new();
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
@@ -207,18 +214,20 @@ fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec
             attribution.unattributed_us += gpu.dur[g] as f64 / 1e3;
             continue;
         }
-        if graph_syms.contains(&cpu.name[r as usize]) {
+        let sym = cpu.name[r as usize];
+        let is_graph = *is_graph_sym.entry(sym).or_insert_with(|| is_graph_launch(t.name(sym)));
+        if is_graph {
             attribution.graph_gpu_ops += 1;
             graph_launches.insert(r);
+            graph[g] = true;
         }
         op[g] = launcher[r as usize];
         if op[g] == NO {
             attribution.without_op += 1;
-            attribution.unattributed_us += gpu.dur[g] as f64 / 1e3;
         }
     }
     attribution.graph_launches = graph_launches.len() as u64;
-    (launch, op)
+    (launch, op, graph)
 }
 
 /// GPU ops without `args.correlation`: follow the launch flow. A flow end

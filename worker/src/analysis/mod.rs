@@ -2,7 +2,8 @@
 //! no clock, no randomness, so the same trace always gives the same summary.
 //!
 //! - [`links`]: op tree per thread, GPU op -> launch -> op.
-//! - [`steps`]: step detection.
+//! - [`python`]: Python frames above the ops (`with_stack` traces).
+//! - [`steps`]: step detection and step kinds.
 //! - [`names`]: kernel short names and categories.
 //! - [`shapes`]: bytes moved by copy/cast ops.
 //! - [`gpu_time`]: busy/idle and per-stream time.
@@ -17,6 +18,7 @@ pub mod gpu_time;
 pub mod layers;
 pub mod links;
 pub mod names;
+pub mod python;
 pub mod shapes;
 pub mod steps;
 
@@ -28,7 +30,7 @@ use steps::{step_at, StepSpan};
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 1;
+pub const ANALYZER_VERSION: u32 = 2;
 
 /// Choices a user can make about the analysis.
 #[derive(Clone, Debug, Default)]
@@ -37,11 +39,15 @@ pub struct AnalysisOptions {
     pub layer_marker: Option<String>,
     /// Number of layers per step (overrides the period search).
     pub layer_period: Option<u64>,
+    /// Op, annotation or Python frame name (a substring) that spans one step
+    /// (overrides step detection).
+    pub step_marker: Option<String>,
 }
 
-/// How many chains are kept per kernel, and shape groups per op.
+/// How many chains are kept per kernel, and shape groups per op and kernel.
 const MAX_CHAINS: usize = 20;
-const MAX_SHAPE_GROUPS: usize = 5;
+const MAX_SHAPE_GROUPS: usize = 8;
+const MAX_KERNEL_GROUPS: usize = 8;
 
 /// Everything the analysis derives once and the table builders share.
 pub(crate) struct Context<'a> {
@@ -52,39 +58,191 @@ pub(crate) struct Context<'a> {
     pub gpu_step: Vec<u32>,
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
-    /// Per CPU slice: device time of GPU ops it launched directly, ns.
+    /// Per CPU slice: device time of GPU ops it launched directly (graph
+    /// replays excepted: they have rows of their own), ns.
     pub self_dev: Vec<i64>,
-    /// Per CPU slice: device time of GPU ops launched in its subtree, ns.
+    /// Per CPU slice: device time of GPU ops launched in its subtree,
+    /// graph replays included, ns.
     pub total_dev: Vec<i64>,
+    /// Per CPU slice: the outermost `cpu_op` around it or itself (annotations
+    /// such as `ProfilerStep#N` are skipped), or [`NO`].
+    pub top_op: Vec<u32>,
+    /// Python stacks: id 0 is the empty stack.
+    pub py_stacks: Vec<Vec<Sym>>,
+    /// Python stack id per query slice (outermost ops, graph launches).
+    pub py_stack_of: HashMap<u32, u32>,
+    /// Per GPU slice: the graph replay context (an op, annotation or Python
+    /// frame name) it is attributed to, or [`NO`].
+    pub replay: Vec<Sym>,
+}
+
+impl Context<'_> {
+    /// The Python stack id of the code that issued GPU op `g`: above the
+    /// outermost op of its launch, or above a graph launch itself.
+    pub fn py_stack_of_gpu(&self, g: usize) -> u32 {
+        if self.py_stacks.len() <= 1 {
+            return 0;
+        }
+        let r = self.links.launch[g];
+        if r == NO {
+            return 0;
+        }
+        if self.links.graph[g] {
+            if let Some(&s) = self.py_stack_of.get(&r) {
+                return s;
+            }
+        }
+        let op = self.links.op[g];
+        if op == NO {
+            return self.py_stack_of.get(&r).copied().unwrap_or(0);
+        }
+        let top = self.top_op[op as usize];
+        if top == NO {
+            return 0;
+        }
+        self.py_stack_of.get(&top).copied().unwrap_or(0)
+    }
+
+    /// What a GPU op's device time is charged to: `(false, op)` for the
+    /// innermost `cpu_op` of its launch, `(true, context)` for a graph
+    /// replay; `None` when neither.
+    pub fn owner(&self, g: usize) -> Option<(bool, Sym)> {
+        if self.replay[g] != NO {
+            return Some((true, self.replay[g]));
+        }
+        let mut op = self.links.op[g];
+        while op != NO {
+            if self.t.cpu.kind[op as usize] == CpuKind::Op {
+                return Some((false, self.t.cpu.name[op as usize]));
+            }
+            op = self.links.parent[op as usize];
+        }
+        None
+    }
+
+    /// The op-table name of an [`owner`](Self::owner).
+    pub fn owner_name(&self, owner: (bool, Sym)) -> String {
+        match owner {
+            (true, ctx) => replay_row_name(self.t.name(ctx)),
+            (false, op) => self.t.name(op).to_string(),
+        }
+    }
+
+    /// The Python stack (names) of an id, with install prefixes cut
+    /// (`/opt/.../site-packages/vllm/x.py(1): f` -> `vllm/x.py(1): f`).
+    pub fn py_names(&self, id: u32) -> Vec<String> {
+        self.py_stacks[id as usize].iter().map(|&s| python::short_frame(self.t.name(s)).to_string()).collect()
+    }
+}
+
+/// The op-table name of a graph replay context.
+pub fn replay_row_name(context: &str) -> String {
+    format!("graph replay: {}", python::short_frame(context))
 }
 
 /// Analyzes a parsed trace.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    let links = links::link(t);
-    let (steps, marker) = steps::find_steps(t);
+    let mut links = links::link(t);
+    let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
     let gpu = &t.gpu;
 
+    // The outermost cpu_op of each slice (parents come first in preorder).
+    let mut top_op = vec![NO; cpu.len()];
+    for &o in &links.preorder {
+        let o = o as usize;
+        let p = links.parent[o];
+        top_op[o] = if p != NO && top_op[p as usize] != NO {
+            top_op[p as usize]
+        } else if cpu.kind[o] == CpuKind::Op {
+            o as u32
+        } else {
+            NO
+        };
+    }
+
+    // Python stacks above the outermost ops and above graph launches.
+    let frames = python::Frames::new(t);
+    let mut py_stacks: Vec<Vec<Sym>> = vec![Vec::new()];
+    let mut py_stack_of: HashMap<u32, u32> = HashMap::new();
+    let mut replay_frame: HashMap<u32, Sym> = HashMap::new();
+    if !frames.is_empty() {
+        let mut slices: Vec<u32> = (0..cpu.len() as u32).filter(|&i| top_op[i as usize] == i).collect();
+        for g in 0..gpu.len() {
+            let r = links.launch[g];
+            if r != NO && (links.graph[g] || links.op[g] == NO) {
+                slices.push(r);
+            }
+        }
+        slices.sort_unstable();
+        slices.dedup();
+        let queries: Vec<(u32, i64)> = slices.iter().map(|&i| (cpu.track[i as usize], cpu.ts[i as usize])).collect();
+        let inner = frames.innermost(t, &queries);
+        let mut ids: HashMap<u32, u32> = HashMap::new();
+        let mut by_names: HashMap<Vec<Sym>, u32> = HashMap::new();
+        for (k, &slice) in slices.iter().enumerate() {
+            let f = inner[k];
+            if f == NO {
+                continue;
+            }
+            let id = *ids.entry(f).or_insert_with(|| {
+                let names = frames.stack(t, f);
+                let next = py_stacks.len() as u32;
+                *by_names.entry(names.clone()).or_insert_with(|| {
+                    py_stacks.push(names);
+                    next
+                })
+            });
+            py_stack_of.insert(slice, id);
+            if cpu.kind[slice as usize].is_runtime() {
+                if let Some(sym) = frames.innermost_user(t, f) {
+                    replay_frame.insert(slice, sym);
+                }
+            }
+        }
+    }
+
     let mut self_dev = vec![0i64; cpu.len()];
+    let mut graph_dev = vec![0i64; cpu.len()];
+    let mut replay = vec![NO; gpu.len()];
     let mut gpu_step = vec![NO; gpu.len()];
     let mut gpu_op_ns = 0i64;
+    let a = &mut links.attribution;
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
             continue;
         }
-        gpu_op_ns += gpu.dur[g];
-        let op = links.op[g];
-        if op != NO {
-            self_dev[op as usize] += gpu.dur[g];
-        }
+        let d = gpu.dur[g];
+        gpu_op_ns += d;
         let r = links.launch[g];
+        let op = links.op[g];
+        if links.graph[g] {
+            // A replay belongs to its context: the op or annotation around
+            // the launch, else the Python code that called it.
+            let ctx = if op != NO {
+                graph_dev[op as usize] += d;
+                cpu.name[op as usize]
+            } else {
+                replay_frame.get(&r).copied().unwrap_or(NO)
+            };
+            replay[g] = ctx;
+            if ctx == NO {
+                a.unattributed_us += d as f64 / 1e3;
+            } else {
+                a.graph_replay_us += d as f64 / 1e3;
+            }
+        } else if op != NO {
+            self_dev[op as usize] += d;
+        } else if r != NO {
+            a.unattributed_us += d as f64 / 1e3;
+        }
         if r != NO {
             if let Some(s) = step_at(&steps, cpu.ts[r as usize]) {
                 gpu_step[g] = s as u32;
             }
         }
     }
-    let mut total_dev = self_dev.clone();
+    let mut total_dev: Vec<i64> = self_dev.iter().zip(&graph_dev).map(|(s, g)| s + g).collect();
     for &op in links.preorder.iter().rev() {
         let p = links.parent[op as usize];
         if p != NO {
@@ -99,14 +257,22 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
         gpu_op_ns,
         self_dev,
         total_dev,
+        top_op,
+        py_stacks,
+        py_stack_of,
+        replay,
     };
 
     let trace = trace_info(&cx);
-    let (step_rows, steps_stats) = step_rows(&cx, marker);
-    let ops = op_rows(&cx);
-    let kernels = kernel_rows(&cx);
+    let (step_rows, steps_stats) = step_rows(&cx, source);
+    let mut chains = Chains::new();
+    let mut ops = op_rows(&cx, &mut chains);
+    ops.extend(replay_rows(&cx));
+    sort_ops(&mut ops);
+    let kernels = kernel_rows(&cx, &mut chains);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let layers = layers::attribute(&cx, &kernels, opts);
+    let graphs = graph_stats(&cx);
     let mut summary = Summary {
         analyzer_version: ANALYZER_VERSION,
         trace,
@@ -116,6 +282,7 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
         steps_stats,
         gpu_time,
         layers,
+        graphs,
         findings: Vec::new(),
     };
     summary.findings = findings::find(&summary);
@@ -261,7 +428,7 @@ fn trace_info(cx: &Context) -> TraceInfo {
     }
 }
 
-fn step_rows(cx: &Context, marker: Option<steps::StepMarker>) -> (Vec<StepRow>, StepsStats) {
+fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, StepsStats) {
     let t = cx.t;
     let gpu = &t.gpu;
     let (lo, _) = window(t).unwrap_or((0, 0));
@@ -273,6 +440,7 @@ fn step_rows(cx: &Context, marker: Option<steps::StepMarker>) -> (Vec<StepRow>, 
             number: steps::step_number(t.name(s.name)),
             start_us: us(s.ts - lo),
             cpu_us: us(s.end - s.ts),
+            kind: s.kind.map(|k| k.as_str().to_string()),
             ..Default::default()
         })
         .collect();
@@ -293,22 +461,49 @@ fn step_rows(cx: &Context, marker: Option<steps::StepMarker>) -> (Vec<StepRow>, 
             row.gpu_span_us = us(b - a);
         }
     }
-    let mut durs: Vec<f64> = rows.iter().map(|r| r.cpu_us).collect();
-    durs.sort_by(f64::total_cmp);
-    let n = rows.len();
-    let stats = if n == 0 {
-        StepsStats::default()
-    } else {
-        StepsStats {
-            count: n as u64,
-            source: marker.map(|m| m.as_str().to_string()).unwrap_or_default(),
-            mean_us: durs.iter().sum::<f64>() / n as f64,
-            p50_us: steps::percentile(&durs, 50.0),
-            p90_us: steps::percentile(&durs, 90.0),
-            min_us: durs[0],
-            max_us: durs[n - 1],
-            mean_device_us: rows.iter().map(|r| r.device_us).sum::<f64>() / n as f64,
+    let stats = |rows: &[&StepRow]| -> (u64, f64, f64, f64, f64, f64, f64) {
+        let mut durs: Vec<f64> = rows.iter().map(|r| r.cpu_us).collect();
+        durs.sort_by(f64::total_cmp);
+        let n = durs.len();
+        (
+            n as u64,
+            durs.iter().sum::<f64>() / n as f64,
+            steps::percentile(&durs, 50.0),
+            steps::percentile(&durs, 90.0),
+            durs[0],
+            durs[n - 1],
+            rows.iter().map(|r| r.device_us).sum::<f64>() / n as f64,
+        )
+    };
+    if rows.is_empty() {
+        return (rows, StepsStats::default());
+    }
+    let all: Vec<&StepRow> = rows.iter().collect();
+    let (count, mean_us, p50_us, p90_us, min_us, max_us, mean_device_us) = stats(&all);
+    let mut by_kind = Vec::new();
+    for kind in [steps::StepKind::Prefill, steps::StepKind::Decode, steps::StepKind::Mixed] {
+        let of: Vec<&StepRow> = rows.iter().filter(|r| r.kind.as_deref() == Some(kind.as_str())).collect();
+        if !of.is_empty() {
+            let (count, mean_us, p50_us, _, _, _, mean_device_us) = stats(&of);
+            by_kind.push(StepKindStats {
+                kind: kind.as_str().into(),
+                count,
+                mean_us,
+                p50_us,
+                mean_device_us,
+            });
         }
+    }
+    let stats = StepsStats {
+        count,
+        source: source.unwrap_or_default(),
+        mean_us,
+        p50_us,
+        p90_us,
+        min_us,
+        max_us,
+        mean_device_us,
+        by_kind,
     };
     (rows, stats)
 }
@@ -329,11 +524,14 @@ struct OpAcc {
 #[derive(Default)]
 struct GroupAcc {
     calls: u64,
+    calls_in_steps: u64,
     self_cpu: i64,
     self_dev: i64,
+    /// (parent chain, Python stack) -> (device ns, calls).
+    parents: HashMap<(u32, u32), (i64, u64)>,
 }
 
-fn op_rows(cx: &Context) -> Vec<OpRow> {
+fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
     let t = cx.t;
     let cpu = &t.cpu;
     let mut acc: Vec<OpAcc> = Vec::new();
@@ -342,7 +540,7 @@ fn op_rows(cx: &Context) -> Vec<OpRow> {
     let mut gpu_ops_of = vec![0u32; cpu.len()];
     for g in 0..t.gpu.len() {
         let op = cx.links.op[g];
-        if op != NO {
+        if op != NO && !cx.links.graph[g] {
             gpu_ops_of[op as usize] += 1;
         }
     }
@@ -362,24 +560,40 @@ fn op_rows(cx: &Context) -> Vec<OpRow> {
         a.self_dev += cx.self_dev[i];
         a.total_dev += cx.total_dev[i];
         a.gpu_ops += gpu_ops_of[i] as u64;
-        if have_steps && step_at(&cx.steps, cpu.ts[i]).is_some() {
+        let in_step = have_steps && step_at(&cx.steps, cpu.ts[i]).is_some();
+        if in_step {
             a.calls_in_steps += 1;
         }
         if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
-            let gacc = groups
-                .entry((cpu.name[i], cpu.shapes[i], cpu.dtypes[i]))
-                .or_default();
+            let gacc = groups.entry((cpu.name[i], cpu.shapes[i], cpu.dtypes[i])).or_default();
             gacc.calls += 1;
+            gacc.calls_in_steps += in_step as u64;
             gacc.self_cpu += self_cpu;
             gacc.self_dev += cx.self_dev[i];
+            let parent = cx.links.parent[i];
+            let chain = if parent == NO { 0 } else { chains.of(cx, parent) };
+            let top = cx.top_op[i];
+            let py = if top == NO { 0 } else { cx.py_stack_of.get(&top).copied().unwrap_or(0) };
+            let e = gacc.parents.entry((chain, py)).or_default();
+            e.0 += cx.self_dev[i];
+            e.1 += 1;
         }
     }
+    let total_gpu = us(cx.gpu_op_ns);
+    let n_steps = cx.steps.len();
+    let per_step = |calls: u64| (n_steps > 0).then(|| calls as f64 / n_steps as f64);
     // Shape groups per op name, with bytes for copy-like ops.
     let mut by_op: HashMap<Sym, Vec<ShapeGroup>> = HashMap::new();
     for ((name, shapes, dtypes), g) in groups {
         let op = t.name(name);
         let bytes = shapes::copy_bytes(op, t.name(shapes), t.name(dtypes));
         let self_dev_us = us(g.self_dev);
+        let (parents, python) = g
+            .parents
+            .iter()
+            .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+            .map(|(&(chain, py), _)| (chains.names(t, chain), cx.py_names(py)))
+            .unwrap_or_default();
         by_op.entry(name).or_default().push(ShapeGroup {
             shapes: t.name(shapes).to_string(),
             dtypes: t.name(dtypes).to_string(),
@@ -390,17 +604,25 @@ fn op_rows(cx: &Context) -> Vec<OpRow> {
             achieved_gbps: bytes
                 .filter(|_| g.self_dev > 0)
                 .map(|b| b as f64 * g.calls as f64 / self_dev_us / 1e3),
+            calls_per_step: per_step(g.calls_in_steps),
+            device_pct: pct(self_dev_us, total_gpu),
+            conversion: shapes::conversion(op, t.name(dtypes)).map(|(from, to)| format!("{from} -> {to}")),
+            parents,
+            python,
         });
     }
-    let total_gpu = us(cx.gpu_op_ns);
-    let n_steps = cx.steps.len();
-    let mut rows: Vec<OpRow> = acc
-        .iter()
+    acc.iter()
         .enumerate()
         .filter(|(_, a)| a.seen)
         .map(|(sym, a)| {
             let mut groups = by_op.remove(&(sym as Sym)).unwrap_or_default();
-            groups.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.shapes.cmp(&y.shapes)));
+            groups.sort_by(|x, y| {
+                y.self_device_us
+                    .total_cmp(&x.self_device_us)
+                    .then(y.calls.cmp(&x.calls))
+                    .then(x.shapes.cmp(&y.shapes))
+                    .then(x.dtypes.cmp(&y.dtypes))
+            });
             // Bytes over all groups that know them.
             let (mut bytes, mut calls, mut dev) = (0.0, 0u64, 0.0);
             for g in &groups {
@@ -427,36 +649,146 @@ fn op_rows(cx: &Context) -> Vec<OpRow> {
                 device_total_us: us(a.total_dev),
                 device_pct: pct(self_dev, total_gpu),
                 gpu_ops: a.gpu_ops,
-                calls_per_step: (n_steps > 0).then(|| a.calls_in_steps as f64 / n_steps as f64),
+                calls_per_step: per_step(a.calls_in_steps),
                 input_shapes: groups,
                 bytes_per_call: (calls > 0).then(|| bytes / calls as f64),
                 achieved_gbps: (calls > 0 && dev > 0.0).then(|| bytes / dev / 1e3),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// One row per graph replay context: the replays' GPU ops, apart from the
+/// ops and annotations around them.
+fn replay_rows(cx: &Context) -> Vec<OpRow> {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let cpu = &t.cpu;
+    #[derive(Default)]
+    struct Acc {
+        launches: hashbrown::HashSet<u32>,
+        launches_in_steps: u64,
+        launch_ns: i64,
+        dev: i64,
+        gpu_ops: u64,
+    }
+    let mut acc: HashMap<Sym, Acc> = HashMap::new();
+    for g in 0..gpu.len() {
+        let ctx = cx.replay[g];
+        if ctx == NO {
+            continue;
+        }
+        let a = acc.entry(ctx).or_default();
+        a.dev += gpu.dur[g];
+        a.gpu_ops += 1;
+        let r = cx.links.launch[g];
+        if a.launches.insert(r) {
+            a.launch_ns += cpu.dur[r as usize];
+            if cx.gpu_step[g] != NO {
+                a.launches_in_steps += 1;
+            }
+        }
+    }
+    let total_gpu = us(cx.gpu_op_ns);
+    let n_steps = cx.steps.len();
+    acc.into_iter()
+        .map(|(ctx, a)| OpRow {
+            name: replay_row_name(t.name(ctx)),
+            kind: "graph".into(),
+            calls: a.launches.len() as u64,
+            self_cpu_us: us(a.launch_ns),
+            cpu_total_us: us(a.launch_ns),
+            self_device_us: us(a.dev),
+            device_total_us: us(a.dev),
+            device_pct: pct(us(a.dev), total_gpu),
+            gpu_ops: a.gpu_ops,
+            calls_per_step: (n_steps > 0).then(|| a.launches_in_steps as f64 / n_steps as f64),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn sort_ops(rows: &mut [OpRow]) {
     rows.sort_by(|a, b| {
         b.self_device_us
             .total_cmp(&a.self_device_us)
             .then(b.self_cpu_us.total_cmp(&a.self_cpu_us))
             .then(a.name.cmp(&b.name))
+            .then(a.kind.cmp(&b.kind))
     });
-    rows
 }
 
-struct KernelAcc {
-    kind: GpuKind,
-    calls: u64,
-    calls_in_steps: u64,
-    total: i64,
-    min: i64,
-    max: i64,
-    bytes: u64,
-    geometry: HashMap<([u32; 3], [u32; 3]), u64>,
-    chains: HashMap<(u32, Sym), (u64, i64)>,
+/// How much of the device time graph replays run, and what runs between them.
+fn graph_stats(cx: &Context) -> GraphStats {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let a = &cx.links.attribution;
+    if a.graph_launches == 0 {
+        return GraphStats {
+            mode: "eager".into(),
+            eager_us: us(cx.gpu_op_ns),
+            ..Default::default()
+        };
+    }
+    let (mut graph_ns, mut eager_ns) = (0i64, 0i64);
+    let mut eager: HashMap<Sym, i64> = HashMap::new();
+    let mut launches: Vec<u32> = Vec::new();
+    for g in 0..gpu.len() {
+        if !gpu.kind[g].is_gpu_op() {
+            continue;
+        }
+        if cx.links.graph[g] {
+            graph_ns += gpu.dur[g];
+            launches.push(cx.links.launch[g]);
+        } else {
+            eager_ns += gpu.dur[g];
+            *eager.entry(gpu.name[g]).or_default() += gpu.dur[g];
+        }
+    }
+    // Host time between consecutive replays on a thread, within a step.
+    launches.sort_unstable();
+    launches.dedup();
+    let cpu = &t.cpu;
+    launches.sort_by_key(|&r| (cpu.track[r as usize], cpu.ts[r as usize]));
+    let mut between = 0i64;
+    for w in launches.windows(2) {
+        let (x, y) = (w[0] as usize, w[1] as usize);
+        if cpu.track[x] != cpu.track[y] {
+            continue;
+        }
+        let same_step = match (step_at(&cx.steps, cpu.ts[x]), step_at(&cx.steps, cpu.ts[y])) {
+            (Some(p), Some(q)) => p == q,
+            (None, None) => cx.steps.is_empty(),
+            _ => false,
+        };
+        if same_step {
+            between += (cpu.ts[y] - (cpu.ts[x] + cpu.dur[x])).max(0);
+        }
+    }
+    let mut top: Vec<(Sym, i64)> = eager.into_iter().collect();
+    top.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    let total = cx.gpu_op_ns.max(1) as f64;
+    GraphStats {
+        mode: if (eager_ns as f64) < 0.1 * total { "graph" } else { "piecewise" }.into(),
+        replays: a.graph_launches,
+        gpu_ops: a.graph_gpu_ops,
+        device_us: us(graph_ns),
+        pct: pct(graph_ns as f64, total),
+        eager_us: us(eager_ns),
+        top_eager: top
+            .into_iter()
+            .take(3)
+            .map(|(s, ns)| NameTime {
+                name: names::short_name(t.name(s)),
+                us: us(ns),
+            })
+            .collect(),
+        host_between_us: us(between),
+    }
 }
 
 /// Interned op chains: id 0 is the empty chain; each id is (parent id, name).
-struct Chains {
+pub(crate) struct Chains {
     ids: HashMap<(u32, Sym), u32>,
     nodes: Vec<(u32, Sym)>,
     of_op: HashMap<u32, u32>,
@@ -524,11 +856,34 @@ impl Chains {
     }
 }
 
-fn kernel_rows(cx: &Context) -> Vec<KernelRow> {
+#[derive(Default)]
+struct KernelGroupAcc {
+    calls: u64,
+    calls_in_steps: u64,
+    total: i64,
+    bytes: u64,
+    /// (op name, shapes, dtypes) of the launching op -> device ns.
+    ops: HashMap<(Sym, Sym, Sym), i64>,
+}
+
+struct KernelAcc {
+    kind: GpuKind,
+    calls: u64,
+    calls_in_steps: u64,
+    total: i64,
+    min: i64,
+    max: i64,
+    bytes: u64,
+    groups: HashMap<([u32; 3], [u32; 3]), KernelGroupAcc>,
+    /// (op chain, launch name) -> (calls, ns, Python stack -> ns).
+    chains: HashMap<(u32, Sym), (u64, i64, HashMap<u32, i64>)>,
+}
+
+fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
     let t = cx.t;
     let gpu = &t.gpu;
+    let cpu = &t.cpu;
     let mut acc: HashMap<Sym, KernelAcc> = HashMap::new();
-    let mut chains = Chains::new();
     for g in 0..gpu.len() {
         let kind = gpu.kind[g];
         if !kind.is_gpu_op() {
@@ -543,49 +898,66 @@ fn kernel_rows(cx: &Context) -> Vec<KernelRow> {
             min: i64::MAX,
             max: i64::MIN,
             bytes: 0,
-            geometry: HashMap::new(),
+            groups: HashMap::new(),
             chains: HashMap::new(),
         });
+        let in_step = cx.gpu_step[g] != NO;
         a.calls += 1;
         a.total += d;
         a.min = a.min.min(d);
         a.max = a.max.max(d);
         a.bytes += gpu.bytes[g];
-        if cx.gpu_step[g] != NO {
-            a.calls_in_steps += 1;
-        }
-        if gpu.grid[g] != [0, 0, 0] || gpu.block[g] != [0, 0, 0] {
-            *a.geometry.entry((gpu.grid[g], gpu.block[g])).or_insert(0) += 1;
+        a.calls_in_steps += in_step as u64;
+        let grp = a.groups.entry((gpu.grid[g], gpu.block[g])).or_default();
+        grp.calls += 1;
+        grp.calls_in_steps += in_step as u64;
+        grp.total += d;
+        grp.bytes += gpu.bytes[g];
+        let op = cx.links.op[g];
+        if op != NO && !cx.links.graph[g] {
+            let o = op as usize;
+            *grp.ops.entry((cpu.name[o], cpu.shapes[o], cpu.dtypes[o])).or_default() += d;
         }
         let r = cx.links.launch[g];
         if r != NO {
-            let op = cx.links.op[g];
             let chain = if op == NO { 0 } else { chains.of(cx, op) };
-            let e = a.chains.entry((chain, t.cpu.name[r as usize])).or_insert((0, 0));
+            let py = cx.py_stack_of_gpu(g);
+            let e = a.chains.entry((chain, cpu.name[r as usize])).or_default();
             e.0 += 1;
             e.1 += d;
+            if py != 0 {
+                *e.2.entry(py).or_default() += d;
+            }
         }
     }
     let total_gpu = us(cx.gpu_op_ns);
     let n_steps = cx.steps.len();
+    let per_step = |calls: u64| (n_steps > 0).then(|| calls as f64 / n_steps as f64);
     let mut rows: Vec<KernelRow> = acc
         .into_iter()
         .map(|(sym, a)| {
             let name = t.name(sym).to_string();
             let kind = a.kind.as_str();
             let geometry = a
-                .geometry
+                .groups
                 .iter()
-                .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                .filter(|(k, _)| *k != &([0; 3], [0; 3]))
+                .max_by(|x, y| x.1.calls.cmp(&y.1.calls).then(y.0.cmp(x.0)))
                 .map(|(k, _)| *k);
             let mut launched_by: Vec<LaunchChain> = a
                 .chains
                 .iter()
-                .map(|(&(chain, launch), &(calls, ns))| LaunchChain {
+                .map(|(&(chain, launch), (calls, ns, stacks))| LaunchChain {
                     chain: chains.names(t, chain),
                     launch: t.name(launch).to_string(),
-                    calls,
-                    total_us: us(ns),
+                    calls: *calls,
+                    total_us: us(*ns),
+                    // The Python stack that issued most of this chain's time.
+                    python: stacks
+                        .iter()
+                        .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                        .map(|(&py, _)| cx.py_names(py))
+                        .unwrap_or_default(),
                 })
                 .collect();
             launched_by.sort_by(|x, y| {
@@ -593,8 +965,55 @@ fn kernel_rows(cx: &Context) -> Vec<KernelRow> {
                     .total_cmp(&x.total_us)
                     .then(y.calls.cmp(&x.calls))
                     .then(x.chain.cmp(&y.chain))
+                    .then(x.python.cmp(&y.python))
             });
             launched_by.truncate(MAX_CHAINS);
+            let mut groups: Vec<KernelGroup> = a
+                .groups
+                .iter()
+                .map(|(&(grid, block), k)| {
+                    let has_geometry = (grid, block) != ([0; 3], [0; 3]);
+                    let top = k
+                        .ops
+                        .iter()
+                        .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                        .map(|(&sig, _)| sig);
+                    let op_name = top.map(|(o, _, _)| t.name(o));
+                    let copy = top.and_then(|(o, s, d)| shapes::copy_bytes(t.name(o), t.name(s), t.name(d)));
+                    let bytes_per_call = match copy {
+                        Some(b) => Some(b as f64),
+                        None if k.bytes > 0 => Some(k.bytes as f64 / k.calls as f64),
+                        None => None,
+                    };
+                    let total = us(k.total);
+                    let avg = total / k.calls as f64;
+                    KernelGroup {
+                        grid: has_geometry.then_some(grid),
+                        block: has_geometry.then_some(block),
+                        calls: k.calls,
+                        calls_per_step: per_step(k.calls_in_steps),
+                        total_us: total,
+                        avg_us: avg,
+                        pct: pct(total, total_gpu),
+                        op: op_name.map(str::to_string),
+                        shapes: top.map(|(_, s, _)| t.name(s).to_string()).filter(|s| !s.is_empty()),
+                        dtypes: top.map(|(_, _, d)| t.name(d).to_string()).filter(|s| !s.is_empty()),
+                        conversion: top
+                            .and_then(|(o, _, d)| shapes::conversion(t.name(o), t.name(d)))
+                            .map(|(from, to)| format!("{from} -> {to}")),
+                        bytes_per_call,
+                        achieved_gbps: bytes_per_call.filter(|_| avg > 0.0).map(|b| b / avg / 1e3),
+                    }
+                })
+                .collect();
+            groups.sort_by(|x, y| {
+                y.total_us
+                    .total_cmp(&x.total_us)
+                    .then(y.calls.cmp(&x.calls))
+                    .then(x.grid.cmp(&y.grid))
+                    .then(x.block.cmp(&y.block))
+            });
+            groups.truncate(MAX_KERNEL_GROUPS);
             let total = us(a.total);
             KernelRow {
                 short_name: if a.kind == GpuKind::Kernel {
@@ -613,8 +1032,9 @@ fn kernel_rows(cx: &Context) -> Vec<KernelRow> {
                 grid: geometry.map(|g| g.0),
                 block: geometry.map(|g| g.1),
                 bytes_per_call: (a.bytes > 0).then(|| a.bytes as f64 / a.calls as f64),
-                calls_per_step: (n_steps > 0).then(|| a.calls_in_steps as f64 / n_steps as f64),
+                calls_per_step: per_step(a.calls_in_steps),
                 launched_by,
+                groups,
                 name,
             }
         })

@@ -2,6 +2,7 @@
 //! serving frameworks write when they drive the profiler themselves.
 
 use crate::trace::store::{CpuKind, Sym, Trace};
+use hashbrown::HashMap;
 
 /// What marks steps, in order of preference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,18 +45,219 @@ impl StepMarker {
     }
 }
 
+/// What a step did, where its name (or a name inside it) tells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StepKind {
+    Prefill,
+    Decode,
+    Mixed,
+}
+
+impl StepKind {
+    /// The word used in summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::Prefill => "prefill",
+            StepKind::Decode => "decode",
+            StepKind::Mixed => "mixed",
+        }
+    }
+
+    /// The kind a step, annotation or frame name speaks of: SGLang's
+    /// `step[EXTEND ...]` / `step[DECODE ...]` / `step[MIXED ...]` and model
+    /// runner `forward_extend` / `forward_decode`, vLLM's
+    /// `execute_<n>_context_<c>(...)_generation_<g>(...)`.
+    pub fn of(name: &str) -> Option<StepKind> {
+        if let Some(rest) = name.strip_prefix("step[") {
+            let word = rest.split([' ', ']']).next().unwrap_or("");
+            return match word.to_ascii_uppercase().as_str() {
+                "EXTEND" | "PREFILL" => Some(StepKind::Prefill),
+                "DECODE" | "IDLE_DECODE" => Some(StepKind::Decode),
+                "MIXED" => Some(StepKind::Mixed),
+                _ => None,
+            };
+        }
+        if name.starts_with("execute_") {
+            let count = |key: &str| -> u64 {
+                name.split(key)
+                    .nth(1)
+                    .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+                    .and_then(|d| d.parse().ok())
+                    .unwrap_or(0)
+            };
+            return match (count("_context_"), count("_generation_")) {
+                (0, 0) => None,
+                (_, 0) => Some(StepKind::Prefill),
+                (0, _) => Some(StepKind::Decode),
+                _ => Some(StepKind::Mixed),
+            };
+        }
+        if name.ends_with(": forward_decode") {
+            return Some(StepKind::Decode);
+        }
+        if name.ends_with(": forward_extend") {
+            return Some(StepKind::Prefill);
+        }
+        None
+    }
+
+    /// Two kinds seen in one step.
+    fn join(a: Option<StepKind>, b: StepKind) -> StepKind {
+        match a {
+            None => b,
+            Some(a) if a == b => a,
+            Some(_) => StepKind::Mixed,
+        }
+    }
+}
+
+/// An engine's own Python frame that spans one step, when nothing else
+/// marks steps: vLLM's model runner `execute_model`, SGLang's model runner
+/// `forward_decode` / `forward_extend`, then SGLang's scheduler `run_batch`.
+fn engine_frame_rank(name: &str) -> Option<u8> {
+    let func = name.rsplit_once("): ").map(|(_, f)| f)?;
+    let file = name.split('(').next().unwrap_or("");
+    match func {
+        "execute_model" if file.ends_with("model_runner.py") => Some(0),
+        "forward_decode" | "forward_extend" | "forward_idle" if file.ends_with("model_runner.py") => Some(0),
+        "run_batch" if file.ends_with("scheduler.py") => Some(1),
+        _ => None,
+    }
+}
+
 /// One step's span.
 #[derive(Clone, Copy, Debug)]
 pub struct StepSpan {
-    pub slice: u32,
     pub name: Sym,
     pub ts: i64,
     pub end: i64,
+    pub kind: Option<StepKind>,
 }
 
-/// Finds the steps: slices of the most preferred marker kind present, not
-/// nested in another step, in time order.
-pub fn find_steps(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
+/// What marked the steps, as stored in `steps_stats.source`.
+pub type StepSource = String;
+
+/// Finds the steps. A user's marker (an op, annotation or Python frame name,
+/// matched as a substring) wins; then `ProfilerStep#N` and the serving
+/// frameworks' step annotations, most preferred kind first; then engine
+/// frames. Steps nested in another step are dropped; the result is in time
+/// order, with each step's kind from its own name or the names inside it.
+pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Option<StepSource>) {
+    let (mut steps, source) = match user_marker.filter(|m| !m.is_empty()) {
+        Some(m) => {
+            let spans = spans_named(t, |name| name.contains(m));
+            (spans, Some(format!("marker: {m}")))
+        }
+        None => match annotated(t) {
+            (spans, Some(marker)) => (spans, Some(marker.as_str().to_string())),
+            _ => {
+                let mut best: Option<u8> = None;
+                let mut class: HashMap<Sym, Option<u8>> = HashMap::new();
+                for &sym in &t.python.name {
+                    let c = *class.entry(sym).or_insert_with(|| engine_frame_rank(t.name(sym)));
+                    if let Some(c) = c {
+                        best = Some(best.map_or(c, |b| b.min(c)));
+                    }
+                }
+                match best {
+                    None => (Vec::new(), None),
+                    Some(rank) => {
+                        let spans = spans_named(t, |name| engine_frame_rank(name) == Some(rank));
+                        let source = spans.first().map(|s| format!("frame: {}", frame_function(t.name(s.name))));
+                        (spans, source)
+                    }
+                }
+            }
+        },
+    };
+    steps.sort_by_key(|s| (s.ts, std::cmp::Reverse(s.end)));
+    let mut kept: Vec<StepSpan> = Vec::with_capacity(steps.len());
+    for s in steps {
+        match kept.last() {
+            Some(prev) if s.ts < prev.end => {} // nested or overlapping: keep the outer
+            _ => kept.push(s),
+        }
+    }
+    if kept.is_empty() {
+        return (kept, None);
+    }
+    kinds_from_inside(t, &mut kept);
+    (kept, source)
+}
+
+/// `path/file.py(12): execute_model` -> `execute_model` (with its file).
+fn frame_function(name: &str) -> String {
+    match name.rsplit_once("): ") {
+        Some((head, func)) => {
+            let file = head.rsplit('/').next().unwrap_or(head);
+            let file = file.split('(').next().unwrap_or(file);
+            format!("{file} {func}")
+        }
+        None => name.to_string(),
+    }
+}
+
+/// Every op, annotation and Python frame whose name passes `keep`.
+fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
+    let mut class: HashMap<Sym, bool> = HashMap::new();
+    let mut out = Vec::new();
+    let mut visit = |name: Sym, ts: i64, dur: i64| {
+        if *class.entry(name).or_insert_with(|| keep(t.name(name))) {
+            out.push(StepSpan {
+                name,
+                ts,
+                end: ts + dur,
+                kind: StepKind::of(t.name(name)),
+            });
+        }
+    };
+    let cpu = &t.cpu;
+    for i in 0..cpu.len() {
+        if cpu.kind[i].is_op() {
+            visit(cpu.name[i], cpu.ts[i], cpu.dur[i]);
+        }
+    }
+    let py = &t.python;
+    for i in 0..py.len() {
+        visit(py.name[i], py.ts[i], py.dur[i]);
+    }
+    out
+}
+
+/// Steps without a kind of their own take it from the annotations and
+/// frames inside them (`forward_decode` inside `execute_model`, say).
+fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
+    if steps.iter().all(|s| s.kind.is_some()) {
+        return;
+    }
+    let mut class: HashMap<Sym, Option<StepKind>> = HashMap::new();
+    let mut hints: Vec<(i64, StepKind)> = Vec::new();
+    let mut visit = |name: Sym, ts: i64| {
+        if let Some(k) = *class.entry(name).or_insert_with(|| StepKind::of(t.name(name))) {
+            hints.push((ts, k));
+        }
+    };
+    for i in 0..t.cpu.len() {
+        if t.cpu.kind[i].is_op() {
+            visit(t.cpu.name[i], t.cpu.ts[i]);
+        }
+    }
+    for i in 0..t.python.len() {
+        visit(t.python.name[i], t.python.ts[i]);
+    }
+    hints.sort_unstable();
+    for s in steps.iter_mut().filter(|s| s.kind.is_none()) {
+        let from = hints.partition_point(|h| h.0 < s.ts);
+        let mut kind = None;
+        for h in hints[from..].iter().take_while(|h| h.0 < s.end) {
+            kind = Some(StepKind::join(kind, h.1));
+        }
+        s.kind = kind;
+    }
+}
+
+/// Steps marked by annotations (or ops) of the most preferred marker kind.
+fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
     let cpu = &t.cpu;
     // Classify each distinct name once.
     let mut class: Vec<u8> = vec![0; t.names.len()];
@@ -84,28 +286,20 @@ pub fn find_steps(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
     let Some(best) = found.iter().map(|f| f.0).min() else {
         return (Vec::new(), None);
     };
-    let mut steps: Vec<StepSpan> = found
+    let steps: Vec<StepSpan> = found
         .iter()
         .filter(|f| f.0 == best)
         .map(|&(_, i)| {
             let i = i as usize;
             StepSpan {
-                slice: i as u32,
                 name: cpu.name[i],
                 ts: cpu.ts[i],
                 end: cpu.ts[i] + cpu.dur[i],
+                kind: StepKind::of(t.name(cpu.name[i])),
             }
         })
         .collect();
-    steps.sort_by_key(|s| (s.ts, std::cmp::Reverse(s.end)));
-    let mut kept: Vec<StepSpan> = Vec::with_capacity(steps.len());
-    for s in steps {
-        match kept.last() {
-            Some(prev) if s.ts < prev.end => {} // nested or overlapping: keep the outer
-            _ => kept.push(s),
-        }
-    }
-    (kept, Some(best))
+    (steps, Some(best))
 }
 
 /// Index of the step whose span holds `ts`, if any (steps sorted, disjoint).
@@ -148,5 +342,24 @@ mod tests {
         assert_eq!(StepMarker::of("aten::mm"), None);
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.5);
         assert_eq!(percentile(&[7.0], 90.0), 7.0);
+    }
+
+    #[test]
+    fn kinds_and_engine_frames() {
+        assert_eq!(StepKind::of("step[DECODE bs=32]"), Some(StepKind::Decode));
+        assert_eq!(StepKind::of("step[EXTEND bs=15 toks=15360]"), Some(StepKind::Prefill));
+        assert_eq!(
+            StepKind::of("execute_8192_context_9(sq8155)_generation_37(sq37)"),
+            Some(StepKind::Mixed)
+        );
+        assert_eq!(StepKind::of("execute_64_generation_64(sq1)"), Some(StepKind::Decode));
+        assert_eq!(
+            StepKind::of("sglang/srt/model_executor/model_runner.py(1760): forward_decode"),
+            Some(StepKind::Decode)
+        );
+        assert_eq!(engine_frame_rank("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"), Some(0));
+        assert_eq!(engine_frame_rank("sglang/srt/managers/scheduler.py(1700): run_batch"), Some(1));
+        assert_eq!(engine_frame_rank("vllm/compilation/backends.py(608): __call__"), None);
+        assert_eq!(frame_function("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"), "gpu_model_runner.py execute_model");
     }
 }

@@ -1048,7 +1048,15 @@ impl Parser {
         match class {
             CatClass::Cpu(kind) => self.push_cpu(b, &ev, kind, name, ts, dur),
             CatClass::Python => {
-                // Other Python frames are counted, by category, only.
+                // Every frame goes to the lean Python table (launch chains
+                // reach the model code through it); `nn.Module` frames also
+                // go to the CPU table, where layer detection reads them.
+                let track = self.track(b, ev.pid, ev.tid)?;
+                let py = &mut self.trace.python;
+                py.ts.push(ts);
+                py.dur.push(dur);
+                py.name.push(name);
+                py.track.push(track);
                 if self.trace.names.get(name).starts_with("nn.Module: ") {
                     self.push_cpu(b, &ev, CpuKind::Module, name, ts, dur)
                 } else {

@@ -249,6 +249,28 @@ pub struct FlowTable {
     pub ts: Vec<i64>,
 }
 
+/// `python_function` frames (`with_stack=True` traces): the Python call
+/// stack above the ops. Kept lean (no args): they are often most of the
+/// events of such traces, and only their nesting and names matter.
+#[derive(Default)]
+pub struct PythonTable {
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub name: Vec<Sym>,
+    pub track: Vec<u32>,
+}
+
+impl PythonTable {
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+}
+
 /// Slices of categories the analysis does not interpret (`cuda_sync`,
 /// `cuda_profiler_range`, `mtia_runtime`, ...): kept so nothing is lost.
 #[derive(Default)]
@@ -306,6 +328,7 @@ pub struct Trace {
     pub cpu: CpuTable,
     pub gpu: GpuTable,
     pub flows: FlowTable,
+    pub python: PythonTable,
     pub other: OtherTable,
     pub counters: Counters,
 }
@@ -320,6 +343,7 @@ impl Trace {
             cpu: CpuTable::default(),
             gpu: GpuTable::default(),
             flows: FlowTable::default(),
+            python: PythonTable::default(),
             other: OtherTable::default(),
             counters: Counters::default(),
         }
