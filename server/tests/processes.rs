@@ -213,7 +213,7 @@ async fn analyze_and_diff_commands_print_tables_and_json() {
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap()]).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    for want in ["Self CPU", "Self device", "Device total", "aten::copy_", "Top kernels", "Findings", "Float8_e4m3fn to BFloat16"] {
+    for want in ["Self CPU", "Self device", "Device total", "aten::copy_", "Top kernels", "Findings", "Float8_e4m3fn -> BFloat16"] {
         assert!(text.contains(want), "analyze output lacks {want:?}:\n{text}");
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap(), "--json"]).output().unwrap();

@@ -334,18 +334,21 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             let p = page().min(pages(n, PER_PAGE));
             return view! {
                 <table class="data" id="shapes-table">
-                    <thead><tr><th>"Op"</th><th>"Input shapes"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Self CPU"</th><th class="num">"Self device"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th></tr></thead>
+                    <thead><tr><th>"Op"</th><th>"Input shapes"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Self CPU"</th><th class="num">"Self device"</th><th class="num">"Avg device"</th><th class="num">"Share"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th><th>"Launched from"</th></tr></thead>
                     <tbody>
                         {g.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|r| view! {
                             <tr>
                                 <td><Name name=r.op.clone() max=50/></td>
                                 <td class="mono small">{r.group.shapes.clone()}</td>
-                                <td class="mono small">{r.group.dtypes.replace("c10::", "")}</td>
-                                <td class="num">{r.group.calls}</td>
+                                <td class="mono small">{r.group.conversion.clone().unwrap_or_else(|| r.group.dtypes.replace("c10::", ""))}</td>
+                                <td class="num">{r.group.calls}{r.group.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
                                 <td class="num">{time_us(r.group.self_cpu_us)}</td>
                                 <td class="num">{time_us(r.group.self_device_us)}</td>
+                                <td class="num">{time_us(r.group.device_per_call_us())}</td>
+                                <td class="num"><ShareBar pct=r.group.device_pct/></td>
                                 <td class="num">{r.group.bytes_per_call.map(bytes).unwrap_or_default()}</td>
                                 <td class="num">{r.group.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                                <td class="mono small" title=r.group.python.join("\n")>{r.group.parents.iter().filter(|p| !p.starts_with("ProfilerStep#")).cloned().collect::<Vec<_>>().join(" › ")}</td>
                             </tr>
                         }).collect_view()}
                     </tbody>
@@ -367,9 +370,13 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                     {all.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|o| {
                         let avg = o.self_device_us / o.calls.max(1) as f64;
                         let shapes_title = o.input_shapes.first().map(|g| format!("{} {}", g.shapes, g.dtypes)).unwrap_or_default();
+                        // Ops whose calls differ: the signature with the most device time.
+                        let top_group = (o.input_shapes.len() > 1 && o.self_device_us > 0.0).then(|| o.input_shapes[0].clone());
                         view! {
                             <tr data-op=o.name.clone() title=shapes_title>
-                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.clone()}</span> })}</td>
+                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.clone()}</span> })}
+                                    {top_group.map(|g| view! { <div class="sub group-hint">{format!("top inputs: {} {} ({}, {}/call)",
+                                        g.conversion.clone().unwrap_or_default(), g.shapes, pct(g.device_pct), time_us(g.device_per_call_us()))}</div> })}</td>
                                 <td class="num">{o.calls}{o.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
                                 <td class="num">{time_us(o.self_cpu_us)}</td>
                                 <td class="num">{time_us(o.cpu_total_us)}</td>
@@ -425,10 +432,11 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                 <h3>"What launches " <Name name=k.short_name.clone() max=80/> "?"</h3>
                 <p class="mono small" title=k.name.clone()>{logic::shorten(&k.name, 300)}</p>
                 <table class="data">
-                    <thead><tr><th>"Launch chain (outermost › launching op)"</th><th>"Launch"</th><th class="num">"Calls"</th><th class="num">"Total"</th></tr></thead>
+                    <thead><tr><th>"Python (innermost frames)"</th><th>"Launch chain (outermost › launching op)"</th><th>"Launch"</th><th class="num">"Calls"</th><th class="num">"Total"</th></tr></thead>
                     <tbody>
                         {k.launched_by.iter().map(|c| view! {
                             <tr class="chain">
+                                <td class="mono small" title=c.python.join("\n")>{c.python.iter().rev().take(2).rev().cloned().collect::<Vec<_>>().join(" › ")}</td>
                                 <td class="mono small">{if c.chain.is_empty() { "(outside any op)".to_string() } else { c.chain.join(" › ") }}</td>
                                 <td class="mono small">{c.launch.clone()}</td>
                                 <td class="num">{c.calls}</td>
@@ -437,6 +445,26 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                         }).collect_view()}
                     </tbody>
                 </table>
+                {(!k.groups.is_empty()).then(|| view! {
+                    <h3>"By launch geometry"</h3>
+                    <table class="data" id="kernel-groups">
+                        <thead><tr><th>"Grid / block"</th><th class="num">"Calls"</th><th class="num">"Total"</th><th class="num">"Avg"</th><th class="num">"Share"</th><th>"Op and inputs"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th></tr></thead>
+                        <tbody>
+                            {k.groups.iter().map(|g| view! {
+                                <tr class="kernel-group">
+                                    <td class="mono small">{match (g.grid, g.block) { (Some(gr), Some(b)) => format!("{gr:?} / {b:?}"), _ => "—".into() }}</td>
+                                    <td class="num">{g.calls}{g.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
+                                    <td class="num">{time_us(g.total_us)}</td>
+                                    <td class="num">{time_us(g.avg_us)}</td>
+                                    <td class="num"><ShareBar pct=g.pct/></td>
+                                    <td class="mono small">{format!("{} {} {}", g.op.clone().unwrap_or_default(), g.conversion.clone().unwrap_or_default(), g.shapes.clone().unwrap_or_default())}</td>
+                                    <td class="num">{g.bytes_per_call.map(bytes).unwrap_or_default()}</td>
+                                    <td class="num">{g.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                })}
                 <button class="ghost" on:click=move |_| url.set(&[("kernel", String::new())], true)>"Close"</button>
             </div>
         })
@@ -499,13 +527,18 @@ fn steps_tab(s: &Summary) -> impl IntoView {
         <p>{format!("{} steps marked by {}: mean {}, p50 {}, p90 {}, min {}, max {}",
             s.steps_stats.count, s.steps_stats.source, time_us(s.steps_stats.mean_us), time_us(s.steps_stats.p50_us),
             time_us(s.steps_stats.p90_us), time_us(s.steps_stats.min_us), time_us(s.steps_stats.max_us))}</p>
+        {s.steps_stats.by_kind.iter().map(|k| view! {
+            <p class="step-kind">{format!("{}: {} steps, mean {}, p50 {}, {} of GPU work per step",
+                k.kind, k.count, time_us(k.mean_us), time_us(k.p50_us), time_us(k.mean_device_us))}</p>
+        }).collect_view()}
         {charts::step_chart(&s.steps)}
         <table class="data" id="steps-table">
-            <thead><tr><th>"Step"</th><th class="num">"Start"</th><th class="num">"Step time"</th><th class="num">"GPU work"</th><th class="num">"GPU span"</th><th class="num">"GPU ops"</th></tr></thead>
+            <thead><tr><th>"Step"</th><th>"Kind"</th><th class="num">"Start"</th><th class="num">"Step time"</th><th class="num">"GPU work"</th><th class="num">"GPU span"</th><th class="num">"GPU ops"</th></tr></thead>
             <tbody>
                 {s.steps.iter().zip(out).map(|(st, o)| view! {
                     <tr class:outlier=o>
                         <td class="mono">{st.name.clone()}</td>
+                        <td>{st.kind.clone().unwrap_or_default()}</td>
                         <td class="num">{time_us(st.start_us)}</td>
                         <td class="num">{time_us(st.cpu_us)}</td>
                         <td class="num">{time_us(st.device_us)}</td>
@@ -572,11 +605,12 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
         {charts::stacked_layers(&l.items, max, "device time per layer")}
         {form}
         <table class="data" id="layers-table">
-            <thead><tr><th class="num">"Layer"</th><th class="num">"Device / step"</th><th>"Top op"</th><th>"Top kernel"</th></tr></thead>
+            <thead><tr><th class="num">"Layer"</th><th>"Kind"</th><th class="num">"Device / step"</th><th>"Top op"</th><th>"Top kernel"</th></tr></thead>
             <tbody>
                 {l.items.iter().map(|i| view! {
                     <tr>
                         <td class="num">{i.index}</td>
+                        <td>{i.kind.clone().unwrap_or_default()}</td>
                         <td class="num">{time_us(i.device_us)}</td>
                         <td>{i.top_ops.first().map(|o| view! { <Name name=o.name.clone() max=40/> " " {time_us(o.us)} })}</td>
                         <td>{i.top_kernels.first().map(|k| view! { <Name name=k.name.clone() max=50/> " " {time_us(k.us)} })}</td>
@@ -584,6 +618,7 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
                 }).collect_view()}
                 <tr class="outside">
                     <td>"outside layers"</td>
+                    <td></td>
                     <td class="num">{time_us(l.outside.device_us)}</td>
                     <td>{l.outside.top_ops.first().map(|o| view! { <Name name=o.name.clone() max=40/> })}</td>
                     <td>{l.outside.top_kernels.first().map(|k| view! { <Name name=k.name.clone() max=50/> })}</td>
@@ -614,6 +649,14 @@ fn gpu_tab(s: &Summary) -> impl IntoView {
         <h3>"Attribution"</h3>
         <p>{format!("{} GPU ops: {} linked to their launch by correlation, {} by flow; {} without a launch in the file, {} launched outside any op ({} unattributed). {} graph launches ran {} GPU ops. External ids: {}.",
             a.gpu_ops, a.by_correlation, a.by_flow, a.without_launch, a.without_op, time_us(a.unattributed_us), a.graph_launches, a.graph_gpu_ops, a.external_id_regime)}</p>
+        {(s.graphs.replays > 0).then(|| view! {
+            <h3>"Graph replays"</h3>
+            <p id="graph-stats">{format!("{} ({}): {} replays ran {} GPU ops, {} of GPU time ({}); {} ran eagerly{}. Host time between replays: {}.",
+                s.graphs.mode, if s.graphs.mode == "piecewise" { "graphs with eager work between them" } else { "the graphs run nearly everything" },
+                s.graphs.replays, s.graphs.gpu_ops, time_us(s.graphs.device_us), pct(s.graphs.pct), time_us(s.graphs.eager_us),
+                s.graphs.top_eager.first().map(|k| format!(", most in {} ({})", k.name, time_us(k.us))).unwrap_or_default(),
+                time_us(s.graphs.host_between_us))}</p>
+        })}
         {s.trace.notes.iter().map(|n| view! { <p class="note">{n.clone()}</p> }).collect_view()}
     }
 }
