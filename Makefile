@@ -34,7 +34,7 @@ test: tools browser s3-emulator app
 ## The benchmarks: parse speed and memory on the generated 480 MB trace, and the
 ## service under 20 concurrent uploads and 200 concurrent readers (see BENCHMARKS.md).
 bench:
-	cargo bench -p worker --bench analyze
+	cargo bench -p kinetoscope-trace --bench analyze
 	cargo bench -p server --bench load
 
 ## Time the run page in the browser on the summary of the generated 490 MB trace.

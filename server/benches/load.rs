@@ -49,7 +49,7 @@ async fn main() {
     // 20 distinct traces (5 steps x 78 layers each, ~1 MB of zstd).
     let traces: Vec<Vec<u8>> = (0..20u64)
         .map(|k| {
-            let p = worker::generate::DecodeParams {
+            let p = kinetoscope_trace::generate::DecodeParams {
                 steps: 5,
                 layers: 78,
                 with_stack: false,
@@ -57,7 +57,7 @@ async fn main() {
                 ..Default::default()
             };
             let mut json = Vec::new();
-            worker::generate::write_decode_trace(&p, &mut json).unwrap();
+            kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
             zstd::encode_all(&json[..], 3).unwrap()
         })
         .collect();

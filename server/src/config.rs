@@ -56,8 +56,8 @@ impl StoreArgs {
     }
 
     /// Parsing limits for traces.
-    pub fn limits(&self) -> worker::trace::Limits {
-        worker::trace::Limits {
+    pub fn limits(&self) -> kinetoscope_trace::import::Limits {
+        kinetoscope_trace::import::Limits {
             max_json_bytes: self.max_trace_bytes,
             max_depth: self.max_depth.clamp(8, 1024),
             ..Default::default()

@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
             &file,
             json,
             rows,
-            &worker::AnalysisOptions {
+            &kinetoscope_trace::AnalysisOptions {
                 layer_marker,
                 layer_period,
                 step_marker,

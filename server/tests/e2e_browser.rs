@@ -181,8 +181,8 @@ fn urlencode(s: &str) -> String {
         .collect()
 }
 
-fn generated(steps: u32, layers: u32, variant: worker::generate::Variant) -> Vec<u8> {
-    let p = worker::generate::DecodeParams {
+fn generated(steps: u32, layers: u32, variant: kinetoscope_trace::generate::Variant) -> Vec<u8> {
+    let p = kinetoscope_trace::generate::DecodeParams {
         steps,
         layers,
         variant,
@@ -190,7 +190,7 @@ fn generated(steps: u32, layers: u32, variant: worker::generate::Variant) -> Vec
         ..Default::default()
     };
     let mut json = Vec::new();
-    worker::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
     zstd::encode_all(&json[..], 3).unwrap()
 }
 
@@ -199,8 +199,8 @@ async fn diff_link_shows_both_headlines_and_deltas() {
     require_app();
     let _one_at_a_time = BROWSER_LOCK.lock().await;
     let srv = TestServer::start(Opts::default()).await;
-    let a = srv.upload(generated(3, 6, worker::generate::Variant::Baseline), "baseline").await;
-    let b_run = srv.upload(generated(3, 6, worker::generate::Variant::GatherCast), "gather-cast").await;
+    let a = srv.upload(generated(3, 6, kinetoscope_trace::generate::Variant::Baseline), "baseline").await;
+    let b_run = srv.upload(generated(3, 6, kinetoscope_trace::generate::Variant::GatherCast), "gather-cast").await;
     assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
     assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
     let diff: Diff = srv.get_json(&format!("/api/diff/{}/{}", a.id, b_run.id)).await;
@@ -232,14 +232,14 @@ async fn ui_timing() {
     let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
     let (steps, layers) = if full { (30, 78) } else { (3, 78) };
     let srv = TestServer::start(Opts::default()).await;
-    let p = worker::generate::DecodeParams {
+    let p = kinetoscope_trace::generate::DecodeParams {
         steps,
         layers,
         with_stack: full,
         ..Default::default()
     };
     let mut json = Vec::new();
-    worker::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
     let created = srv.upload(zstd::encode_all(&json[..], 3).unwrap(), "timing").await;
     drop(json);
     assert_eq!(srv.wait(&created.id, Duration::from_secs(600)).await.status, "done");

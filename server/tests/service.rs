@@ -206,7 +206,7 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
         let start = std::time::Instant::now();
         loop {
             let v = scalar(&pool, "SELECT analyzer_version FROM traces").await;
-            if v == worker::ANALYZER_VERSION as i64 {
+            if v == kinetoscope_trace::ANALYZER_VERSION as i64 {
                 break;
             }
             assert!(start.elapsed() < LONG, "{backend:?}: not re-analyzed");

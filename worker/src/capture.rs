@@ -24,8 +24,8 @@
 use crate::blobs::trace_key;
 use crate::db::{Job, NewTrace};
 use crate::jobs::{JobError, Runner};
-use crate::ranks::{rank_key, RankKey};
-use crate::trace::{read_trace_file, sniff, ReadOptions};
+use kinetoscope_trace::ranks::{rank_key, RankKey};
+use kinetoscope_trace::import::{read_trace_file, sniff, ReadOptions};
 use kinetoscope_types::CaptureRequest;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -9,10 +9,10 @@
 //! fails the run at once with the reason; transient errors (blob store or
 //! database unreachable) are retried with exponential backoff.
 
-use crate::analysis::{analyze, AnalysisOptions, ANALYZER_VERSION};
+use kinetoscope_trace::analysis::{analyze, AnalysisOptions, ANALYZER_VERSION};
 use crate::blobs::Blobs;
 use crate::db::{Db, Headline, Job};
-use crate::trace::{read_trace, Limits, ReadOptions, TraceError};
+use kinetoscope_trace::import::{read_trace, Limits, ReadOptions, TraceError};
 use kinetoscope_types::Summary;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -269,7 +269,7 @@ impl Runner {
             .iter()
             .filter_map(|(rank, json)| serde_json::from_str(json).ok().map(|s| (*rank, s)))
             .collect();
-        let cross = (parsed.len() > 1).then(|| crate::ranks::cross_rank(&parsed));
+        let cross = (parsed.len() > 1).then(|| kinetoscope_trace::ranks::cross_rank(&parsed));
         let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
         let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
         self.db.complete_run(run_id, &headline, cross_json.as_deref()).await

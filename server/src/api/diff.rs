@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use kinetoscope_types::RanksSummary;
 use std::sync::Arc;
-use worker::diff::{diff as compute, rank_deltas, Side};
+use kinetoscope_trace::diff::{diff as compute, rank_deltas, Side};
 
 /// Handles the diff of two runs (rank 0 of each, or `?rank=N`).
 pub async fn diff(
@@ -53,7 +53,7 @@ pub async fn diff(
             serde_json::from_str::<RanksSummary>(&cb),
         ) {
             d.ranks = rank_deltas(&ca, &cb);
-            d.findings.extend(worker::diff::rank_findings(&ca, &cb));
+            d.findings.extend(kinetoscope_trace::diff::rank_findings(&ca, &cb));
         }
     }
     let bytes = serde_json::to_vec(&d).map_err(|e| ApiError::Internal(e.to_string()))?;

@@ -17,7 +17,7 @@ use kinetoscope_types::Created;
 use serde::Deserialize;
 use worker::blobs::trace_key;
 use worker::db::{NewRun, NewTrace};
-use worker::trace::sniff;
+use kinetoscope_trace::import::sniff;
 
 /// The upload's query string.
 #[derive(Deserialize, Default)]
@@ -120,7 +120,7 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
     }
     // Files may come in any order (a file picker's, say): ranks follow the
     // rank in their names (`rank3`, `-TP-3`), then the names.
-    stored.sort_by_key(|t| worker::ranks::rank_key(&t.file_name));
+    stored.sort_by_key(|t| kinetoscope_trace::ranks::rank_key(&t.file_name));
     for (k, t) in stored.iter_mut().enumerate() {
         t.rank = k as i64;
     }

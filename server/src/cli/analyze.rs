@@ -5,11 +5,11 @@ use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{Diff, Summary};
 use std::fmt::Write as _;
 use std::path::Path;
-use worker::trace::ReadOptions;
-use worker::AnalysisOptions;
+use kinetoscope_trace::import::ReadOptions;
+use kinetoscope_trace::AnalysisOptions;
 
 fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
-    worker::analyze_file(file, &ReadOptions::default(), opts).with_context(|| format!("{}", file.display()))
+    kinetoscope_trace::analyze_file(file, &ReadOptions::default(), opts).with_context(|| format!("{}", file.display()))
 }
 
 /// Cuts a name to `n` characters, marking the cut.
@@ -198,13 +198,13 @@ pub fn diff(a: &Path, b: &Path, json: bool, rows: usize) -> anyhow::Result<()> {
     });
     let (sa, sb) = (sa?, sb?);
     let name = |p: &Path| p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-    let d = worker::diff::diff(
-        &worker::diff::Side {
+    let d = kinetoscope_trace::diff::diff(
+        &kinetoscope_trace::diff::Side {
             id: "a",
             name: &name(a),
             summary: &sa,
         },
-        &worker::diff::Side {
+        &kinetoscope_trace::diff::Side {
             id: "b",
             name: &name(b),
             summary: &sb,

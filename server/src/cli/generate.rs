@@ -3,7 +3,7 @@
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
-use worker::generate::{write_decode_trace, DecodeParams, Mode, Variant};
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Variant};
 
 /// Arguments of `generate`.
 #[derive(Args, Clone, Debug)]
@@ -86,6 +86,6 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn flate2_encoder<W: Write>(w: W) -> worker::trace::input::GzEncoder<W> {
-    worker::trace::input::GzEncoder::new(w, worker::trace::input::GzLevel::default())
+fn flate2_encoder<W: Write>(w: W) -> kinetoscope_trace::import::input::GzEncoder<W> {
+    kinetoscope_trace::import::input::GzEncoder::new(w, kinetoscope_trace::import::input::GzLevel::default())
 }

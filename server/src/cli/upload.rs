@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kinetoscope_types::Created;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use worker::trace::{sniff, Encoding};
+use kinetoscope_trace::import::{sniff, Encoding};
 
 /// Arguments of `upload`.
 #[derive(Args, Clone, Debug)]

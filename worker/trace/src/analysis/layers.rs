@@ -28,7 +28,7 @@
 
 use super::links::NO;
 use super::{AnalysisOptions, Context};
-use crate::trace::store::{CpuKind, GpuKind, Sym};
+use crate::import::store::{CpuKind, GpuKind, Sym};
 use hashbrown::HashMap;
 use kinetoscope_types::{KernelRow, LayerRow, Layers, NameTime};
 use std::collections::BTreeMap;
@@ -552,7 +552,7 @@ fn is_moe_kernel(name: &str) -> bool {
 /// names tell the two apart, else `prefix` for a repetition's first layers.
 /// Returns a note for the detail sentence.
 fn label_kinds(
-    t: &crate::trace::store::Trace,
+    t: &crate::import::store::Trace,
     items: &mut [LayerRow],
     kernels_of: &[hashbrown::HashSet<Sym>],
     prefix: usize,

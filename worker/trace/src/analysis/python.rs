@@ -7,7 +7,7 @@
 //! into a short, readable stack: innermost frames kept (they name the model
 //! code), bounded depth, consecutive repeats folded.
 
-use crate::trace::store::{Sym, Trace};
+use crate::import::store::{Sym, Trace};
 use hashbrown::HashMap;
 
 use super::links::NO;

@@ -1,10 +1,10 @@
 //! Layers and diffs on generated baseline/patch pairs and on shared traces.
 
 use std::path::PathBuf;
-use worker::diff::{diff, Side};
-use worker::generate::{write_decode_trace, DecodeParams, Truth, Variant};
-use worker::trace::{read_trace, read_trace_file, ReadOptions};
-use worker::{analyze, AnalysisOptions, Summary};
+use kinetoscope_trace::diff::{diff, Side};
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Truth, Variant};
+use kinetoscope_trace::import::{read_trace, read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 
 fn run(p: &DecodeParams, opts: &AnalysisOptions) -> (Truth, Summary) {
     let mut json = Vec::new();
@@ -112,7 +112,7 @@ fn layer_annotations_win_and_overrides_apply() {
 }
 
 fn shared(name: &str) -> Summary {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name);
     analyze(&read_trace_file(&p, &ReadOptions::default()).unwrap(), &AnalysisOptions::default())
 }
 

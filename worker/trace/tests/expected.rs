@@ -16,11 +16,11 @@
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use worker::trace::{read_trace_file, ReadOptions};
-use worker::{analyze, AnalysisOptions, Summary};
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 
 fn path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name)
 }
 
 fn load_json(name: &str) -> Vec<Value> {

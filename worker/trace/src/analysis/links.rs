@@ -17,7 +17,7 @@
 //!   repeats the correlation and is never used: joining on it matches
 //!   unrelated ops by numeric coincidence.
 
-use crate::trace::store::{CpuKind, Trace, NONE};
+use crate::import::store::{CpuKind, Trace, NONE};
 use hashbrown::HashMap;
 use kinetoscope_types::Attribution;
 

@@ -22,7 +22,7 @@ pub mod python;
 pub mod shapes;
 pub mod steps;
 
-use crate::trace::store::{CpuKind, GpuKind, Sym, Trace};
+use crate::import::store::{CpuKind, GpuKind, Sym, Trace};
 use hashbrown::HashMap;
 use kinetoscope_types::*;
 use links::{Links, NO};
@@ -342,7 +342,7 @@ fn trace_info(cx: &Context) -> TraceInfo {
     categories.sort_by(|a, b| b.events.cmp(&a.events).then(a.category.cmp(&b.category)));
     let unknown_categories: Vec<String> = categories
         .iter()
-        .filter(|cc| cc.category != "(none)" && !crate::trace::parse::is_known_category(&cc.category))
+        .filter(|cc| cc.category != "(none)" && !crate::import::parse::is_known_category(&cc.category))
         .map(|cc| cc.category.clone())
         .collect();
     let mut active: Vec<i64> = t

@@ -4,11 +4,11 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use worker::trace::{read_trace, Limits, ReadOptions, TraceError};
-use worker::{analyze, AnalysisOptions};
+use kinetoscope_trace::import::{read_trace, Limits, ReadOptions, TraceError};
+use kinetoscope_trace::{analyze, AnalysisOptions};
 
 fn plain(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name);
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
         .read_to_end(&mut out)

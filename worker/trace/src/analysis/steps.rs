@@ -1,7 +1,7 @@
 //! Profiler steps: `ProfilerStep#N` annotations, or the step annotations that
 //! serving frameworks write when they drive the profiler themselves.
 
-use crate::trace::store::{CpuKind, Sym, Trace};
+use crate::import::store::{CpuKind, Sym, Trace};
 use hashbrown::HashMap;
 
 /// What marks steps, in order of preference.

@@ -1,7 +1,7 @@
 //! Where GPU time went: busy versus idle over the window, by kernel
 //! category, per stream.
 
-use crate::trace::store::Trace;
+use crate::import::store::Trace;
 use hashbrown::HashMap;
 use kinetoscope_types::{CategoryTime, GpuTime, KernelRow, StreamTime};
 

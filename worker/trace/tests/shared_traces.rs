@@ -2,11 +2,11 @@
 //! invariants hold on each.
 
 use std::path::PathBuf;
-use worker::trace::{read_trace_file, ReadOptions};
-use worker::{analyze, AnalysisOptions};
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions};
 
 fn shared_traces() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/traces");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -58,7 +58,7 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
 
         // The summary survives a JSON round trip unchanged.
         let json = serde_json::to_string(&s).unwrap();
-        let back: worker::Summary = serde_json::from_str(&json).unwrap();
+        let back: kinetoscope_trace::Summary = serde_json::from_str(&json).unwrap();
         assert!(back == s, "{name}: the summary changes in a JSON round trip");
 
         eprintln!(

@@ -1,4 +1,4 @@
-//! The analysis benchmark (`make bench` / `cargo bench -p worker`).
+//! The analysis benchmark (`make bench` / `cargo bench -p kinetoscope-trace`).
 //!
 //! Generates the founding story's trace once (30 steps x 78 layers, ~480 MB
 //! of JSON, ~1.4 M events), compresses it with zstd (and gzip, as torch
@@ -23,7 +23,7 @@ const RUNS: usize = 3;
 fn bench_dir() -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     target.join("bench")
 }
 
@@ -43,21 +43,21 @@ fn peak_rss_kb() -> u64 {
 fn ensure_traces() -> (PathBuf, PathBuf, u64) {
     let dir = bench_dir();
     std::fs::create_dir_all(&dir).unwrap();
-    let zst = dir.join("decode-30x78.json.zst");
-    let gz = dir.join("decode-30x78.json.gz");
-    let size_file = dir.join("decode-30x78.json.size");
+    let zst = dir.join("decode-v2-30x78.json.zst");
+    let gz = dir.join("decode-v2-30x78.json.gz");
+    let size_file = dir.join("decode-v2-30x78.json.size");
     if !zst.exists() || !gz.exists() || !size_file.exists() {
         eprintln!("generating the 30 x 78 decode trace (once) in {}", dir.display());
         let t = Instant::now();
-        let p = worker::generate::DecodeParams::default();
+        let p = kinetoscope_trace::generate::DecodeParams::default();
         let mut enc = zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
-        let truth = worker::generate::write_decode_trace(&p, &mut enc).unwrap();
+        let truth = kinetoscope_trace::generate::write_decode_trace(&p, &mut enc).unwrap();
         enc.finish().unwrap().flush().unwrap();
-        let mut gzenc = worker::trace::input::GzEncoder::new(
+        let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
             std::io::BufWriter::new(std::fs::File::create(&gz).unwrap()),
-            worker::trace::input::GzLevel::new(6),
+            kinetoscope_trace::import::input::GzLevel::new(6),
         );
-        worker::generate::write_decode_trace(&p, &mut gzenc).unwrap();
+        kinetoscope_trace::generate::write_decode_trace(&p, &mut gzenc).unwrap();
         gzenc.finish().unwrap().flush().unwrap();
         std::fs::write(&size_file, truth.json_bytes.to_string()).unwrap();
         eprintln!(
@@ -85,7 +85,7 @@ fn run_phase(phase: &str, file: &Path) {
             let _: serde::de::IgnoredAny = serde_json::from_slice(&bytes).unwrap();
         }
         "analyze" => {
-            let s = worker::analyze_file(file, &Default::default(), &Default::default()).unwrap();
+            let s = kinetoscope_trace::analyze_file(file, &Default::default(), &Default::default()).unwrap();
             let json = serde_json::to_string(&s).unwrap();
             assert!(json.len() > 1000 && s.trace.events > 1_000_000);
         }

@@ -5,9 +5,9 @@
 //! analyzer's).
 
 use kinetoscope_types::units;
-use worker::generate::{write_decode_trace, DecodeParams, Mode, Truth, Variant};
-use worker::trace::{read_trace, ReadOptions};
-use worker::{analyze, AnalysisOptions, Summary};
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Truth, Variant};
+use kinetoscope_trace::import::{read_trace, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 
 fn run(p: &DecodeParams) -> (Truth, Summary) {
     let mut json = Vec::new();
