@@ -114,9 +114,9 @@ pub fn category_bars(cats: &[CategoryTime]) -> impl IntoView {
         .map(|c| {
             view! {
                 <div class="hbar">
-                    <span class="hbar-label">{c.category.clone()}</span>
+                    <span class="hbar-label">{c.category.as_str()}</span>
                     <span class="hbar-track">
-                        <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(&c.category))></span>
+                        <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(c.category.as_str()))></span>
                     </span>
                     <span class="hbar-value">{format!("{} · {} · {} calls", pct(c.pct), time_us(c.us), c.calls)}</span>
                 </div>

@@ -4,78 +4,40 @@
 
 use kinetoscope_types::{KernelRow, OpRow, ShapeGroup, StepRow};
 
-/// Columns of the op table: (key in the URL, header, numeric value).
-pub const OP_COLUMNS: &[(&str, &str)] = &[
-    ("name", "Op"),
-    ("calls", "Calls"),
-    ("self_cpu", "Self CPU"),
-    ("cpu_total", "CPU total"),
-    ("self_device", "Self device"),
-    ("device_total", "Device total"),
-    ("avg_device", "Avg device"),
-    ("device_pct", "Share"),
-    ("bytes", "Bytes/call"),
-    ("gbps", "Rate"),
-];
+pub use kinetoscope_types::table::{KERNEL_COLUMNS, OP_COLUMNS};
+use kinetoscope_types::table::{filter_sort, TableRow};
 
-/// Columns of the kernel table.
-pub const KERNEL_COLUMNS: &[(&str, &str)] = &[
-    ("name", "Kernel"),
-    ("category", "Category"),
-    ("calls", "Calls"),
-    ("total", "Total"),
-    ("avg", "Avg"),
-    ("min", "Min"),
-    ("max", "Max"),
-    ("pct", "Share"),
-];
+/// Filters and sorts a table as the API does (one rule for both); an
+/// unknown column falls back to the table's default.
+fn shown<T: TableRow + Clone>(rows: &[T], filter: &str, col: &str, asc: bool) -> Vec<T> {
+    filter_sort(rows, filter, Some(col), asc)
+        .or_else(|_| filter_sort(rows, filter, None, asc))
+        .unwrap_or_default()
+        .into_iter()
+        .cloned()
+        .collect()
+}
 
-/// Sorts ops by a column; text columns sort by name. Ties break by name so
-/// the order is stable across reloads.
+/// Sorts ops by a column (text columns by name; ties by name).
 pub fn sort_ops(rows: &mut [OpRow], col: &str, asc: bool) {
-    rows.sort_by(|a, b| {
-        let ord = match (a.sort_value(col), b.sort_value(col)) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            _ => a.name.cmp(&b.name),
-        };
-        let ord = if asc { ord } else { ord.reverse() };
-        ord.then_with(|| a.name.cmp(&b.name))
-    });
+    let sorted = shown(rows, "", col, asc);
+    rows.clone_from_slice(&sorted);
 }
 
 /// Sorts kernels by a column.
 pub fn sort_kernels(rows: &mut [KernelRow], col: &str, asc: bool) {
-    rows.sort_by(|a, b| {
-        let ord = match (a.sort_value(col), b.sort_value(col)) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            _ if col == "category" => a.category.cmp(&b.category),
-            _ => a.short_name.cmp(&b.short_name),
-        };
-        let ord = if asc { ord } else { ord.reverse() };
-        ord.then_with(|| a.name.cmp(&b.name))
-    });
+    let sorted = shown(rows, "", col, asc);
+    rows.clone_from_slice(&sorted);
 }
 
-/// Whether a name matches a filter: every space-separated word appears,
-/// case-insensitively.
-pub fn matches(name: &str, filter: &str) -> bool {
-    let name = name.to_lowercase();
-    filter
-        .split_whitespace()
-        .all(|w| name.contains(&w.to_lowercase()))
-}
-
-/// The rows whose name matches the filter.
+/// The ops whose name matches the filter (every word, case-insensitively).
 pub fn filter_ops(rows: &[OpRow], filter: &str) -> Vec<OpRow> {
-    rows.iter().filter(|o| matches(&o.name, filter)).cloned().collect()
+    rows.iter().filter(|o| kinetoscope_types::table::matches(*o, filter)).cloned().collect()
 }
 
 /// The kernels whose full or short name matches the filter.
 pub fn filter_kernels(rows: &[KernelRow], filter: &str) -> Vec<KernelRow> {
-    rows.iter()
-        .filter(|k| matches(&k.name, filter) || matches(&k.short_name, filter))
-        .cloned()
-        .collect()
+    rows.iter().filter(|k| kinetoscope_types::table::matches(*k, filter)).cloned().collect()
 }
 
 /// One op row per (op, input shapes) for the "group by shapes" view.

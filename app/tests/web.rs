@@ -13,7 +13,7 @@ wasm_bindgen_test_configure!(run_in_browser);
 fn op(name: &str, self_device: f64, calls: u64) -> OpRow {
     OpRow {
         name: name.into(),
-        kind: "op".into(),
+        kind: kinetoscope_types::OpKind::Op,
         calls,
         self_device_us: self_device,
         device_pct: self_device / 10.0,
@@ -51,7 +51,7 @@ fn kernels_sort_and_filter() {
         name: name.into(),
         short_name: short.into(),
         total_us: total,
-        category: cat.into(),
+        category: cat.parse().unwrap(),
         ..Default::default()
     };
     let mut rows = vec![k("void x<1>", "x", 1.0, "gemm"), k("void y<2>", "y", 3.0, "memory")];

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use std::path::PathBuf;
-use worker::capture::Engine;
+use worker::engines::Engine;
 
 /// Where data lives and the limits every process shares (server and worker).
 #[derive(Args, Clone, Debug)]

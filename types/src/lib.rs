@@ -11,6 +11,67 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod enums;
+pub mod table;
+pub use enums::*;
+
+/// What a user can choose about an analysis. One type everywhere: the CLI
+/// flags build it, the re-analysis API takes it (query parameters or a JSON
+/// body), it is stored with the run for the job to read back, and the app
+/// sends it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AnalysisOptions {
+    /// Op, annotation or kernel name that starts each layer (overrides
+    /// layer detection).
+    pub layer_marker: Option<String>,
+    /// GPU ops per layer (overrides the period search).
+    pub layer_period: Option<u64>,
+    /// Op, annotation or Python frame name (a substring) that spans one step
+    /// (overrides step detection).
+    pub step_marker: Option<String>,
+}
+
+impl AnalysisOptions {
+    /// Longest marker accepted.
+    pub const MAX_MARKER: usize = 500;
+    /// Largest layer period accepted.
+    pub const MAX_PERIOD: u64 = 10_000;
+
+    /// Blank markers and a zero period mean "not set".
+    pub fn normalized(self) -> Self {
+        let text = |m: Option<String>| m.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        AnalysisOptions {
+            layer_marker: text(self.layer_marker),
+            layer_period: self.layer_period.filter(|&p| p > 0),
+            step_marker: text(self.step_marker),
+        }
+    }
+
+    /// Whether nothing is set (the analysis detects everything itself).
+    pub fn is_empty(&self) -> bool {
+        self.layer_marker.is_none() && self.layer_period.is_none() && self.step_marker.is_none()
+    }
+
+    /// Checks the values a user sent; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, m) in [("layer_marker", &self.layer_marker), ("step_marker", &self.step_marker)] {
+            if m.as_deref().is_some_and(|m| m.len() > Self::MAX_MARKER) {
+                return Err(format!("{name} is too long (at most {} bytes)", Self::MAX_MARKER));
+            }
+        }
+        if self.layer_period.is_some_and(|p| p == 0 || p > Self::MAX_PERIOD) {
+            return Err(format!("layer_period must be between 1 and {}", Self::MAX_PERIOD));
+        }
+        Ok(())
+    }
+
+    /// Reads options stored with a run (lenient: unreadable text means none).
+    pub fn from_stored(json: &str) -> Self {
+        serde_json::from_str::<AnalysisOptions>(json).unwrap_or_default().normalized()
+    }
+}
+
 /// The analysis of one trace file (one rank), as stored by the worker.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -42,7 +103,7 @@ pub struct Summary {
 pub struct GraphStats {
     /// `eager` (no graph launches), `graph` (graph replays run nearly all
     /// device time), or `piecewise` (replays with eager GPU work between them).
-    pub mode: String,
+    pub mode: GraphMode,
     /// Graph launches (`cudaGraphLaunch`, `hipGraphLaunch`, `cuGraphLaunch`).
     pub replays: u64,
     /// GPU ops the replays ran.
@@ -165,7 +226,7 @@ pub struct OpRow {
     /// `runtime` (CUDA/HIP runtime and driver calls), or `graph` (a graph
     /// replay context: `graph replay: <op, annotation or Python frame>`,
     /// whose device time is the GPU ops its replays ran).
-    pub kind: String,
+    pub kind: OpKind,
     pub calls: u64,
     /// CPU time of the calls minus the time of their child events.
     pub self_cpu_us: f64,
@@ -256,9 +317,9 @@ pub struct KernelRow {
     /// The name without template arguments, parameter list or return type.
     pub short_name: String,
     /// gemm, attention, communication, memory, elementwise, reduction, norm, other.
-    pub category: String,
+    pub category: KernelCategory,
     /// `kernel`, `memcpy` or `memset`.
-    pub kind: String,
+    pub kind: GpuOpKind,
     pub calls: u64,
     pub total_us: f64,
     pub avg_us: f64,
@@ -356,7 +417,7 @@ pub struct StepRow {
     /// GPU ops launched within the step.
     pub kernels: u64,
     /// `prefill`, `decode` or `mixed`, where the step's name tells.
-    pub kind: Option<String>,
+    pub kind: Option<StepKind>,
 }
 
 /// Statistics over the steps' CPU durations.
@@ -383,7 +444,7 @@ pub struct StepsStats {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepKindStats {
-    pub kind: String,
+    pub kind: StepKind,
     pub count: u64,
     pub mean_us: f64,
     pub p50_us: f64,
@@ -410,7 +471,7 @@ pub struct GpuTime {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct CategoryTime {
-    pub category: String,
+    pub category: KernelCategory,
     pub us: f64,
     pub pct: f64,
     pub calls: u64,
@@ -431,7 +492,7 @@ pub struct StreamTime {
 #[serde(default)]
 pub struct Layers {
     /// `annotation`, `module`, `repetition`, `override`, or `none`.
-    pub method: String,
+    pub method: LayerMethod,
     /// How sure the method is, 0 to 1.
     pub confidence: f64,
     /// Number of layers found.
@@ -457,7 +518,7 @@ pub struct LayerRow {
     /// What sets this layer apart when the model's layers are not all alike:
     /// `dense` or `moe` where kernel names tell, else `prefix` for the first
     /// layers whose op sequence differs from the rest.
-    pub kind: Option<String>,
+    pub kind: Option<LayerKind>,
     pub device_us: f64,
     pub by_category: BTreeMap<String, f64>,
     pub top_ops: Vec<NameTime>,
@@ -482,7 +543,7 @@ pub struct Finding {
     /// How much it matters: the share of step or GPU time it speaks of (0-100).
     pub impact_pct: f64,
     /// The table row it speaks of, for linking: `ops`, `kernels`, `steps`, `gpu`, `layers`.
-    pub tab: Option<String>,
+    pub tab: Option<FindingTab>,
     pub name: Option<String>,
 }
 
@@ -563,7 +624,7 @@ pub struct DiffSide {
     pub p50_step_us: f64,
     pub busy_pct: f64,
     pub layers: Vec<LayerRow>,
-    pub layer_method: String,
+    pub layer_method: LayerMethod,
 }
 
 /// Step time of run a against run b.
@@ -604,7 +665,7 @@ pub struct DeltaRow {
     pub matched_by: String,
     /// Kernels: the name on side b when it differs from side a.
     pub b_name: Option<String>,
-    pub category: Option<String>,
+    pub category: Option<KernelCategory>,
 }
 
 /// One layer of a diff, per step.
@@ -649,7 +710,7 @@ pub struct RunInfo {
     /// RFC 3339 UTC.
     pub created_at: String,
     /// `queued`, `capturing`, `analyzing`, `done` or `failed`.
-    pub status: String,
+    pub status: RunStatus,
     /// Finer progress in words (`collecting 5/8 ranks`, `analyzing 2/8 ranks`).
     pub stage: String,
     /// Why the run failed, when it did.
@@ -659,7 +720,7 @@ pub struct RunInfo {
     /// Compressed bytes to parse, over all ranks.
     pub total_bytes: u64,
     /// `upload` or `capture`.
-    pub source: String,
+    pub source: RunSource,
     pub ranks: Vec<RankInfo>,
     /// Headline numbers once analyzed (from the first rank's summary).
     pub devices: Vec<String>,
@@ -676,13 +737,13 @@ pub struct RankInfo {
     pub rank: i64,
     pub file: String,
     /// `queued`, `analyzing`, `done` or `failed`.
-    pub status: String,
+    pub status: RunStatus,
     pub error: Option<String>,
     pub bytes: u64,
     pub progress_bytes: u64,
     pub sha256: String,
     /// `json`, `gzip` or `zstd`.
-    pub encoding: String,
+    pub encoding: Encoding,
 }
 
 /// A page of runs.
@@ -701,7 +762,7 @@ pub struct RunList {
 pub struct Created {
     pub id: String,
     pub url: String,
-    pub status: String,
+    pub status: RunStatus,
     /// Captures: the run the capture fills.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
@@ -722,7 +783,7 @@ pub struct ApiError {
 #[serde(default)]
 pub struct EngineInfo {
     pub name: String,
-    pub flavour: String,
+    pub flavour: EngineFlavour,
     pub ranks: u32,
     /// Whether it answered just now.
     pub reachable: bool,

@@ -10,7 +10,9 @@
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
+use kinetoscope_trace::import::{head_needs_more, sniff};
+use kinetoscope_types::Encoding;
 use object_store::buffered::BufWriter;
 use object_store::path::Path as StorePath;
 use object_store::{GetResultPayload, ObjectStore};
@@ -243,6 +245,90 @@ impl BlobWriter {
     /// Abandons the write, removing staged data.
     pub async fn abort(mut self) {
         let _ = self.inner.abort().await;
+    }
+}
+
+/// A trace stored in the blob store.
+#[derive(Clone, Debug)]
+pub struct StoredTrace {
+    /// Its key ([`trace_key`]).
+    pub key: String,
+    /// Bytes stored (as received, compressed or not).
+    pub bytes: u64,
+    /// Sha256 of those bytes, in hex.
+    pub sha256: String,
+    /// How it is compressed, from its first bytes.
+    pub encoding: Encoding,
+}
+
+/// Why a trace was not stored (nothing is left behind in any case).
+#[derive(Debug)]
+pub enum StoreError {
+    /// The first bytes are not a trace in any format we read.
+    NotATrace(String),
+    /// More bytes than the budget.
+    TooLarge,
+    /// Reading the input failed (a client went away, a file vanished).
+    Read(String),
+    /// Writing to the blob store failed.
+    Write(String),
+}
+
+impl Blobs {
+    /// Streams one trace into the blob store as run `run_id`'s rank `rank`:
+    /// reads its head by the one rule ([`head_needs_more`]), detects its
+    /// encoding, then writes every byte while hashing and counting them, up
+    /// to `budget` bytes. The one way traces enter the store: uploads and
+    /// captures both call it.
+    pub async fn store_trace<S, E>(&self, run_id: &str, rank: i64, stream: S, budget: u64) -> Result<StoredTrace, StoreError>
+    where
+        S: Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+    {
+        let mut stream = std::pin::pin!(stream);
+        let mut head: Vec<u8> = Vec::new();
+        let mut ended = false;
+        while head_needs_more(&head) {
+            match stream.next().await {
+                Some(Ok(chunk)) => head.extend_from_slice(&chunk),
+                Some(Err(e)) => return Err(StoreError::Read(e.to_string())),
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        let encoding = sniff(&head).map_err(StoreError::NotATrace)?;
+        if head.len() as u64 > budget {
+            return Err(StoreError::TooLarge);
+        }
+        let key = trace_key(run_id, rank, encoding.suffix());
+        let mut writer = self.writer(&key);
+        let mut failure = writer.write(&head).await.err().map(|e| StoreError::Write(e.to_string()));
+        while failure.is_none() && !ended {
+            match stream.next().await {
+                Some(Ok(chunk)) => {
+                    if writer.bytes() + chunk.len() as u64 > budget {
+                        failure = Some(StoreError::TooLarge);
+                    } else if let Err(e) = writer.write(&chunk).await {
+                        failure = Some(StoreError::Write(e.to_string()));
+                    }
+                }
+                Some(Err(e)) => failure = Some(StoreError::Read(e.to_string())),
+                None => ended = true,
+            }
+        }
+        if let Some(e) = failure {
+            writer.abort().await;
+            return Err(e);
+        }
+        let (bytes, sha256) = writer.finish().await.map_err(|e| StoreError::Write(e.to_string()))?;
+        Ok(StoredTrace {
+            key,
+            bytes,
+            sha256,
+            encoding,
+        })
     }
 }
 

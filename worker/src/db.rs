@@ -8,6 +8,7 @@
 //!
 //! Times are Unix milliseconds; JSON values are stored as text.
 
+use kinetoscope_types::{Encoding, JobKind, RunSource, RunStatus};
 use serde::{Deserialize, Serialize};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
@@ -48,10 +49,10 @@ pub struct RunRecord {
     pub tags: Vec<String>,
     pub note: String,
     pub created_at: i64,
-    pub status: String,
+    pub status: RunStatus,
     pub stage: String,
     pub error: Option<String>,
-    pub source: String,
+    pub source: RunSource,
     pub options: String,
     pub capture: Option<String>,
     pub headline: Option<Headline>,
@@ -80,8 +81,8 @@ pub struct TraceRecord {
     pub blob_key: String,
     pub bytes: i64,
     pub sha256: String,
-    pub encoding: String,
-    pub status: String,
+    pub encoding: Encoding,
+    pub status: RunStatus,
     pub error: Option<String>,
     pub progress_bytes: i64,
     pub analyzer_version: Option<i64>,
@@ -94,7 +95,7 @@ pub struct NewRun {
     pub id: String,
     pub name: String,
     pub tags: Vec<String>,
-    pub source: String,
+    pub source: RunSource,
     pub capture: Option<String>,
 }
 
@@ -106,14 +107,14 @@ pub struct NewTrace {
     pub blob_key: String,
     pub bytes: i64,
     pub sha256: String,
-    pub encoding: String,
+    pub encoding: Encoding,
 }
 
 /// A claimed job.
 #[derive(Clone, Debug)]
 pub struct Job {
     pub id: i64,
-    pub kind: String,
+    pub kind: JobKind,
     pub run_id: String,
     pub rank: i64,
     pub attempts: i64,
@@ -127,7 +128,7 @@ pub struct RunFilter {
     /// Substring of the name, case-insensitive.
     pub name: Option<String>,
     pub tag: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<RunStatus>,
     pub offset: i64,
     pub limit: i64,
 }
@@ -159,10 +160,10 @@ fn run_from_row(row: &AnyRow) -> DbResult<RunRecord> {
         tags: serde_json::from_str(&tags).unwrap_or_default(),
         note: row.try_get("note")?,
         created_at: row.try_get("created_at")?,
-        status: row.try_get("status")?,
+        status: word(row, "status")?,
         stage: row.try_get("stage")?,
         error: row.try_get("error")?,
-        source: row.try_get("source")?,
+        source: word(row, "source")?,
         options: row.try_get("options")?,
         capture: row.try_get("capture")?,
         headline: headline.and_then(|h| serde_json::from_str(&h).ok()),
@@ -179,13 +180,19 @@ fn trace_from_row(row: &AnyRow) -> DbResult<TraceRecord> {
         blob_key: row.try_get("blob_key")?,
         bytes: row.try_get("bytes")?,
         sha256: row.try_get("sha256")?,
-        encoding: row.try_get("encoding")?,
-        status: row.try_get("status")?,
+        encoding: word(row, "encoding")?,
+        status: word(row, "status")?,
         error: row.try_get("error")?,
         progress_bytes: row.try_get("progress_bytes")?,
         analyzer_version: row.try_get("analyzer_version")?,
         analyses: row.try_get("analyses")?,
     })
+}
+
+/// A column holding one of a fixed set of words, read as its type.
+fn word<T: std::str::FromStr<Err = String>>(row: &AnyRow, column: &str) -> DbResult<T> {
+    let text: String = row.try_get(column)?;
+    text.parse().map_err(|e: String| DbError::Decode(e.into()))
 }
 
 /// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
@@ -274,7 +281,10 @@ impl Db {
     pub async fn create_run(&self, run: &NewRun, traces: &[NewTrace]) -> DbResult<()> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let status = if run.source == "capture" { "capturing" } else { "queued" };
+        let status = match run.source {
+            RunSource::Capture => RunStatus::Capturing,
+            RunSource::Upload => RunStatus::Queued,
+        };
         sqlx::query(
             "INSERT INTO runs (id, name, tags, note, created_at, status, stage, source, options, capture) \
              VALUES ($1, $2, $3, '', $4, $5, '', $6, '{}', $7)",
@@ -283,21 +293,22 @@ impl Db {
         .bind(&run.name)
         .bind(serde_json::to_string(&run.tags).unwrap_or_else(|_| "[]".into()))
         .bind(now)
-        .bind(status)
-        .bind(&run.source)
+        .bind(status.as_str())
+        .bind(run.source.as_str())
         .bind(run.capture.clone())
         .execute(&mut *tx)
         .await?;
         for t in traces {
             insert_trace(&mut tx, &run.id, t).await?;
         }
-        if run.source == "capture" {
+        if run.source == RunSource::Capture {
             sqlx::query(
                 "INSERT INTO jobs (kind, run_id, rank, state, run_after, max_attempts, created_at, updated_at) \
-                 VALUES ('capture', $1, 0, 'queued', $2, 1, $2, $2)",
+                 VALUES ($3, $1, 0, 'queued', $2, 1, $2, $2)",
             )
             .bind(&run.id)
             .bind(now)
+            .bind(JobKind::Capture.as_str())
             .execute(&mut *tx)
             .await?;
         }
@@ -314,9 +325,10 @@ impl Db {
         for t in traces {
             insert_trace(&mut tx, &job.run_id, t).await?;
         }
-        sqlx::query("UPDATE runs SET status = 'queued', stage = $1 WHERE id = $2")
+        sqlx::query("UPDATE runs SET status = $3, stage = $1 WHERE id = $2")
             .bind(format!("analyzing 0/{} ranks", traces.len()))
             .bind(&job.run_id)
+            .bind(RunStatus::Queued.as_str())
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -356,8 +368,8 @@ impl Db {
             binds.push(format!("%{}%", like_escape(&quoted)));
             conds.push(format!("r.tags LIKE ${} ESCAPE '\\'", binds.len()));
         }
-        if let Some(status) = f.status.as_deref().filter(|s| !s.is_empty()) {
-            binds.push(status.to_string());
+        if let Some(status) = f.status {
+            binds.push(status.as_str().to_string());
             conds.push(format!("r.status = ${}", binds.len()));
         }
         let where_ = if conds.is_empty() {
@@ -485,9 +497,9 @@ impl Db {
     }
 
     /// Sets a run's status words (capture progress).
-    pub async fn set_stage(&self, run_id: &str, status: &str, stage: &str) -> DbResult<()> {
+    pub async fn set_stage(&self, run_id: &str, status: RunStatus, stage: &str) -> DbResult<()> {
         sqlx::query("UPDATE runs SET status = $1, stage = $2 WHERE id = $3")
-            .bind(status)
+            .bind(status.as_str())
             .bind(stage)
             .bind(run_id)
             .execute(&self.pool)
@@ -519,12 +531,15 @@ impl Db {
         for rank in ranks {
             enqueue_analysis(&mut tx, run_id, rank, now).await?;
         }
-        sqlx::query("UPDATE runs SET stage = 're-analyzing' WHERE id = $1 AND status = 'done'")
+        sqlx::query("UPDATE runs SET stage = 're-analyzing' WHERE id = $1 AND status = $2")
             .bind(run_id)
+            .bind(RunStatus::Done.as_str())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE runs SET status = 'queued', error = NULL WHERE id = $1 AND status = 'failed'")
+        sqlx::query("UPDATE runs SET status = $2, error = NULL WHERE id = $1 AND status = $3")
             .bind(run_id)
+            .bind(RunStatus::Queued.as_str())
+            .bind(RunStatus::Failed.as_str())
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -535,10 +550,12 @@ impl Db {
     /// another analyzer version; returns how many were queued.
     pub async fn enqueue_stale(&self, version: u32) -> DbResult<u64> {
         let rows = sqlx::query(
-            "SELECT run_id, rank FROM traces WHERE status IN ('done', 'failed') \
+            "SELECT run_id, rank FROM traces WHERE status IN ($2, $3) \
              AND (analyzer_version IS NULL OR analyzer_version <> $1)",
         )
         .bind(version as i64)
+        .bind(RunStatus::Done.as_str())
+        .bind(RunStatus::Failed.as_str())
         .fetch_all(&self.pool)
         .await?;
         let mut n = 0;
@@ -578,7 +595,7 @@ impl Db {
         row.map(|r| {
             Ok(Job {
                 id: r.try_get("id")?,
-                kind: r.try_get("kind")?,
+                kind: word(&r, "kind")?,
                 run_id: r.try_get("run_id")?,
                 rank: r.try_get("rank")?,
                 attempts: r.try_get("attempts")?,
@@ -616,13 +633,18 @@ impl Db {
     /// Marks a claimed analysis as started.
     pub async fn start_analysis(&self, job: &Job) -> DbResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE traces SET status = 'analyzing', progress_bytes = 0 WHERE run_id = $1 AND rank = $2 AND status <> 'done'")
+        sqlx::query("UPDATE traces SET status = $3, progress_bytes = 0 WHERE run_id = $1 AND rank = $2 AND status <> $4")
             .bind(&job.run_id)
             .bind(job.rank)
+            .bind(RunStatus::Analyzing.as_str())
+            .bind(RunStatus::Done.as_str())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("UPDATE runs SET status = 'analyzing' WHERE id = $1 AND status IN ('queued', 'failed')")
+        sqlx::query("UPDATE runs SET status = $2 WHERE id = $1 AND status IN ($3, $4)")
             .bind(&job.run_id)
+            .bind(RunStatus::Analyzing.as_str())
+            .bind(RunStatus::Queued.as_str())
+            .bind(RunStatus::Failed.as_str())
             .execute(&mut *tx)
             .await?;
         tx.commit().await
@@ -651,7 +673,7 @@ impl Db {
             return Ok(false);
         }
         sqlx::query(
-            "UPDATE traces SET status = 'done', error = NULL, summary = $1, analyzer_version = $2, \
+            "UPDATE traces SET status = $6, error = NULL, summary = $1, analyzer_version = $2, \
              analyses = analyses + 1, analyzed_at = $3, progress_bytes = bytes WHERE run_id = $4 AND rank = $5",
         )
         .bind(summary)
@@ -659,6 +681,7 @@ impl Db {
         .bind(now)
         .bind(&job.run_id)
         .bind(job.rank)
+        .bind(RunStatus::Done.as_str())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -668,11 +691,13 @@ impl Db {
     /// Counts of a run's traces: (done, failed, all).
     pub async fn trace_counts(&self, run_id: &str) -> DbResult<(i64, i64, i64)> {
         let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
-                    CAST(COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed, \
+            "SELECT CAST(COALESCE(SUM(CASE WHEN status = $2 THEN 1 ELSE 0 END), 0) AS BIGINT) AS done, \
+                    CAST(COALESCE(SUM(CASE WHEN status = $3 THEN 1 ELSE 0 END), 0) AS BIGINT) AS failed, \
                     COUNT(*) AS n FROM traces WHERE run_id = $1",
         )
         .bind(run_id)
+        .bind(RunStatus::Done.as_str())
+        .bind(RunStatus::Failed.as_str())
         .fetch_one(&self.pool)
         .await?;
         Ok((row.try_get("done")?, row.try_get("failed")?, row.try_get("n")?))
@@ -681,11 +706,12 @@ impl Db {
     /// Marks a run complete with its headline and cross-rank summary.
     pub async fn complete_run(&self, run_id: &str, headline: &Headline, cross: Option<&str>) -> DbResult<()> {
         sqlx::query(
-            "UPDATE runs SET status = 'done', stage = '', error = NULL, headline = $1, cross_summary = $2 WHERE id = $3",
+            "UPDATE runs SET status = $4, stage = '', error = NULL, headline = $1, cross_summary = $2 WHERE id = $3",
         )
         .bind(serde_json::to_string(headline).unwrap_or_default())
         .bind(cross.map(str::to_string))
         .bind(run_id)
+        .bind(RunStatus::Done.as_str())
         .execute(&self.pool)
         .await
         .map(|_| ())
@@ -693,9 +719,10 @@ impl Db {
 
     /// Sets the "analyzing k/n ranks" words of a multi-rank run.
     pub async fn set_rank_stage(&self, run_id: &str, done: i64, all: i64) -> DbResult<()> {
-        sqlx::query("UPDATE runs SET stage = $1 WHERE id = $2 AND status <> 'done'")
+        sqlx::query("UPDATE runs SET stage = $1 WHERE id = $2 AND status <> $3")
             .bind(format!("analyzing {done}/{all} ranks"))
             .bind(run_id)
+            .bind(RunStatus::Done.as_str())
             .execute(&self.pool)
             .await
             .map(|_| ())
@@ -720,10 +747,12 @@ impl Db {
                 .bind(&job.worker)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("UPDATE traces SET status = 'queued', error = $1 WHERE run_id = $2 AND rank = $3 AND status <> 'done'")
+                sqlx::query("UPDATE traces SET status = $4, error = $1 WHERE run_id = $2 AND rank = $3 AND status <> $5")
                     .bind(reason)
                     .bind(&job.run_id)
                     .bind(job.rank)
+                    .bind(RunStatus::Queued.as_str())
+                    .bind(RunStatus::Done.as_str())
                     .execute(&mut *tx)
                     .await?;
             }
@@ -739,17 +768,19 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
                 if r.rows_affected() == 1 {
-                    if job.kind == "analyze" {
-                        sqlx::query("UPDATE traces SET status = 'failed', error = $1 WHERE run_id = $2 AND rank = $3")
+                    if job.kind == JobKind::Analyze {
+                        sqlx::query("UPDATE traces SET status = $4, error = $1 WHERE run_id = $2 AND rank = $3")
                             .bind(reason)
                             .bind(&job.run_id)
                             .bind(job.rank)
+                            .bind(RunStatus::Failed.as_str())
                             .execute(&mut *tx)
                             .await?;
                     }
-                    sqlx::query("UPDATE runs SET status = 'failed', stage = '', error = $1 WHERE id = $2")
+                    sqlx::query("UPDATE runs SET status = $3, stage = '', error = $1 WHERE id = $2")
                         .bind(reason)
                         .bind(&job.run_id)
+                        .bind(RunStatus::Failed.as_str())
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -820,7 +851,7 @@ async fn insert_trace(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, t
     let now = now_ms();
     sqlx::query(
         "INSERT INTO traces (run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, progress_bytes, analyses) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', 0, 0)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, 0)",
     )
     .bind(run_id)
     .bind(t.rank)
@@ -828,7 +859,8 @@ async fn insert_trace(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, t
     .bind(&t.blob_key)
     .bind(t.bytes)
     .bind(&t.sha256)
-    .bind(&t.encoding)
+    .bind(t.encoding.as_str())
+    .bind(RunStatus::Queued.as_str())
     .execute(&mut **tx)
     .await?;
     enqueue_analysis(tx, run_id, t.rank, now).await?;
@@ -844,12 +876,13 @@ async fn enqueue_analysis(
 ) -> DbResult<u64> {
     let r = sqlx::query(
         "INSERT INTO jobs (kind, run_id, rank, state, run_after, max_attempts, created_at, updated_at) \
-         VALUES ('analyze', $1, $2, 'queued', $3, 5, $3, $3) \
+         VALUES ($4, $1, $2, 'queued', $3, 5, $3, $3) \
          ON CONFLICT (kind, run_id, rank) WHERE state IN ('queued', 'running') DO NOTHING",
     )
     .bind(run_id)
     .bind(rank)
     .bind(now)
+    .bind(JobKind::Analyze.as_str())
     .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected())

@@ -103,9 +103,9 @@ fn diff_body(d: Diff) -> impl IntoView {
         {has_layers.then(|| view! {
             <div class="panel">
                 <h3>"Device time per layer, same scale"</h3>
-                <p class="side-label">"A · " {d.a.name.clone()} " (" {d.a.layer_method.clone()} ")"</p>
+                <p class="side-label">"A · " {d.a.name.clone()} " (" {d.a.layer_method.as_str()} ")"</p>
                 {charts::stacked_layers(&d.a.layers, layer_max, "layers of run A")}
-                <p class="side-label">"B · " {d.b.name.clone()} " (" {d.b.layer_method.clone()} ")"</p>
+                <p class="side-label">"B · " {d.b.name.clone()} " (" {d.b.layer_method.as_str()} ")"</p>
                 {charts::stacked_layers(&d.b.layers, layer_max, "layers of run B")}
             </div>
         })}

@@ -116,7 +116,7 @@ pub fn RunPage() -> impl IntoView {
                 view! {
                     <div class="run-title">
                         <h1 id="run-name">{r.name.clone()}</h1>
-                        <Status status=r.status.clone() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/>
+                        <Status status=r.status.to_string() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/>
                         {r.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}
                     </div>
                     {failed.map(|e| view! { <p class="error" id="run-error">"Analysis failed: " {e}</p> })}
@@ -233,7 +233,7 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
     let reanalyze = move |_| {
         let id = id_r.clone();
         spawn_local(async move {
-            let _ = api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &serde_json::json!({})).await;
+            let _ = api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &AnalysisOptions::default()).await;
         });
     };
     let id_o = id.clone();
@@ -265,12 +265,12 @@ fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
     view! {
         <ol class="findings" id="findings">
             {items.into_iter().map(|f| {
-                let (tab, name) = (f.tab.clone().unwrap_or_default(), f.name.clone().unwrap_or_default());
+                let (tab, name) = (f.tab.unwrap_or_default(), f.name.clone().unwrap_or_default());
                 let go = move |_| {
-                    let mut updates: Vec<(&'static str, String)> = vec![("tab", tab.clone()), ("page", String::new())];
-                    match tab.as_str() {
-                        "kernels" => { updates.push(("kernel", name.clone())); updates.push(("q", String::new())); }
-                        "ops" => updates.push(("q", name.clone())),
+                    let mut updates: Vec<(&'static str, String)> = vec![("tab", tab.as_str().to_string()), ("page", String::new())];
+                    match tab {
+                        FindingTab::Kernels => { updates.push(("kernel", name.clone())); updates.push(("q", String::new())); }
+                        FindingTab::Ops => updates.push(("q", name.clone())),
                         _ => {}
                     }
                     url.set(&updates, false);
@@ -374,7 +374,7 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                         let top_group = (o.input_shapes.len() > 1 && o.self_device_us > 0.0).then(|| o.input_shapes[0].clone());
                         view! {
                             <tr data-op=o.name.clone() title=shapes_title>
-                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.clone()}</span> })}
+                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.as_str()}</span> })}
                                     {top_group.map(|g| view! { <div class="sub group-hint">{format!("top inputs: {} {} ({}, {}/call)",
                                         g.conversion.clone().unwrap_or_default(), g.shapes, pct(g.device_pct), time_us(g.device_per_call_us()))}</div> })}</td>
                                 <td class="num">{o.calls}{o.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
@@ -488,14 +488,14 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                         view! {
                             <tr data-kernel=k.name.clone() class:selected=is_sel class="clickable"
                                 on:click=move |_| url.set(&[("kernel", name.clone())], true)>
-                                <td><span class="chip" style=format!("background:{}", category_color(&k.category))></span><Name name=k.short_name.clone() max=70/></td>
-                                <td>{k.category.clone()}</td>
+                                <td><span class="chip" style=format!("background:{}", category_color(k.category.as_str()))></span><Name name=k.short_name.clone() max=70/></td>
+                                <td>{k.category.as_str()}</td>
                                 <td class="num">{k.calls}</td>
                                 <td class="num">{time_us(k.total_us)}</td>
                                 <td class="num">{time_us(k.avg_us)}</td>
                                 <td class="num">{time_us(k.min_us)}</td>
                                 <td class="num">{time_us(k.max_us)}</td>
-                                <td class="num"><ShareBar pct=k.pct color=category_color(&k.category)/></td>
+                                <td class="num"><ShareBar pct=k.pct color=category_color(k.category.as_str())/></td>
                                 <td class="mono small">{match (k.grid, k.block) { (Some(g), Some(b)) => format!("{:?} / {:?}", g, b), _ => String::new() }}</td>
                             </tr>
                         }
@@ -538,7 +538,7 @@ fn steps_tab(s: &Summary) -> impl IntoView {
                 {s.steps.iter().zip(out).map(|(st, o)| view! {
                     <tr class:outlier=o>
                         <td class="mono">{st.name.clone()}</td>
-                        <td>{st.kind.clone().unwrap_or_default()}</td>
+                        <td>{st.kind.map(|k| k.as_str()).unwrap_or_default()}</td>
                         <td class="num">{time_us(st.start_us)}</td>
                         <td class="num">{time_us(st.cpu_us)}</td>
                         <td class="num">{time_us(st.device_us)}</td>
@@ -566,10 +566,12 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let apply = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let id = id.clone();
-        let body = serde_json::json!({
-            "layer_marker": Some(marker.get_untracked()).filter(|m| !m.trim().is_empty()),
-            "layer_period": period.get_untracked().trim().parse::<u64>().ok(),
-        });
+        let body = AnalysisOptions {
+            layer_marker: Some(marker.get_untracked()),
+            layer_period: period.get_untracked().trim().parse::<u64>().ok(),
+            ..Default::default()
+        }
+        .normalized();
         spawn_local(async move {
             match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &body).await {
                 Ok(_) => note.set(Some("Re-analyzing with these settings; the page updates when done.".into())),
@@ -610,7 +612,7 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
                 {l.items.iter().map(|i| view! {
                     <tr>
                         <td class="num">{i.index}</td>
-                        <td>{i.kind.clone().unwrap_or_default()}</td>
+                        <td>{i.kind.map(|k| k.as_str()).unwrap_or_default()}</td>
                         <td class="num">{time_us(i.device_us)}</td>
                         <td>{i.top_ops.first().map(|o| view! { <Name name=o.name.clone() max=40/> " " {time_us(o.us)} })}</td>
                         <td>{i.top_kernels.first().map(|k| view! { <Name name=k.name.clone() max=50/> " " {time_us(k.us)} })}</td>

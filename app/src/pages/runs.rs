@@ -80,7 +80,7 @@ pub fn RunsPage() -> impl IntoView {
                         <td><a href=r.url.clone() class="run-link">{r.name.clone()}</a></td>
                         <td>{r.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
                         <td class="nowrap">{r.created_at.replace('T', " ").trim_end_matches('Z').to_string()}</td>
-                        <td><Status status=r.status.clone() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/></td>
+                        <td><Status status=r.status.to_string() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/></td>
                         <td class="num">{r.mean_step_us.map(time_us).unwrap_or_default()}</td>
                         <td class="finding-cell" title=r.top_finding.clone().unwrap_or_default()>
                             {r.error.clone().or(r.top_finding.clone()).unwrap_or_default()}

@@ -3,12 +3,12 @@
 //! Requests name an engine, never a URL: only what the operator configured
 //! can be reached.
 
-use super::{new_id, require_writer, upload::clean_name, ApiError, ApiResult, AppState};
+use super::{new_id, upload::clean_name, ApiError, ApiResult, AppState, Writer};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::Json;
-use kinetoscope_types::{CaptureRequest, Created, EngineInfo};
+use kinetoscope_types::{CaptureRequest, Created, EngineInfo, RunSource, RunStatus};
 use worker::db::NewRun;
 
 /// Most steps a capture may ask for.
@@ -17,10 +17,9 @@ pub const MAX_STEPS: u32 = 10_000;
 /// `POST /api/captures`.
 pub async fn create(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _writer: Writer,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Created>)> {
-    require_writer(&state, &headers).await?;
     let req: CaptureRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
     if req.engine.contains("://") || req.engine.contains('/') {
@@ -46,11 +45,11 @@ pub async fn create(
         id: id.clone(),
         name,
         tags: vec![format!("engine:{}", engine.name)],
-        source: "capture".into(),
+        source: RunSource::Capture,
         capture: Some(serde_json::to_string(&req).unwrap_or_default()),
     };
     state.db.create_run(&run, &[]).await?;
-    state.db.set_stage(&id, "capturing", "starting").await?;
+    state.db.set_stage(&id, RunStatus::Capturing, "starting").await?;
     state.wake.notify_waiters();
     let url = format!("/runs/{id}");
     Ok((
@@ -58,7 +57,7 @@ pub async fn create(
         Json(Created {
             id: id.clone(),
             url,
-            status: "capturing".into(),
+            status: RunStatus::Capturing,
             run_id: Some(id),
         }),
     ))
@@ -69,7 +68,7 @@ pub async fn engines(State(state): State<AppState>) -> ApiResult<Json<Vec<Engine
     let checks = state.engines.iter().map(|e| {
         let http = state.http.clone();
         async move {
-            let (reachable, detail) = worker::capture::probe(&http, e).await;
+            let (reachable, detail) = worker::engines::probe(&http, e).await;
             EngineInfo {
                 name: e.name.clone(),
                 flavour: e.flavour.clone(),

@@ -14,7 +14,6 @@ pub mod upload;
 use crate::web;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query};
 use axum::http::request::Parts;
-use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::Router;
 pub use error::{ApiError, ApiResult};
@@ -26,7 +25,7 @@ use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
 use worker::blobs::Blobs;
-use worker::capture::Engine;
+use worker::engines::Engine;
 use worker::db::Db;
 
 /// Shared state of the handlers.
@@ -130,26 +129,38 @@ pub fn new_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// Refuses writes without a valid token when tokens are configured.
-pub async fn require_writer(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
-    if !state.db.tokens_exist().await? {
-        return Ok(());
+/// Authorization to write (create, edit, delete, re-analyze), as an
+/// extractor: a handler that takes a `Writer` cannot run without it. When
+/// tokens are configured, the request must carry `Authorization: Bearer
+/// <token>` with a valid one; with none configured (the embedded default),
+/// anyone may write. Holds the token's name, when there is one.
+pub struct Writer(pub Option<String>);
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if !state.db.tokens_exist().await? {
+            return Ok(Writer(None));
+        }
+        let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
+            return Err(ApiError::Unauthorized(
+                "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
+            ));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .unwrap_or("");
+        if token.is_empty() {
+            return Err(ApiError::Unauthorized("the token is not valid".into()));
+        }
+        match state.db.token_name(&worker::blobs::sha256_hex(token.as_bytes())).await? {
+            Some(name) => Ok(Writer(Some(name))),
+            None => Err(ApiError::Unauthorized("the token is not valid".into())),
+        }
     }
-    let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
-        return Err(ApiError::Unauthorized(
-            "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
-        ));
-    };
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or("");
-    if token.is_empty() || state.db.token_name(&worker::blobs::sha256_hex(token.as_bytes())).await?.is_none() {
-        return Err(ApiError::Unauthorized("the token is not valid".into()));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

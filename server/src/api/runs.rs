@@ -2,10 +2,10 @@
 //! re-analysis. Everything is read from stored summaries.
 
 use super::upload::{clean_name, clean_tags};
-use super::{require_writer, ApiError, ApiResult, AppState, RunId, Q};
+use super::{ApiError, ApiResult, AppState, RunId, Writer, Q};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use kinetoscope_types::*;
@@ -81,15 +81,14 @@ pub async fn list(State(state): State<AppState>, Q(q): Q<ListQuery>) -> ApiResul
     if offset < 0 {
         return Err(ApiError::BadRequest("offset must not be negative".into()));
     }
-    if let Some(s) = q.status.as_deref().filter(|s| !s.is_empty()) {
-        if !["queued", "capturing", "analyzing", "done", "failed"].contains(&s) {
-            return Err(ApiError::BadRequest(format!("unknown status {s:?}")));
-        }
-    }
+    let status = match q.status.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(s.parse::<RunStatus>().map_err(ApiError::BadRequest)?),
+        None => None,
+    };
     let filter = RunFilter {
         name: q.name.or(q.q),
         tag: q.tag,
-        status: q.status,
+        status,
         offset,
         limit,
     };
@@ -117,11 +116,10 @@ pub async fn get(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<J
 /// `PATCH /api/runs/{id}` with `{name?, tags?, note?}`.
 pub async fn patch(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _writer: Writer,
     RunId(id): RunId,
     body: Bytes,
 ) -> ApiResult<Json<RunInfo>> {
-    require_writer(&state, &headers).await?;
     let mut p: RunPatch =
         serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
     if let Some(n) = &p.name {
@@ -146,8 +144,7 @@ pub async fn patch(
 }
 
 /// `DELETE /api/runs/{id}`: the metadata, then the blobs.
-pub async fn delete(State(state): State<AppState>, headers: HeaderMap, RunId(id): RunId) -> ApiResult<StatusCode> {
-    require_writer(&state, &headers).await?;
+pub async fn delete(State(state): State<AppState>, _writer: Writer, RunId(id): RunId) -> ApiResult<StatusCode> {
     let keys = state.db.delete_run(&id).await?.ok_or_else(ApiError::no_run)?;
     for k in keys {
         // A blob left behind here is removed by the orphan sweep.
@@ -297,27 +294,12 @@ fn page<T: Clone>(rows: Vec<&T>, offset: usize, limit: usize) -> Page<T> {
     }
 }
 
-/// `GET /api/runs/{id}/ops`: a sorted, filtered page of the op table.
+/// `GET /api/runs/{id}/ops`: a sorted, filtered page of the op table
+/// (the filter and sort the app applies: [`kinetoscope_types::table`]).
 pub async fn ops_page(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<PageQuery>) -> ApiResult<Json<Page<OpRow>>> {
     let (offset, limit, asc) = page_bounds(&q)?;
     let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
-    let needle = q.q.as_deref().unwrap_or("").to_lowercase();
-    let mut rows: Vec<&OpRow> = s.ops.iter().filter(|o| o.name.to_lowercase().contains(&needle)).collect();
-    let col = q.sort.as_deref().unwrap_or("self_device");
-    if col == "name" {
-        rows.sort_by(|a, b| a.name.cmp(&b.name));
-        if !asc {
-            rows.reverse();
-        }
-    } else {
-        if OpRow::default().sort_value(col).is_none() {
-            return Err(ApiError::BadRequest(format!("cannot sort ops by {col:?}")));
-        }
-        rows.sort_by(|a, b| {
-            let (x, y) = (a.sort_value(col).unwrap_or(0.0), b.sort_value(col).unwrap_or(0.0));
-            if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
-        });
-    }
+    let rows = table::filter_sort(&s.ops, q.q.as_deref().unwrap_or(""), q.sort.as_deref(), asc).map_err(ApiError::BadRequest)?;
     Ok(Json(page(rows, offset, limit)))
 }
 
@@ -329,29 +311,7 @@ pub async fn kernels_page(
 ) -> ApiResult<Json<Page<KernelRow>>> {
     let (offset, limit, asc) = page_bounds(&q)?;
     let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
-    let needle = q.q.as_deref().unwrap_or("").to_lowercase();
-    let mut rows: Vec<&KernelRow> = s.kernels.iter().filter(|k| k.name.to_lowercase().contains(&needle)).collect();
-    let col = q.sort.as_deref().unwrap_or("total");
-    match col {
-        "name" | "category" => {
-            rows.sort_by(|a, b| {
-                let (x, y) = if col == "name" { (&a.short_name, &b.short_name) } else { (&a.category, &b.category) };
-                x.cmp(y).then(a.name.cmp(&b.name))
-            });
-            if !asc {
-                rows.reverse();
-            }
-        }
-        _ => {
-            if KernelRow::default().sort_value(col).is_none() {
-                return Err(ApiError::BadRequest(format!("cannot sort kernels by {col:?}")));
-            }
-            rows.sort_by(|a, b| {
-                let (x, y) = (a.sort_value(col).unwrap_or(0.0), b.sort_value(col).unwrap_or(0.0));
-                if asc { x.total_cmp(&y) } else { y.total_cmp(&x) }.then(a.name.cmp(&b.name))
-            });
-        }
-    }
+    let rows = table::filter_sort(&s.kernels, q.q.as_deref().unwrap_or(""), q.sort.as_deref(), asc).map_err(ApiError::BadRequest)?;
     Ok(Json(page(rows, offset, limit)))
 }
 
@@ -362,7 +322,7 @@ pub async fn ranks(State(state): State<AppState>, RunId(id): RunId) -> ApiResult
         None => {
             let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
             let n = state.db.traces(&id).await?.len();
-            if n <= 1 && run.status == "done" {
+            if n <= 1 && run.status == RunStatus::Done {
                 Err(ApiError::NotFound("the run has a single rank: there is no cross-rank summary".into()))
             } else {
                 Err(not_ready(&run))
@@ -394,7 +354,7 @@ pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<D
             ApiError::no_run()
         });
     };
-    if q.purpose.as_deref() == Some("perfetto") && t.encoding == "zstd" {
+    if q.purpose.as_deref() == Some("perfetto") && t.encoding == Encoding::Zstd {
         return decompressed(&state, &t.blob_key, &format!("{id}-rank{rank}.json")).await;
     }
     let (size, stream) = state.blobs.stream(&t.blob_key).await?;
@@ -461,52 +421,31 @@ async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Resp
         .into_response())
 }
 
-/// Body of a re-analysis request.
-#[derive(Deserialize, Default, serde::Serialize)]
-#[serde(default)]
-pub struct ReanalyzeBody {
-    /// Op, annotation or module name that marks one layer.
-    pub layer_marker: Option<String>,
-    /// GPU ops per layer (the repetition period).
-    pub layer_period: Option<u64>,
-    /// Op, annotation or Python frame name (a substring) that spans one step.
-    pub step_marker: Option<String>,
-}
-
-/// `POST /api/runs/{id}/reanalyze`, optionally with layer overrides, as
-/// query parameters (`?layer_marker=…&layer_period=…`) or a JSON body.
+/// `POST /api/runs/{id}/reanalyze`, optionally with analysis options
+/// ([`AnalysisOptions`]: layer marker and period, step marker), as query
+/// parameters (`?layer_marker=…&layer_period=…&step_marker=…`) or a JSON body.
 pub async fn reanalyze(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _writer: Writer,
     RunId(id): RunId,
-    Q(query): Q<ReanalyzeBody>,
+    Q(query): Q<AnalysisOptions>,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
-    require_writer(&state, &headers).await?;
-    let from_query = query.layer_marker.is_some() || query.layer_period.is_some() || query.step_marker.is_some();
-    let opts: Option<ReanalyzeBody> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
+    let opts: Option<AnalysisOptions> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
         Some(serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?)
-    } else if from_query {
+    } else if !query.is_empty() {
         Some(query)
     } else {
         None
     };
     if let Some(o) = &opts {
-        if o.layer_marker.as_deref().is_some_and(|m| m.len() > 500) {
-            return Err(ApiError::BadRequest("layer_marker is too long".into()));
-        }
-        if o.step_marker.as_deref().is_some_and(|m| m.len() > 500) {
-            return Err(ApiError::BadRequest("step_marker is too long".into()));
-        }
-        if o.layer_period.is_some_and(|p| p == 0 || p > 10_000) {
-            return Err(ApiError::BadRequest("layer_period must be between 1 and 10000".into()));
-        }
+        o.validate().map_err(ApiError::BadRequest)?;
     }
     let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
-    if matches!(run.status.as_str(), "capturing") {
+    if run.status == RunStatus::Capturing {
         return Err(ApiError::Conflict("the run is still capturing".into()));
     }
-    let opts_json = opts.map(|o| serde_json::to_string(&o).unwrap_or_default());
+    let opts_json = opts.map(|o| serde_json::to_string(&o.normalized()).unwrap_or_default());
     if !state.db.reanalyze(&id, opts_json.as_deref()).await? {
         return Err(ApiError::Conflict("the run has no stored trace to analyze".into()));
     }

@@ -6,18 +6,17 @@
 //! becomes visible (and `201` is sent) only once every file is stored, so an
 //! interrupted upload leaves no run behind.
 
-use super::{new_id, require_writer, ApiError, ApiResult, AppState, Q};
+use super::{new_id, ApiError, ApiResult, AppState, Writer, Q};
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
-use kinetoscope_types::Created;
+use futures::Stream;
+use kinetoscope_types::{Created, RunSource, RunStatus};
 use serde::Deserialize;
-use worker::blobs::trace_key;
+use worker::blobs::StoreError;
 use worker::db::{NewRun, NewTrace};
-use kinetoscope_trace::import::sniff;
 
 /// The upload's query string.
 #[derive(Deserialize, Default)]
@@ -70,11 +69,16 @@ pub fn clean_tags<'a>(tags: impl Iterator<Item = &'a str>) -> ApiResult<Vec<Stri
 /// Handles `POST /api/runs`.
 pub async fn create(
     State(state): State<AppState>,
+    writer: Result<Writer, ApiError>,
     headers: HeaderMap,
     Q(q): Q<UploadQuery>,
     req: Request,
 ) -> ApiResult<impl IntoResponse> {
-    let result = create_inner(&state, &headers, q, req).await;
+    // An unauthorized upload counts as a rejected one too.
+    let result = match writer {
+        Ok(_) => create_inner(&state, &headers, q, req).await,
+        Err(e) => Err(e),
+    };
     if result.is_err() {
         worker::metrics::upload_rejected();
     }
@@ -82,7 +86,6 @@ pub async fn create(
 }
 
 async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req: Request) -> ApiResult<impl IntoResponse> {
-    require_writer(state, headers).await?;
     let mut name = clean_name(q.name.as_deref().unwrap_or(""))?;
     let tags = clean_tags(q.tags.as_deref().unwrap_or("").split(','))?;
     if let Some(len) = headers
@@ -131,7 +134,7 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
         id: id.clone(),
         name,
         tags,
-        source: "upload".into(),
+        source: RunSource::Upload,
         capture: None,
     };
     if let Err(e) = state.db.create_run(&run, &stored).await {
@@ -149,7 +152,7 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
         Json(Created {
             id,
             url,
-            status: "queued".into(),
+            status: RunStatus::Queued,
             run_id: None,
         }),
     ))
@@ -213,7 +216,7 @@ async fn store_multipart(state: &AppState, id: &str, req: Request, stored: &mut 
     Ok(())
 }
 
-/// Streams one file into the blob store, checking its first bytes.
+/// Streams one file into the blob store ([`worker::blobs::Blobs::store_trace`]).
 async fn store_stream<S, E>(
     state: &AppState,
     id: &str,
@@ -226,66 +229,25 @@ where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::fmt::Display,
 {
-    let mut stream = std::pin::pin!(stream);
-    // Read enough to recognise the content before storing anything.
-    let mut head: Vec<u8> = Vec::new();
-    let mut ended = false;
-    // At least 64 bytes, and past any leading whitespace (up to 64 kB).
-    while head.len() < 64 || (head.len() < 64 << 10 && head.iter().all(u8::is_ascii_whitespace)) {
-        match stream.next().await {
-            Some(Ok(chunk)) => head.extend_from_slice(&chunk),
-            Some(Err(e)) => return Err(ApiError::BadRequest(format!("reading the upload failed: {e}"))),
-            None => {
-                ended = true;
-                break;
-            }
+    let t = state.blobs.store_trace(id, rank, stream, budget).await.map_err(|e| match e {
+        StoreError::NotATrace(why) => {
+            ApiError::BadRequest(format!("{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"))
         }
-    }
-    let encoding = sniff(&head).map_err(|why| {
-        ApiError::BadRequest(format!("{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"))
+        StoreError::TooLarge => too_large(state.max_upload_bytes),
+        StoreError::Read(e) => ApiError::BadRequest(format!("the upload was interrupted: {e}")),
+        StoreError::Write(e) => ApiError::Internal(format!("writing the blob failed: {e}")),
     })?;
-    if head.len() as u64 > budget {
-        return Err(too_large(state.max_upload_bytes));
-    }
-    let key = trace_key(id, rank, encoding.suffix());
-    let mut writer = state.blobs.writer(&key);
-    let mut failure: Option<ApiError> = None;
-    if let Err(e) = writer.write(&head).await {
-        failure = Some(ApiError::Internal(format!("writing the blob failed: {e}")));
-    }
-    while failure.is_none() && !ended {
-        match stream.next().await {
-            Some(Ok(chunk)) => {
-                if writer.bytes() + chunk.len() as u64 > budget {
-                    failure = Some(too_large(state.max_upload_bytes));
-                } else if let Err(e) = writer.write(&chunk).await {
-                    failure = Some(ApiError::Internal(format!("writing the blob failed: {e}")));
-                }
-            }
-            Some(Err(e)) => failure = Some(ApiError::BadRequest(format!("the upload was interrupted: {e}"))),
-            None => ended = true,
-        }
-    }
-    if let Some(e) = failure {
-        writer.abort().await;
-        return Err(e);
-    }
-    let (bytes, sha256) = writer
-        .finish()
-        .await
-        .map_err(|e| ApiError::Internal(format!("completing the blob failed: {e}")))?;
     let file_name = if file_name == "trace" {
-        format!("trace.{}", encoding.suffix())
+        format!("trace.{}", t.encoding.suffix())
     } else {
         file_name.chars().take(255).collect()
     };
     Ok(NewTrace {
         rank,
         file_name,
-        blob_key: key,
-        bytes: bytes as i64,
-        sha256,
-        encoding: encoding.as_str().into(),
+        blob_key: t.key,
+        bytes: t.bytes as i64,
+        sha256: t.sha256,
+        encoding: t.encoding,
     })
 }
-

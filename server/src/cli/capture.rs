@@ -57,7 +57,7 @@ pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
             return Err(super::http_error(resp).await);
         }
         let run: RunInfo = resp.json().await?;
-        let now = if run.stage.is_empty() { run.status.clone() } else { format!("{} ({})", run.status, run.stage) };
+        let now = if run.stage.is_empty() { run.status.to_string() } else { format!("{} ({})", run.status, run.stage) };
         if now != last {
             eprintln!("{now}");
             last = now;

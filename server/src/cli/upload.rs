@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kinetoscope_types::Created;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use kinetoscope_trace::import::{sniff, Encoding};
+use kinetoscope_trace::import::{read_head, Encoding};
 
 /// Arguments of `upload`.
 #[derive(Args, Clone, Debug)]
@@ -46,11 +46,10 @@ impl<R: Read> Read for Counting<R> {
 /// Streams a file's bytes, zstd-compressing plain JSON on the fly; returns
 /// the stream and the name the server should see.
 fn file_body(path: &Path, bar: ProgressBar) -> anyhow::Result<(reqwest::Body, String)> {
-    let mut head = [0u8; 64];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
+    let (_, encoding) = std::fs::File::open(path)
+        .and_then(|mut f| read_head(&mut f))
         .with_context(|| format!("reading {}", path.display()))?;
-    let encoding = sniff(&head[..n]).map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+    let encoding = encoding.map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
     let file = std::fs::File::open(path)?;
     let base = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_else(|| "trace".into());
     let compress = encoding == Encoding::Json;

@@ -64,13 +64,13 @@ fn side(s: &Side) -> DiffSide {
         p50_step_us: s.summary.steps_stats.p50_us,
         busy_pct: s.summary.gpu_time.busy_pct,
         layers: s.summary.layers.items.clone(),
-        layer_method: s.summary.layers.method.clone(),
+        layer_method: s.summary.layers.method,
     }
 }
 
 fn delta_rows(
-    a: &HashMap<String, (f64, f64, Option<String>)>,
-    b: &HashMap<String, (f64, f64, Option<String>)>,
+    a: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
+    b: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
 ) -> (Vec<DeltaRow>, Vec<String>, Vec<String>) {
     let mut rows = Vec::new();
     let mut added = Vec::new();
@@ -128,7 +128,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     };
 
     // Ops by self device time.
-    let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+    let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.ops
             .iter()
             .filter(|o| o.self_device_us > 0.0)
@@ -139,16 +139,16 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let (op_rows, added_ops, removed_ops) = delta_rows(&oa, &ob);
 
     // Kernels by name, then by normalized name.
-    let kernels_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+    let kernels_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.kernels
             .iter()
-            .map(|k| (k.name.clone(), (k.total_us / n, k.calls as f64 / n, Some(k.category.clone()))))
+            .map(|k| (k.name.clone(), (k.total_us / n, k.calls as f64 / n, Some(k.category))))
             .collect()
     };
     let (ka, kb) = (kernels_of(sa, na), kernels_of(sb, nb));
     let (mut kernel_rows, added_k, removed_k) = delta_rows(&ka, &kb);
-    let group = |names: &[String], map: &HashMap<String, (f64, f64, Option<String>)>| {
-        let mut g: BTreeMap<String, (f64, f64, Vec<String>, Option<String>)> = BTreeMap::new();
+    let group = |names: &[String], map: &HashMap<String, (f64, f64, Option<KernelCategory>)>| {
+        let mut g: BTreeMap<String, (f64, f64, Vec<String>, Option<KernelCategory>)> = BTreeMap::new();
         for n in names {
             let e = g.entry(normalized_name(n)).or_insert((0.0, 0.0, Vec::new(), None));
             let (us, calls, cat) = &map[n];
@@ -187,11 +187,11 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     }
 
     // Categories.
-    let cats = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<String>)> {
+    let cats = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.gpu_time
             .by_category
             .iter()
-            .map(|c| (c.category.clone(), (c.us / n, c.calls as f64 / n, None)))
+            .map(|c| (c.category.as_str().to_string(), (c.us / n, c.calls as f64 / n, None)))
             .collect()
     };
     let (ca, cb) = (cats(sa, na), cats(sb, nb));
@@ -285,8 +285,8 @@ fn findings(
     d: &Diff,
     sa: &Summary,
     sb: &Summary,
-    ka: &HashMap<String, (f64, f64, Option<String>)>,
-    kb: &HashMap<String, (f64, f64, Option<String>)>,
+    ka: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
+    kb: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
 ) -> Vec<DiffFinding> {
     let mut out: Vec<(f64, String)> = Vec::new();
     let per = if d.basis == "per step" { " per step" } else { "" };

@@ -2,7 +2,7 @@
 //! multi-rank run from each rank's summary.
 
 use kinetoscope_types::units::{pct, time_us};
-use kinetoscope_types::{Finding, RankOpShare, RankStats, RanksSummary, Summary};
+use kinetoscope_types::{Finding, FindingTab, RankOpShare, RankStats, RanksSummary, Summary};
 use std::collections::HashMap;
 
 /// A rank's file: its place among the ranks, from its name: the data,
@@ -79,7 +79,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
                 .gpu_time
                 .by_category
                 .iter()
-                .filter(|c| c.category == "communication")
+                .filter(|c| c.category == kinetoscope_types::KernelCategory::Communication)
                 .map(|c| c.us)
                 .sum(),
             gpu_op_us: s.gpu_time.gpu_op_us,
@@ -140,7 +140,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
                 time_us(med)
             ),
             impact_pct: slowest_by_pct,
-            tab: Some("ranks".into()),
+            tab: Some(FindingTab::Ranks),
             name: Some(r.rank.to_string()),
         });
     }
@@ -164,7 +164,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
                     hi.0
                 ),
                 impact_pct: hi.1 - lo.1,
-                tab: Some("ranks".into()),
+                tab: Some(FindingTab::Ranks),
                 name: None,
             });
         }

@@ -37,7 +37,7 @@ fn diff_reports_what_the_generator_put_in() {
         // Layers: the count, by the method the trace allows.
         for s in [&sa, &sb] {
             assert_eq!(s.layers.count, layers as u64, "{what}: {} ({})", s.layers.method, s.layers.detail);
-            assert_eq!(s.layers.method, if with_stack { "module" } else { "repetition" }, "{what}");
+            assert_eq!(s.layers.method.as_str(), if with_stack { "module" } else { "repetition" }, "{what}");
             // The cast is in every layer; little is outside the layers.
             assert!(s.layers.items.iter().all(|l| l.by_category.get("memory").copied().unwrap_or(0.0) > 0.0));
             let inside: f64 = s.layers.items.iter().map(|l| l.device_us).sum();
@@ -107,7 +107,7 @@ fn layer_annotations_win_and_overrides_apply() {
             ..Default::default()
         },
     );
-    assert_eq!(s.layers.method, "override");
+    assert_eq!(s.layers.method.as_str(), "override");
     assert_eq!(s.layers.count, 12);
 }
 

@@ -336,7 +336,7 @@ fn graph_replays_on_shared_traces() {
         assert_eq!((g.replays as usize, g.gpu_ops as usize, g.mode.as_str()), (replays, gpu_ops, mode), "{name}");
         assert!(close(g.device_us, ref_us), "{name}: {} vs {ref_us}", g.device_us);
         // Every replay here has a context (an op or annotation around it).
-        let replay_rows: Vec<&kinetoscope_types::OpRow> = s.ops.iter().filter(|o| o.kind == "graph").collect();
+        let replay_rows: Vec<&kinetoscope_types::OpRow> = s.ops.iter().filter(|o| o.kind.as_str() == "graph").collect();
         let names: Vec<&str> = replay_rows.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, rows, "{name}");
         let in_rows: f64 = replay_rows.iter().map(|o| o.self_device_us).sum();
@@ -362,15 +362,15 @@ fn graph_replays_on_shared_traces() {
 fn serving_steps_have_kinds_and_annotations_are_not_ops() {
     let s = summary("tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz");
     assert_eq!(s.steps.len(), 1);
-    assert_eq!(s.steps[0].kind.as_deref(), Some("mixed"));
+    assert_eq!(s.steps[0].kind.map(|k| k.as_str()), Some("mixed"));
     assert_eq!(s.steps_stats.by_kind.len(), 1);
     let s = summary("tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz");
-    assert_eq!(s.steps[0].kind.as_deref(), Some("prefill"));
+    assert_eq!(s.steps[0].kind.map(|k| k.as_str()), Some("prefill"));
     for name in ["tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz", "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz"] {
         let s = summary(name);
         for f in s.findings.iter().filter(|f| f.kind == "top_op") {
             let op = s.ops.iter().find(|o| Some(&o.name) == f.name.as_ref()).unwrap();
-            assert_eq!(op.kind, "op", "{name}: {}", f.text);
+            assert_eq!(op.kind.as_str(), "op", "{name}: {}", f.text);
         }
         let l = s.findings.iter().find(|f| f.kind == "layers").unwrap();
         assert!(!l.text.contains("its top op is step["), "{name}: {}", l.text);

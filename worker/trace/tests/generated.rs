@@ -88,7 +88,7 @@ fn cast_finding_matches_the_generator_at_any_size() {
         let mean = truth.mean_step_us();
         assert!((s.steps_stats.mean_us - mean).abs() < 1e-3 * mean, "{what}: mean step");
         let k = &s.kernels[0];
-        assert_eq!(k.category, "memory");
+        assert_eq!(k.category.as_str(), "memory");
         let g = &k.groups[0];
         assert_eq!(g.grid, Some(truth.cast_grid), "{what}");
         assert_eq!(g.calls as u32, steps * layers);
@@ -104,10 +104,10 @@ fn cast_finding_matches_the_generator_at_any_size() {
         // Layers: every one of them, the dense ones labelled.
         if layers >= 8 {
             assert_eq!(s.layers.count, layers as u64, "{what}: {} ({})", s.layers.method, s.layers.detail);
-            let dense = s.layers.items.iter().filter(|l| l.kind.as_deref() == Some("dense")).count();
+            let dense = s.layers.items.iter().filter(|l| l.kind.map(|k| k.as_str()) == Some("dense")).count();
             assert_eq!(dense as u32, truth.dense_layers, "{what}: {}", s.layers.detail);
-            assert!(s.layers.items[..3].iter().all(|l| l.kind.as_deref() == Some("dense")));
-            assert!(s.layers.items[3..].iter().all(|l| l.kind.as_deref() == Some("moe")));
+            assert!(s.layers.items[..3].iter().all(|l| l.kind.map(|k| k.as_str()) == Some("dense")));
+            assert!(s.layers.items[3..].iter().all(|l| l.kind.map(|k| k.as_str()) == Some("moe")));
         }
     }
 }
@@ -147,10 +147,10 @@ fn full_graph_replays() {
     assert!(s.steps_stats.source.contains("execute_model"), "{}", s.steps_stats.source);
     let mean = truth.mean_step_us();
     assert!((s.steps_stats.mean_us - mean).abs() < 1e-3 * mean, "{} vs {mean}", s.steps_stats.mean_us);
-    assert_eq!(s.graphs.mode, "graph");
+    assert_eq!(s.graphs.mode.as_str(), "graph");
     assert!((s.graphs.device_us - truth.graph_us).abs() < 1.0);
     // The replay's device time has a row of its own, named by its context.
-    let replay = s.ops.iter().find(|o| o.kind == "graph").unwrap();
+    let replay = s.ops.iter().find(|o| o.kind.as_str() == "graph").unwrap();
     assert_eq!(replay.name, "graph replay: vllm/compilation/cuda_graph.py(208): __call__");
     assert!((replay.self_device_us - truth.graph_us).abs() < 1.0);
     assert_eq!(replay.calls, 3);
@@ -181,7 +181,7 @@ fn piecewise_graph_replays() {
     let (truth, s) = run(&p);
     assert_eq!(truth.replays, 2 * 11, "one replay per layer, plus one");
     assert_eq!(s.graphs.replays, truth.replays);
-    assert_eq!(s.graphs.mode, "piecewise");
+    assert_eq!(s.graphs.mode.as_str(), "piecewise");
     assert!((s.graphs.eager_us - (truth.gpu_us - truth.graph_us)).abs() < 1.0);
     let f = &s.findings[0];
     assert!(f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"), "{}", f.text);

@@ -3,7 +3,7 @@
 //! name: each one looks at shares, counts, shapes and timings.
 
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
-use kinetoscope_types::{Finding, OpRow, Summary};
+use kinetoscope_types::{Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow, Summary};
 
 /// Ops whose self device share makes them a finding on their own.
 const OP_SHARE_MIN: f64 = 10.0;
@@ -12,12 +12,12 @@ const BUSY_PCT_MAX: f64 = 80.0;
 /// Kernels shorter than this (µs) count as small for launch-bound analysis.
 const SMALL_KERNEL_US: f64 = 10.0;
 
-fn finding(kind: &str, text: String, impact: f64, tab: &str, name: Option<&str>) -> Finding {
+fn finding(kind: &str, text: String, impact: f64, tab: FindingTab, name: Option<&str>) -> Finding {
     Finding {
         kind: kind.into(),
         text,
         impact_pct: (impact * 10.0).round() / 10.0,
-        tab: Some(tab.into()),
+        tab: Some(tab),
         name: name.map(str::to_string),
     }
 }
@@ -31,14 +31,14 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     // Ops that dominate device time: their input signature that carries
     // the time, with what it does per step and per call. Annotations and
     // graph replays have findings of their own: they are not ops.
-    let mut top_ops: Vec<&OpRow> = s.ops.iter().filter(|o| o.kind == "op" && o.self_device_us > 0.0).collect();
+    let mut top_ops: Vec<&OpRow> = s.ops.iter().filter(|o| o.kind == OpKind::Op && o.self_device_us > 0.0).collect();
     top_ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us));
     for (k, op) in top_ops.iter().take(3).enumerate() {
         if (k > 0 && op.device_pct < OP_SHARE_MIN) || op.device_pct < 1.0 {
             break;
         }
         let (text, share) = op_sentence(op, has_steps, s.steps_stats.count);
-        out.push(finding("top_op", text, share, "ops", Some(&op.name)));
+        out.push(finding("top_op", text, share, FindingTab::Ops, Some(&op.name)));
     }
 
     // Graph replays: how much they run, and what bounds a step that
@@ -49,7 +49,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         let top_ctx = s
             .ops
             .iter()
-            .filter(|o| o.kind == "graph")
+            .filter(|o| o.kind == OpKind::Graph)
             .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us));
         let mut text = format!(
             "{} graph replays run {} of GPU time{}",
@@ -60,7 +60,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 .unwrap_or_default()
         );
         let eager_pct = 100.0 * gr.eager_us / gpu_total;
-        if gr.mode == "piecewise" {
+        if gr.mode == GraphMode::Piecewise {
             text.push_str(&format!(
                 "; {} runs eagerly between the graphs{}",
                 pct(eager_pct),
@@ -76,16 +76,16 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             text.push_str(&format!(
                 ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) bounds the step",
                 pct(idle_pct),
-                if gr.mode == "piecewise" { "the eager parts between piecewise graphs and " } else { "" },
+                if gr.mode == GraphMode::Piecewise { "the eager parts between piecewise graphs and " } else { "" },
                 time_us(gr.host_between_us / per),
                 if has_steps { " per step" } else { "" },
             ));
             idle_pct * 0.8
         } else {
             text.push_str(&format!("; the GPU is busy {}", pct(g.busy_pct)));
-            if gr.mode == "piecewise" { eager_pct * 0.3 } else { gr.pct * 0.2 }
+            if gr.mode == GraphMode::Piecewise { eager_pct * 0.3 } else { gr.pct * 0.2 }
         };
-        out.push(finding("graph_replay", text, impact, "ops", top_ctx.map(|o| o.name.as_str())));
+        out.push(finding("graph_replay", text, impact, FindingTab::Ops, top_ctx.map(|o| o.name.as_str())));
     }
 
     // The top kernel: its launch geometry that carries the time (kernels
@@ -141,23 +141,23 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             text.push_str(&format!("; launched by {} in {}", chain.launch, frame.unwrap_or(&chain.python[0])));
         }
         let impact = dominant.map_or(k.pct, |kg| kg.pct) * 0.9;
-        out.push(finding("top_kernel", text, impact, "kernels", Some(&k.name)));
+        out.push(finding("top_kernel", text, impact, FindingTab::Kernels, Some(&k.name)));
     }
 
     // A kernel category that dominates.
-    if let Some(c) = s.gpu_time.by_category.first().filter(|c| c.pct >= 40.0 && c.category != "other") {
+    if let Some(c) = s.gpu_time.by_category.first().filter(|c| c.pct >= 40.0 && c.category != KernelCategory::Other) {
         out.push(finding(
             "top_category",
             format!(
                 "{} kernels take {} of GPU time ({} in {} calls)",
-                capitalize(&c.category),
+                capitalize(c.category.as_str()),
                 pct(c.pct),
                 time_us(c.us),
                 c.calls
             ),
             c.pct * 0.5,
-            "gpu",
-            Some(&c.category),
+            FindingTab::Gpu,
+            Some(c.category.as_str()),
         ));
     }
 
@@ -179,13 +179,13 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         // With graph replays the replay finding says why the GPU idles.
         if gr.replays == 0 {
-            out.push(finding("gpu_idle", text, idle_pct * 0.8, "gpu", None));
+            out.push(finding("gpu_idle", text, idle_pct * 0.8, FindingTab::Gpu, None));
         }
 
         let (small, all) = s
             .kernels
             .iter()
-            .filter(|k| k.kind == "kernel")
+            .filter(|k| k.kind == GpuOpKind::Kernel)
             .fold((0u64, 0u64), |(sm, al), k| {
                 (sm + if k.avg_us < SMALL_KERNEL_US { k.calls } else { 0 }, al + k.calls)
             });
@@ -202,7 +202,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                     pct(idle_pct)
                 ),
                 idle_pct * 0.7,
-                "kernels",
+                FindingTab::Kernels,
                 None,
             ));
         }
@@ -214,7 +214,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     } else {
         s.trace.span_us
     };
-    for op in s.ops.iter().filter(|o| o.kind == "runtime" && is_blocking(&o.name)) {
+    for op in s.ops.iter().filter(|o| o.kind == OpKind::Runtime && is_blocking(&o.name)) {
         let share = if window > 0.0 { 100.0 * op.cpu_total_us / window } else { 0.0 };
         if share < 10.0 {
             continue;
@@ -245,11 +245,11 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 share * 0.5,
             )
         };
-        out.push(finding("sync", text, impact, "ops", Some(&op.name)));
+        out.push(finding("sync", text, impact, FindingTab::Ops, Some(&op.name)));
     }
 
     // Host copies from pageable memory.
-    let pageable: Vec<_> = s.kernels.iter().filter(|k| k.kind == "memcpy" && k.name.contains("Pageable")).collect();
+    let pageable: Vec<_> = s.kernels.iter().filter(|k| k.kind == GpuOpKind::Memcpy && k.name.contains("Pageable")).collect();
     let pageable_us: f64 = pageable.iter().map(|k| k.total_us).sum();
     if gpu_total > 0.0 && pageable_us / gpu_total >= 0.01 {
         let moved: f64 = pageable.iter().map(|k| k.bytes_per_call.unwrap_or(0.0) * k.calls as f64).sum();
@@ -261,7 +261,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 bytes(moved)
             ),
             100.0 * pageable_us / gpu_total,
-            "kernels",
+            FindingTab::Kernels,
             pageable.first().map(|k| k.name.as_str()),
         ));
     }
@@ -280,7 +280,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         let top_op = l.items[0].top_ops.first().map(|o| o.name.clone());
         // Only a real op is named as the top op: an annotation (a step
         // marker, say) or a graph replay context is not one.
-        let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == "op");
+        let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == OpKind::Op);
         let same_top_op = top_op.as_deref().is_some_and(is_op)
             && l.items.iter().all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
         if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
@@ -299,7 +299,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 let op = &l.items[0].top_ops[0];
                 text.push_str(&format!(", and its top op is {} ({}) in every layer", op.name, time_us(op.us)));
             }
-            out.push(finding("layers", text, share * 0.3, "layers", None));
+            out.push(finding("layers", text, share * 0.3, FindingTab::Layers, None));
         }
     }
 
@@ -321,7 +321,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 )
             })
             .collect();
-        out.push(finding("step_kinds", parts.join("; "), 5.0, "steps", None));
+        out.push(finding("step_kinds", parts.join("; "), 5.0, FindingTab::Steps, None));
     }
 
     // Slow steps, against the median of steps of the same kind.
@@ -329,7 +329,6 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         if let Some(worst) = s.steps.iter().max_by(|a, b| a.cpu_us.total_cmp(&b.cpu_us)) {
             let median = worst
                 .kind
-                .as_deref()
                 .and_then(|k| kinds.iter().find(|x| x.kind == k && x.count >= 3))
                 .map_or(s.steps_stats.p50_us, |k| k.p50_us);
             let ratio = worst.cpu_us / median;
@@ -342,11 +341,11 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                         worst.name,
                         time_us(worst.cpu_us),
                         ratio,
-                        worst.kind.as_deref().filter(|_| median != s.steps_stats.p50_us).map(|k| format!("{k} ")).unwrap_or_default(),
+                        worst.kind.filter(|_| median != s.steps_stats.p50_us).map(|k| format!("{k} ")).unwrap_or_default(),
                         time_us(median)
                     ),
                     100.0 * (worst.cpu_us - median) / total,
-                    "steps",
+                    FindingTab::Steps,
                     Some(&worst.name),
                 ));
             }
@@ -365,7 +364,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 if a.without_op > 0 { format!(", {} launched outside any op", a.without_op) } else { String::new() }
             ),
             100.0 * a.unattributed_us / gpu_total * 0.3,
-            "kernels",
+            FindingTab::Kernels,
             None,
         ));
     }
@@ -467,19 +466,19 @@ fn dim3(d: Option<[u32; 3]>) -> String {
 
 /// `3 dense, 75 MoE; ` when layers have kinds.
 fn layer_kinds(l: &kinetoscope_types::Layers) -> String {
-    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    let mut counts: std::collections::BTreeMap<LayerKind, u64> = std::collections::BTreeMap::new();
     for item in &l.items {
-        if let Some(k) = item.kind.as_deref() {
+        if let Some(k) = item.kind {
             *counts.entry(k).or_default() += 1;
         }
     }
     if counts.is_empty() {
         return String::new();
     }
-    let order = ["dense", "prefix", "moe"];
+    let order = [LayerKind::Dense, LayerKind::Prefix, LayerKind::Moe];
     let parts: Vec<String> = order
         .iter()
-        .filter_map(|k| counts.get(k).map(|n| format!("{n} {}", if *k == "moe" { "MoE" } else { k })))
+        .filter_map(|k| counts.get(k).map(|n| format!("{n} {}", if *k == LayerKind::Moe { "MoE" } else { k.as_str() })))
         .collect();
     format!("{}; ", parts.join(", "))
 }

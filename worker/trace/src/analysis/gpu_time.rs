@@ -3,7 +3,7 @@
 
 use crate::import::store::Trace;
 use hashbrown::HashMap;
-use kinetoscope_types::{CategoryTime, GpuTime, KernelRow, StreamTime};
+use kinetoscope_types::{CategoryTime, GpuTime, KernelCategory, KernelRow, StreamTime};
 
 /// Length of the union of intervals, which must be sorted by start.
 fn union_ns(intervals: impl Iterator<Item = (i64, i64)>) -> i64 {
@@ -81,22 +81,22 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
         k = j;
     }
     let gpu_op_us: f64 = kernels.iter().map(|r| r.total_us).sum();
-    let mut by_cat: HashMap<&str, (f64, u64)> = HashMap::new();
+    let mut by_cat: HashMap<KernelCategory, (f64, u64)> = HashMap::new();
     for r in kernels {
-        let e = by_cat.entry(r.category.as_str()).or_insert((0.0, 0));
+        let e = by_cat.entry(r.category).or_insert((0.0, 0));
         e.0 += r.total_us;
         e.1 += r.calls;
     }
     let mut by_category: Vec<CategoryTime> = by_cat
         .into_iter()
         .map(|(c, (us, calls))| CategoryTime {
-            category: c.to_string(),
+            category: c,
             us,
             pct: if gpu_op_us > 0.0 { 100.0 * us / gpu_op_us } else { 0.0 },
             calls,
         })
         .collect();
-    by_category.sort_by(|a, b| b.us.total_cmp(&a.us).then(a.category.cmp(&b.category)));
+    by_category.sort_by(|a, b| b.us.total_cmp(&a.us).then(a.category.as_str().cmp(b.category.as_str())));
     let busy_us = busy_ns as f64 / 1e3;
     let capacity = span_us * devices.max(1) as f64;
     GpuTime {

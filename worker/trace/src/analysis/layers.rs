@@ -30,7 +30,7 @@ use super::links::NO;
 use super::{AnalysisOptions, Context};
 use crate::import::store::{CpuKind, GpuKind, Sym};
 use hashbrown::HashMap;
-use kinetoscope_types::{KernelRow, LayerRow, Layers, NameTime};
+use kinetoscope_types::{KernelRow, LayerKind, LayerMethod, LayerRow, Layers, NameTime};
 use std::collections::BTreeMap;
 
 /// Entries kept in each layer's top lists.
@@ -130,7 +130,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
 /// Layer of each GPU op (-1: outside any layer), and how layers were found.
 struct Assignment {
     layer: HashMap<u32, i64>,
-    method: &'static str,
+    method: LayerMethod,
     confidence: f64,
     period: Option<u64>,
     marker: Option<String>,
@@ -149,7 +149,7 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
     };
     let Some(a) = found else {
         return Layers {
-            method: "none".into(),
+            method: LayerMethod::None,
             detail: if cx.t.gpu.is_empty() {
                 "the trace has no GPU ops".into()
             } else {
@@ -216,7 +216,7 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
     }
     let count = items.len() as u64;
     Layers {
-        method: a.method.into(),
+        method: a.method,
         confidence: a.confidence,
         count,
         period: a.period,
@@ -284,7 +284,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         return None;
     }
     Some(Assignment {
-        method: "annotation",
+        method: LayerMethod::Annotation,
         confidence: 0.95,
         period: None,
         marker: marker.map(|m| t.name(m).to_string()),
@@ -355,7 +355,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         return None;
     }
     Some(Assignment {
-        method: "module",
+        method: LayerMethod::Module,
         confidence: 0.9,
         period: None,
         marker: Some(format!("nn.Module: {class}")),
@@ -528,7 +528,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         format!("a sequence of {period} GPU ops repeats {layers_n} times")
     };
     Some(Assignment {
-        method: "repetition",
+        method: LayerMethod::Repetition,
         // Without steps the repeating unit may as well be an iteration.
         confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * score * 100.0).round() / 100.0,
         period: Some(period as u64),
@@ -561,13 +561,13 @@ fn label_kinds(
     let n_moe = moe.iter().filter(|&&m| m).count();
     if n_moe > 0 && n_moe < items.len() {
         for (item, m) in items.iter_mut().zip(&moe) {
-            item.kind = Some(if *m { "moe" } else { "dense" }.into());
+            item.kind = Some(if *m { LayerKind::Moe } else { LayerKind::Dense });
         }
         return Some(format!("; {} dense and {n_moe} MoE layers", items.len() - n_moe));
     }
     if prefix > 0 {
         for item in items.iter_mut().take(prefix) {
-            item.kind = Some("prefix".into());
+            item.kind = Some(LayerKind::Prefix);
         }
         return Some(format!("; the first {prefix} layers run a different op sequence"));
     }
@@ -639,7 +639,7 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         return None;
     }
     Some(Assignment {
-        method: "override",
+        method: LayerMethod::Override,
         confidence: 1.0,
         period: period.map(|p| p as u64),
         marker: marker.map(str::to_string),

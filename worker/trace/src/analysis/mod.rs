@@ -32,17 +32,8 @@ use steps::{step_at, StepSpan};
 /// runs get re-analyzed.
 pub const ANALYZER_VERSION: u32 = 2;
 
-/// Choices a user can make about the analysis.
-#[derive(Clone, Debug, Default)]
-pub struct AnalysisOptions {
-    /// Op, annotation or module name that marks one layer (overrides detection).
-    pub layer_marker: Option<String>,
-    /// Number of layers per step (overrides the period search).
-    pub layer_period: Option<u64>,
-    /// Op, annotation or Python frame name (a substring) that spans one step
-    /// (overrides step detection).
-    pub step_marker: Option<String>,
-}
+/// Choices a user can make about the analysis (the contract type).
+pub use kinetoscope_types::AnalysisOptions;
 
 /// How many chains are kept per kernel, and shape groups per op and kernel.
 const MAX_CHAINS: usize = 20;
@@ -440,7 +431,7 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
             number: steps::step_number(t.name(s.name)),
             start_us: us(s.ts - lo),
             cpu_us: us(s.end - s.ts),
-            kind: s.kind.map(|k| k.as_str().to_string()),
+            kind: s.kind,
             ..Default::default()
         })
         .collect();
@@ -482,11 +473,11 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
     let (count, mean_us, p50_us, p90_us, min_us, max_us, mean_device_us) = stats(&all);
     let mut by_kind = Vec::new();
     for kind in [steps::StepKind::Prefill, steps::StepKind::Decode, steps::StepKind::Mixed] {
-        let of: Vec<&StepRow> = rows.iter().filter(|r| r.kind.as_deref() == Some(kind.as_str())).collect();
+        let of: Vec<&StepRow> = rows.iter().filter(|r| r.kind == Some(kind)).collect();
         if !of.is_empty() {
             let (count, mean_us, p50_us, _, _, _, mean_device_us) = stats(&of);
             by_kind.push(StepKindStats {
-                kind: kind.as_str().into(),
+                kind,
                 count,
                 mean_us,
                 p50_us,
@@ -637,11 +628,10 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
             OpRow {
                 name: t.name(sym as Sym).to_string(),
                 kind: match a.kind {
-                    Some(CpuKind::Annotation) => "annotation",
-                    Some(CpuKind::Op) => "op",
-                    _ => "runtime",
-                }
-                .into(),
+                    Some(CpuKind::Annotation) => OpKind::Annotation,
+                    Some(CpuKind::Op) => OpKind::Op,
+                    _ => OpKind::Runtime,
+                },
                 calls: a.calls,
                 self_cpu_us: us(a.self_cpu),
                 cpu_total_us: us(a.cpu_total),
@@ -694,7 +684,7 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
     acc.into_iter()
         .map(|(ctx, a)| OpRow {
             name: replay_row_name(t.name(ctx)),
-            kind: "graph".into(),
+            kind: OpKind::Graph,
             calls: a.launches.len() as u64,
             self_cpu_us: us(a.launch_ns),
             cpu_total_us: us(a.launch_ns),
@@ -725,7 +715,7 @@ fn graph_stats(cx: &Context) -> GraphStats {
     let a = &cx.links.attribution;
     if a.graph_launches == 0 {
         return GraphStats {
-            mode: "eager".into(),
+            mode: GraphMode::Eager,
             eager_us: us(cx.gpu_op_ns),
             ..Default::default()
         };
@@ -769,7 +759,7 @@ fn graph_stats(cx: &Context) -> GraphStats {
     top.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     let total = cx.gpu_op_ns.max(1) as f64;
     GraphStats {
-        mode: if (eager_ns as f64) < 0.1 * total { "graph" } else { "piecewise" }.into(),
+        mode: if (eager_ns as f64) < 0.1 * total { GraphMode::Graph } else { GraphMode::Piecewise },
         replays: a.graph_launches,
         gpu_ops: a.graph_gpu_ops,
         device_us: us(graph_ns),
@@ -937,7 +927,7 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
         .into_iter()
         .map(|(sym, a)| {
             let name = t.name(sym).to_string();
-            let kind = a.kind.as_str();
+            let kind = a.kind.public();
             let geometry = a
                 .groups
                 .iter()
@@ -1021,8 +1011,8 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
                 } else {
                     name.clone()
                 },
-                category: names::category(kind, &name).into(),
-                kind: kind.into(),
+                category: names::category(kind.as_str(), &name),
+                kind,
                 calls: a.calls,
                 total_us: total,
                 avg_us: total / a.calls as f64,

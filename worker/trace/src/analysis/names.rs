@@ -145,7 +145,11 @@ pub const CATEGORIES: [&str; 8] = [
 ///    activations (`silu`, `gelu`, `relu`, `act_and_mul`, `sigmoid`, `tanh`),
 ///    `rotary`/`rope`, `add`, `mul`, `div`, `where`, `dropout`.
 /// 8. `other`: everything else.
-pub fn category(kind: &str, name: &str) -> &'static str {
+pub fn category(kind: &str, name: &str) -> kinetoscope_types::KernelCategory {
+    category_word(kind, name).parse().unwrap_or(kinetoscope_types::KernelCategory::Other)
+}
+
+fn category_word(kind: &str, name: &str) -> &'static str {
     if kind == "memcpy" || kind == "memset" {
         return "memory";
     }
@@ -227,15 +231,15 @@ mod tests {
 
     #[test]
     fn categories_follow_the_rules() {
-        assert_eq!(category("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "communication");
-        assert_eq!(category("kernel", "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>"), "memory");
-        assert_eq!(category("memcpy", "Memcpy HtoD (Pageable -> Device)"), "memory");
-        assert_eq!(category("kernel", "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>"), "attention");
-        assert_eq!(category("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"), "gemm");
-        assert_eq!(category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64"), "gemm");
-        assert_eq!(category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>"), "norm");
-        assert_eq!(category("kernel", "void at::native::reduce_kernel<512, 1>"), "reduction");
-        assert_eq!(category("kernel", "void vllm::act_and_mul_kernel<silu>"), "elementwise");
-        assert_eq!(category("kernel", "mystery"), "other");
+        assert_eq!(category("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").as_str(), "communication");
+        assert_eq!(category("kernel", "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>").as_str(), "memory");
+        assert_eq!(category("memcpy", "Memcpy HtoD (Pageable -> Device)").as_str(), "memory");
+        assert_eq!(category("kernel", "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>").as_str(), "attention");
+        assert_eq!(category("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64").as_str(), "gemm");
+        assert_eq!(category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64").as_str(), "gemm");
+        assert_eq!(category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>").as_str(), "norm");
+        assert_eq!(category("kernel", "void at::native::reduce_kernel<512, 1>").as_str(), "reduction");
+        assert_eq!(category("kernel", "void vllm::act_and_mul_kernel<silu>").as_str(), "elementwise");
+        assert_eq!(category("kernel", "mystery").as_str(), "other");
     }
 }

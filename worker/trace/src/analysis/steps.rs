@@ -45,69 +45,52 @@ impl StepMarker {
     }
 }
 
-/// What a step did, where its name (or a name inside it) tells.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StepKind {
-    Prefill,
-    Decode,
-    Mixed,
+pub use kinetoscope_types::StepKind;
+
+/// The kind a step, annotation or frame name speaks of: SGLang's
+/// `step[EXTEND ...]` / `step[DECODE ...]` / `step[MIXED ...]` and model
+/// runner `forward_extend` / `forward_decode`, vLLM's
+/// `execute_<n>_context_<c>(...)_generation_<g>(...)`.
+pub fn kind_of(name: &str) -> Option<StepKind> {
+    if let Some(rest) = name.strip_prefix("step[") {
+        let word = rest.split([' ', ']']).next().unwrap_or("");
+        return match word.to_ascii_uppercase().as_str() {
+            "EXTEND" | "PREFILL" => Some(StepKind::Prefill),
+            "DECODE" | "IDLE_DECODE" => Some(StepKind::Decode),
+            "MIXED" => Some(StepKind::Mixed),
+            _ => None,
+        };
+    }
+    if name.starts_with("execute_") {
+        let count = |key: &str| -> u64 {
+            name.split(key)
+                .nth(1)
+                .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(0)
+        };
+        return match (count("_context_"), count("_generation_")) {
+            (0, 0) => None,
+            (_, 0) => Some(StepKind::Prefill),
+            (0, _) => Some(StepKind::Decode),
+            _ => Some(StepKind::Mixed),
+        };
+    }
+    if name.ends_with(": forward_decode") {
+        return Some(StepKind::Decode);
+    }
+    if name.ends_with(": forward_extend") {
+        return Some(StepKind::Prefill);
+    }
+    None
 }
 
-impl StepKind {
-    /// The word used in summaries.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepKind::Prefill => "prefill",
-            StepKind::Decode => "decode",
-            StepKind::Mixed => "mixed",
-        }
-    }
-
-    /// The kind a step, annotation or frame name speaks of: SGLang's
-    /// `step[EXTEND ...]` / `step[DECODE ...]` / `step[MIXED ...]` and model
-    /// runner `forward_extend` / `forward_decode`, vLLM's
-    /// `execute_<n>_context_<c>(...)_generation_<g>(...)`.
-    pub fn of(name: &str) -> Option<StepKind> {
-        if let Some(rest) = name.strip_prefix("step[") {
-            let word = rest.split([' ', ']']).next().unwrap_or("");
-            return match word.to_ascii_uppercase().as_str() {
-                "EXTEND" | "PREFILL" => Some(StepKind::Prefill),
-                "DECODE" | "IDLE_DECODE" => Some(StepKind::Decode),
-                "MIXED" => Some(StepKind::Mixed),
-                _ => None,
-            };
-        }
-        if name.starts_with("execute_") {
-            let count = |key: &str| -> u64 {
-                name.split(key)
-                    .nth(1)
-                    .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
-                    .and_then(|d| d.parse().ok())
-                    .unwrap_or(0)
-            };
-            return match (count("_context_"), count("_generation_")) {
-                (0, 0) => None,
-                (_, 0) => Some(StepKind::Prefill),
-                (0, _) => Some(StepKind::Decode),
-                _ => Some(StepKind::Mixed),
-            };
-        }
-        if name.ends_with(": forward_decode") {
-            return Some(StepKind::Decode);
-        }
-        if name.ends_with(": forward_extend") {
-            return Some(StepKind::Prefill);
-        }
-        None
-    }
-
-    /// Two kinds seen in one step.
-    fn join(a: Option<StepKind>, b: StepKind) -> StepKind {
-        match a {
-            None => b,
-            Some(a) if a == b => a,
-            Some(_) => StepKind::Mixed,
-        }
+/// Two kinds seen in one step.
+fn join_kinds(a: Option<StepKind>, b: StepKind) -> StepKind {
+    match a {
+        None => b,
+        Some(a) if a == b => a,
+        Some(_) => StepKind::Mixed,
     }
 }
 
@@ -207,7 +190,7 @@ fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
                 name,
                 ts,
                 end: ts + dur,
-                kind: StepKind::of(t.name(name)),
+                kind: kind_of(t.name(name)),
             });
         }
     };
@@ -233,7 +216,7 @@ fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
     let mut class: HashMap<Sym, Option<StepKind>> = HashMap::new();
     let mut hints: Vec<(i64, StepKind)> = Vec::new();
     let mut visit = |name: Sym, ts: i64| {
-        if let Some(k) = *class.entry(name).or_insert_with(|| StepKind::of(t.name(name))) {
+        if let Some(k) = *class.entry(name).or_insert_with(|| kind_of(t.name(name))) {
             hints.push((ts, k));
         }
     };
@@ -250,7 +233,7 @@ fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
         let from = hints.partition_point(|h| h.0 < s.ts);
         let mut kind = None;
         for h in hints[from..].iter().take_while(|h| h.0 < s.end) {
-            kind = Some(StepKind::join(kind, h.1));
+            kind = Some(join_kinds(kind, h.1));
         }
         s.kind = kind;
     }
@@ -295,7 +278,7 @@ fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
                 name: cpu.name[i],
                 ts: cpu.ts[i],
                 end: cpu.ts[i] + cpu.dur[i],
-                kind: StepKind::of(t.name(cpu.name[i])),
+                kind: kind_of(t.name(cpu.name[i])),
             }
         })
         .collect();
@@ -346,15 +329,15 @@ mod tests {
 
     #[test]
     fn kinds_and_engine_frames() {
-        assert_eq!(StepKind::of("step[DECODE bs=32]"), Some(StepKind::Decode));
-        assert_eq!(StepKind::of("step[EXTEND bs=15 toks=15360]"), Some(StepKind::Prefill));
+        assert_eq!(kind_of("step[DECODE bs=32]"), Some(StepKind::Decode));
+        assert_eq!(kind_of("step[EXTEND bs=15 toks=15360]"), Some(StepKind::Prefill));
         assert_eq!(
-            StepKind::of("execute_8192_context_9(sq8155)_generation_37(sq37)"),
+            kind_of("execute_8192_context_9(sq8155)_generation_37(sq37)"),
             Some(StepKind::Mixed)
         );
-        assert_eq!(StepKind::of("execute_64_generation_64(sq1)"), Some(StepKind::Decode));
+        assert_eq!(kind_of("execute_64_generation_64(sq1)"), Some(StepKind::Decode));
         assert_eq!(
-            StepKind::of("sglang/srt/model_executor/model_runner.py(1760): forward_decode"),
+            kind_of("sglang/srt/model_executor/model_runner.py(1760): forward_decode"),
             Some(StepKind::Decode)
         );
         assert_eq!(engine_frame_rank("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"), Some(0));

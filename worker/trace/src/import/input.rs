@@ -20,31 +20,37 @@ pub use flate2::write::GzEncoder;
 /// gzip compression level.
 pub use flate2::Compression as GzLevel;
 
-/// How the trace bytes are encoded, found from their first bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Encoding {
-    Json,
-    Gzip,
-    Zstd,
+/// How the input is compressed (the contract type, with its file suffix).
+pub use kinetoscope_types::Encoding;
+
+/// Fewest bytes read before deciding what an input is.
+pub const HEAD_MIN: usize = 64;
+/// Most bytes read to get past leading whitespace (a pretty-printed trace).
+pub const HEAD_MAX: usize = 64 << 10;
+
+/// Whether `head` (the first bytes of an input, not yet at its end) is too
+/// short to tell what the input is: fewer than [`HEAD_MIN`] bytes, or only
+/// whitespace so far (up to [`HEAD_MAX`]). The one rule for every reader of
+/// uploads: HTTP, `kinetoscope upload`, and captures.
+pub fn head_needs_more(head: &[u8]) -> bool {
+    head.len() < HEAD_MIN || (head.len() < HEAD_MAX && head.iter().all(u8::is_ascii_whitespace))
 }
 
-impl Encoding {
-    /// `json`, `gzip` or `zstd`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::Json => "json",
-            Encoding::Gzip => "gzip",
-            Encoding::Zstd => "zstd",
+/// Reads the head of an input by [`head_needs_more`], then detects its
+/// encoding; returns both (the head must be written before the rest).
+pub fn read_head<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, Result<Encoding, String>)> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while head_needs_more(&head) {
+        let want = if head.len() < HEAD_MIN { HEAD_MIN - head.len() } else { buf.len() };
+        let n = r.read(&mut buf[..want.min(4096)])?;
+        if n == 0 {
+            break;
         }
+        head.extend_from_slice(&buf[..n]);
     }
-    /// The usual file suffix.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Encoding::Json => "json",
-            Encoding::Gzip => "json.gz",
-            Encoding::Zstd => "json.zst",
-        }
-    }
+    let encoding = sniff(&head);
+    Ok((head, encoding))
 }
 
 /// Detects the encoding from the first bytes (at least 4 unless the input is
@@ -267,6 +273,19 @@ mod tests {
         assert_eq!(sniff(b"[{"), Ok(Encoding::Json));
         assert!(sniff(b"hello").is_err());
         assert!(sniff(b"").is_err());
+    }
+
+    #[test]
+    fn whitespace_led_traces_are_read_past_their_blanks() {
+        let mut text = vec![b' '; 5000];
+        text.extend_from_slice(b"\n{\"traceEvents\": []}");
+        let (head, enc) = read_head(&mut &text[..]).unwrap();
+        assert_eq!(enc, Ok(Encoding::Json));
+        assert!(head.len() > 5000 && text.starts_with(&head));
+        let (head, enc) = read_head(&mut &b"{}"[..]).unwrap();
+        assert_eq!((head.as_slice(), enc), (&b"{}"[..], Ok(Encoding::Json)));
+        assert!(head_needs_more(b"   "));
+        assert!(!head_needs_more(&[b'{'; 64]));
     }
 
     #[test]

@@ -197,13 +197,13 @@ impl GpuKind {
     pub fn is_gpu_op(self) -> bool {
         !matches!(self, GpuKind::Annotation)
     }
-    /// The word used in summaries.
-    pub fn as_str(self) -> &'static str {
+    /// The kind of GPU op in summaries (annotations are not GPU ops and
+    /// read as kernels; callers filter them out first).
+    pub fn public(self) -> kinetoscope_types::GpuOpKind {
         match self {
-            GpuKind::Kernel => "kernel",
-            GpuKind::Memcpy => "memcpy",
-            GpuKind::Memset => "memset",
-            GpuKind::Annotation => "annotation",
+            GpuKind::Memcpy => kinetoscope_types::GpuOpKind::Memcpy,
+            GpuKind::Memset => kinetoscope_types::GpuOpKind::Memset,
+            GpuKind::Kernel | GpuKind::Annotation => kinetoscope_types::GpuOpKind::Kernel,
         }
     }
 }

@@ -21,44 +21,19 @@
 //!   `seconds_per_step` (default 0.1 s), then stops and collects the files
 //!   that are new since the start.
 
-use crate::blobs::trace_key;
+use crate::blobs::StoreError;
 use crate::db::{Job, NewTrace};
-use crate::jobs::{JobError, Runner};
+use super::{JobError, Runner};
+use crate::engines::Engine;
 use kinetoscope_trace::ranks::{rank_key, RankKey};
-use kinetoscope_trace::import::{read_trace_file, sniff, ReadOptions};
-use kinetoscope_types::CaptureRequest;
-use serde::{Deserialize, Serialize};
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_types::{CaptureRequest, EngineFlavour};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// An inference engine the operator configured (`KINETOSCOPE_ENGINES`).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Engine {
-    pub name: String,
-    pub url: String,
-    /// `sglang` or `vllm`.
-    pub flavour: String,
-    /// Folder both the engine and the worker see.
-    pub trace_dir: String,
-    /// Expected number of rank files.
-    pub ranks: u32,
-    /// vLLM only: how long one step takes, to profile about `num_steps`.
-    #[serde(default)]
-    pub seconds_per_step: Option<f64>,
-}
-
 /// How often the capture folder is checked.
 const POLL: Duration = Duration::from_millis(250);
-
-/// Whether an engine answers (any HTTP status counts), with a note if not.
-pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<String>) {
-    let url = format!("{}/health", engine.url.trim_end_matches('/'));
-    match http.get(&url).timeout(Duration::from_secs(2)).send().await {
-        Ok(_) => (true, None),
-        Err(e) => (false, Some(format!("no answer from the engine: {e}"))),
-    }
-}
 
 fn bad(msg: impl Into<String>) -> JobError {
     JobError::BadInput(msg.into())
@@ -145,7 +120,7 @@ async fn load(runner: &Runner, job: &Job) -> Result<(CaptureRequest, Engine), Jo
 }
 
 async fn stage(runner: &Runner, job: &Job, words: &str) {
-    let _ = runner.db.set_stage(&job.run_id, "capturing", words).await;
+    let _ = runner.db.set_stage(&job.run_id, kinetoscope_types::RunStatus::Capturing, words).await;
     let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
 }
 
@@ -168,15 +143,15 @@ async fn post(http: &reqwest::Client, url: &str, body: Option<serde_json::Value>
 }
 
 /// Runs a capture job.
-pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobError> {
+pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     let (req, engine) = load(runner, job).await?;
     let http = reqwest::Client::new();
     let base = engine.url.trim_end_matches('/').to_string();
     let expected = engine.ranks.max(1) as usize;
     stage(runner, job, "starting").await;
 
-    let (dir, mut collector) = match engine.flavour.as_str() {
-        "sglang" => {
+    let (dir, mut collector) = match engine.flavour {
+        EngineFlavour::Sglang => {
             let dir = Path::new(&engine.trace_dir).join(format!("kinetoscope-{}", job.run_id));
             std::fs::create_dir_all(&dir)
                 .map_err(|e| bad(format!("cannot create the capture folder {}: {e}", dir.display())))?;
@@ -192,7 +167,7 @@ pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobErr
             let c = Collector::new(&dir, HashSet::new());
             (dir, c)
         }
-        "vllm" => {
+        EngineFlavour::Vllm => {
             let dir = PathBuf::from(&engine.trace_dir);
             let before: HashSet<String> = std::fs::read_dir(&dir)
                 .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect())
@@ -207,7 +182,6 @@ pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobErr
             let c = Collector::new(&dir, before);
             (dir, c)
         }
-        other => return Err(bad(format!("unknown engine flavour {other:?} (use sglang or vllm)"))),
     };
 
     // Collect until every rank's file is complete.
@@ -237,7 +211,7 @@ pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobErr
         }
         let idle = runner.config.capture_idle;
         if first_file.is_none() && started.elapsed() >= idle {
-            if engine.flavour == "sglang" {
+            if engine.flavour == EngineFlavour::Sglang {
                 // Leave the engine ready for the next capture.
                 let _ = post(&http, &format!("{base}/stop_profile"), None).await;
                 let _ = std::fs::remove_dir_all(&dir);
@@ -271,38 +245,31 @@ pub(crate) async fn run_capture(runner: &Runner, job: &Job) -> Result<(), JobErr
         return Ok(());
     }
     runner.wake.notify_waiters();
-    if engine.flavour == "sglang" {
+    if engine.flavour == EngineFlavour::Sglang {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())
 }
 
-/// Copies one rank's file into the blob store.
+/// Copies one rank's file into the blob store (the same path uploads take).
 async fn store(runner: &Runner, run_id: &str, rank: i64, path: &Path) -> Result<NewTrace, JobError> {
-    let io = |e: std::io::Error| JobError::Transient(format!("reading {}: {e}", path.display()));
-    let mut file = tokio::fs::File::open(path).await.map_err(io)?;
-    let mut head = [0u8; 64];
-    let n = tokio::io::AsyncReadExt::read(&mut file, &mut head).await.map_err(io)?;
-    let encoding = sniff(&head[..n]).map_err(|why| bad(format!("{}: {why}", path.display())))?;
-    let key = trace_key(run_id, rank, encoding.suffix());
-    let mut w = runner.blobs.writer(&key);
-    w.write(&head[..n]).await.map_err(io)?;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let k = tokio::io::AsyncReadExt::read(&mut file, &mut buf).await.map_err(io)?;
-        if k == 0 {
-            break;
-        }
-        w.write(&buf[..k]).await.map_err(io)?;
-    }
-    let (bytes, sha256) = w.finish().await.map_err(io)?;
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| JobError::Transient(format!("reading {}: {e}", path.display())))?;
+    let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
+    let t = runner.blobs.store_trace(run_id, rank, stream, u64::MAX).await.map_err(|e| match e {
+        StoreError::NotATrace(why) => bad(format!("{}: {why}", path.display())),
+        StoreError::TooLarge => bad(format!("{}: too large", path.display())),
+        StoreError::Read(e) => JobError::Transient(format!("reading {}: {e}", path.display())),
+        StoreError::Write(e) => JobError::Transient(format!("storing {}: {e}", path.display())),
+    })?;
     Ok(NewTrace {
         rank,
         file_name: path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(),
-        blob_key: key,
-        bytes: bytes as i64,
-        sha256,
-        encoding: encoding.as_str().into(),
+        blob_key: t.key,
+        bytes: t.bytes as i64,
+        sha256: t.sha256,
+        encoding: t.encoding,
     })
 }
 

@@ -9,12 +9,18 @@
 //! fails the run at once with the reason; transient errors (blob store or
 //! database unreachable) are retried with exponential backoff.
 
-use kinetoscope_trace::analysis::{analyze, AnalysisOptions, ANALYZER_VERSION};
+//!
+//! The job kinds live beneath the runner, one module each: [`analyze`] and
+//! [`capture`]. They use the runner; the runner only dispatches to them.
+
+pub mod analyze;
+pub mod capture;
+
 use crate::blobs::Blobs;
 use crate::db::{Db, Headline, Job};
-use kinetoscope_trace::import::{read_trace, Limits, ReadOptions, TraceError};
-use kinetoscope_types::Summary;
-use std::sync::atomic::{AtomicU64, Ordering};
+use kinetoscope_trace::analysis::ANALYZER_VERSION;
+use kinetoscope_trace::import::Limits;
+use kinetoscope_types::{JobKind, Summary};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -32,7 +38,7 @@ pub struct RunnerConfig {
     /// How long to sleep when no job is queued (a notify wakes it earlier).
     pub poll: Duration,
     /// Inference engines that capture jobs may target.
-    pub engines: Vec<crate::capture::Engine>,
+    pub engines: Vec<crate::engines::Engine>,
     /// How long a capture waits for the engine's files.
     pub capture_timeout: Duration,
     /// How long a capture waits for any step before calling the engine idle.
@@ -65,7 +71,7 @@ pub enum JobError {
 }
 
 impl Runner {
-    fn lease_ms(&self) -> i64 {
+    pub(crate) fn lease_ms(&self) -> i64 {
         self.config.lease.as_millis() as i64
     }
 
@@ -140,10 +146,9 @@ impl Runner {
             return;
         }
         tracing::info!(job = job.id, kind = %job.kind, run = %job.run_id, rank = job.rank, attempt = job.attempts, "job started");
-        let result = match job.kind.as_str() {
-            "analyze" => self.analyze_job(&job).await,
-            "capture" => crate::capture::run_capture(self, &job).await,
-            other => Err(JobError::BadInput(format!("unknown job kind {other}"))),
+        let result = match job.kind {
+            JobKind::Analyze => analyze::run(self, &job).await,
+            JobKind::Capture => capture::run(self, &job).await,
         };
         let outcome = match result {
             Ok(()) => "done",
@@ -167,91 +172,7 @@ impl Runner {
                 if retry { "retry" } else { "failed" }
             }
         };
-        crate::metrics::job_finished(&job.kind, outcome, started.elapsed());
-    }
-
-    async fn analyze_job(&self, job: &Job) -> Result<(), JobError> {
-        let transient = |e: &dyn std::fmt::Display| JobError::Transient(e.to_string());
-        let Some((trace, options)) = self.db.job_trace(job).await.map_err(|e| transient(&e))? else {
-            return Err(JobError::BadInput("the run or its trace no longer exists".into()));
-        };
-        self.db.start_analysis(job).await.map_err(|e| transient(&e))?;
-        let reader = self
-            .blobs
-            .reader(&trace.blob_key)
-            .await
-            .map_err(|e| JobError::Transient(format!("reading the stored trace failed: {e}")))?;
-
-        // Heartbeat: renew the lease and publish progress while parsing.
-        let progress = Arc::new(AtomicU64::new(0));
-        let beat = {
-            let db = self.db.clone();
-            let job = job.clone();
-            let progress = progress.clone();
-            let lease = self.lease_ms();
-            // Progress is shown live, so beat often; the lease allows for
-            // several missed beats.
-            let every = Duration::from_millis((lease / 5).clamp(200, 1000) as u64);
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    let p = progress.load(Ordering::Relaxed) as i64;
-                    match db.heartbeat(&job, lease, Some(p)).await {
-                        Ok(true) => {}
-                        Ok(false) => return, // the claim is gone; completion will be refused
-                        Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
-                    }
-                }
-            })
-        };
-        let opts: AnalysisOptions = parse_options(&options);
-        let read = ReadOptions {
-            limits: self.config.limits.clone(),
-            progress: Some(progress.clone()),
-        };
-        let delay = self.config.analysis_delay;
-        let outcome = tokio::task::spawn_blocking(move || {
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-            read_trace(reader, &read).map(|t| {
-                let s = analyze(&t, &opts);
-                serde_json::to_string(&s).map(|json| (s, json))
-            })
-        })
-        .await;
-        beat.abort();
-        let (summary, json) = match outcome {
-            Ok(Ok(Ok(pair))) => pair,
-            Ok(Ok(Err(e))) => return Err(JobError::Transient(format!("encoding the summary failed: {e}"))),
-            Ok(Err(e)) => {
-                return Err(match e {
-                    TraceError::Io(io) => JobError::Transient(format!("reading the stored trace failed: {io}")),
-                    bad => JobError::BadInput(bad.to_string()),
-                })
-            }
-            Err(join) => {
-                // A panic in the analyzer is a bug, and deterministic: do not retry.
-                let msg = join
-                    .try_into_panic()
-                    .ok()
-                    .and_then(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())))
-                    .unwrap_or_else(|| "cancelled".into());
-                tracing::error!(job = job.id, %msg, "analyzer panicked");
-                return Err(JobError::BadInput(format!("the analyzer failed on this trace (internal error: {msg})")));
-            }
-        };
-        let stored = self
-            .db
-            .finish_analysis(job, &json, ANALYZER_VERSION)
-            .await
-            .map_err(|e| transient(&e))?;
-        if !stored {
-            tracing::warn!(job = job.id, "job was reclaimed by another worker; result dropped");
-            return Ok(());
-        }
-        crate::metrics::trace_analyzed(trace.bytes as u64, summary.trace.json_bytes);
-        self.finish_run_if_complete(&job.run_id).await.map_err(|e| transient(&e))
+        crate::metrics::job_finished(job.kind.as_str(), outcome, started.elapsed());
     }
 
     /// When every trace of a run is analyzed: stores the headline (and the
@@ -273,23 +194,6 @@ impl Runner {
         let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
         let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
         self.db.complete_run(run_id, &headline, cross_json.as_deref()).await
-    }
-}
-
-/// Reads the run's stored analysis options.
-pub fn parse_options(json: &str) -> AnalysisOptions {
-    #[derive(serde::Deserialize, Default)]
-    #[serde(default)]
-    struct Stored {
-        layer_marker: Option<String>,
-        layer_period: Option<u64>,
-        step_marker: Option<String>,
-    }
-    let s: Stored = serde_json::from_str(json).unwrap_or_default();
-    AnalysisOptions {
-        layer_marker: s.layer_marker.filter(|m| !m.is_empty()),
-        layer_period: s.layer_period.filter(|&p| p > 0),
-        step_marker: s.step_marker.filter(|m| !m.is_empty()),
     }
 }
 

@@ -1,0 +1,270 @@
+//! Fixed sets of values of the JSON contract, as types. Each serializes to
+//! exactly the word it has always been written as; `as_str` gives that
+//! word, `FromStr` reads it back (for database columns and query strings).
+
+/// Declares a string enum: variants with their words, the default first.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $word:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $word)] $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The word this value is written as.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word),+
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::ALL[0]
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        /// Compares with the word as written on the wire (what tests and
+        /// external clients see).
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($word => Ok($name::$variant),)+
+                    other => Err(format!(
+                        concat!("unknown ", stringify!($name), " {:?}: one of {}"),
+                        other,
+                        [$($word),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// Where a run (or one of its ranks) stands.
+    RunStatus {
+        /// Waiting for a worker.
+        Queued => "queued",
+        /// A capture is collecting rank files from an engine.
+        Capturing => "capturing",
+        /// A worker is reading and analyzing the trace.
+        Analyzing => "analyzing",
+        /// Analyzed: the summary is stored.
+        Done => "done",
+        /// The trace could not be analyzed (the reason is stored).
+        Failed => "failed",
+    }
+}
+
+impl RunStatus {
+    /// Whether the run will not change by itself any more.
+    pub fn is_final(self) -> bool {
+        matches!(self, RunStatus::Done | RunStatus::Failed)
+    }
+}
+
+string_enum! {
+    /// How a run came to be.
+    RunSource {
+        /// Uploaded (HTTP, CLI or browser).
+        Upload => "upload",
+        /// Captured from a running engine.
+        Capture => "capture",
+    }
+}
+
+string_enum! {
+    /// What a job does.
+    JobKind {
+        /// Analyze one rank's trace.
+        Analyze => "analyze",
+        /// Capture the ranks of a run from an engine.
+        Capture => "capture",
+    }
+}
+
+string_enum! {
+    /// How a stored trace file is compressed.
+    Encoding {
+        /// Plain JSON.
+        Json => "json",
+        /// gzip (as torch writes `.json.gz`).
+        Gzip => "gzip",
+        /// zstd.
+        Zstd => "zstd",
+    }
+}
+
+impl Encoding {
+    /// The usual file suffix.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Encoding::Json => "json",
+            Encoding::Gzip => "json.gz",
+            Encoding::Zstd => "json.zst",
+        }
+    }
+}
+
+string_enum! {
+    /// The serving engine behind a capture.
+    EngineFlavour {
+        /// SGLang (`/start_profile` with a step count).
+        Sglang => "sglang",
+        /// vLLM (`/start_profile`, `/stop_profile`).
+        Vllm => "vllm",
+    }
+}
+
+string_enum! {
+    /// What a GPU kernel does, by its name.
+    KernelCategory {
+        /// Matrix multiplies (cuBLAS, CUTLASS, hipBLASLt, Triton GEMMs).
+        Gemm => "gemm",
+        /// Attention kernels (flash, paged, MHA).
+        Attention => "attention",
+        /// Collectives (NCCL, RCCL).
+        Communication => "communication",
+        /// Copies, casts, memsets.
+        Memory => "memory",
+        /// Elementwise kernels.
+        Elementwise => "elementwise",
+        /// Reductions.
+        Reduction => "reduction",
+        /// Normalization (layer norm, RMS norm).
+        Norm => "norm",
+        /// Anything else.
+        Other => "other",
+    }
+}
+
+string_enum! {
+    /// What a GPU op is.
+    GpuOpKind {
+        /// A kernel.
+        Kernel => "kernel",
+        /// A memory copy.
+        Memcpy => "memcpy",
+        /// A memory set.
+        Memset => "memset",
+    }
+}
+
+string_enum! {
+    /// What a row of the op table is.
+    OpKind {
+        /// An ATen or custom op (`cpu_op`).
+        Op => "op",
+        /// A `record_function` range (`user_annotation`).
+        Annotation => "annotation",
+        /// A CUDA/HIP runtime or driver call.
+        Runtime => "runtime",
+        /// A graph replay context: the GPU ops its replays ran.
+        Graph => "graph",
+    }
+}
+
+string_enum! {
+    /// How layers were found.
+    LayerMethod {
+        /// Not found.
+        None => "none",
+        /// Annotations carrying a layer index.
+        Annotation => "annotation",
+        /// `nn.Module` frames of a layer class.
+        Module => "module",
+        /// A kernel sequence that repeats once per layer.
+        Repetition => "repetition",
+        /// Set by the user (marker and/or period).
+        Override => "override",
+    }
+}
+
+string_enum! {
+    /// The tab of the run page a finding links to.
+    FindingTab {
+        /// The op table.
+        Ops => "ops",
+        /// The kernel table.
+        Kernels => "kernels",
+        /// The steps.
+        Steps => "steps",
+        /// GPU busy time and categories.
+        Gpu => "gpu",
+        /// The layers.
+        Layers => "layers",
+        /// The cross-rank comparison.
+        Ranks => "ranks",
+    }
+}
+
+string_enum! {
+    /// What a step did, where its name tells.
+    StepKind {
+        /// Prompt processing (SGLang's extend).
+        Prefill => "prefill",
+        /// Token generation.
+        Decode => "decode",
+        /// Both in one batch.
+        Mixed => "mixed",
+    }
+}
+
+string_enum! {
+    /// What sets a layer apart when a model's layers are not all alike.
+    LayerKind {
+        /// A dense (MLP) layer among MoE ones.
+        Dense => "dense",
+        /// A mixture-of-experts layer.
+        Moe => "moe",
+        /// One of the first layers, whose op sequence differs from the rest.
+        Prefix => "prefix",
+    }
+}
+
+string_enum! {
+    /// How a trace's GPU work was issued.
+    GraphMode {
+        /// Every kernel launched one by one.
+        Eager => "eager",
+        /// Graph replays run nearly all device time.
+        Graph => "graph",
+        /// Graph replays with eager GPU work between them.
+        Piecewise => "piecewise",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{s}\""));
+            assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), *s);
+        }
+        assert!("nope".parse::<RunStatus>().unwrap_err().contains("queued, capturing"));
+        assert_eq!(LayerMethod::default(), LayerMethod::None);
+        assert_eq!(KernelCategory::Gemm.as_str(), "gemm");
+    }
+}

@@ -1,0 +1,34 @@
+//! The inference engines the operator configured (`KINETOSCOPE_ENGINES`):
+//! what captures may target, and whether each one answers. Captures name an
+//! engine, never a URL.
+
+use kinetoscope_types::EngineFlavour;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// An inference engine the operator configured.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Engine {
+    /// The name captures use.
+    pub name: String,
+    /// Base URL of the engine's HTTP server.
+    pub url: String,
+    /// Which engine it is (its profiling API differs).
+    pub flavour: EngineFlavour,
+    /// Folder both the engine and the worker see.
+    pub trace_dir: String,
+    /// Expected number of rank files.
+    pub ranks: u32,
+    /// vLLM only: how long one step takes, to profile about `num_steps`.
+    #[serde(default)]
+    pub seconds_per_step: Option<f64>,
+}
+
+/// Whether an engine answers (any HTTP status counts), with a note if not.
+pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<String>) {
+    let url = format!("{}/health", engine.url.trim_end_matches('/'));
+    match http.get(&url).timeout(Duration::from_secs(2)).send().await {
+        Ok(_) => (true, None),
+        Err(e) => (false, Some(format!("no answer from the engine: {e}"))),
+    }
+}
