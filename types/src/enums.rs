@@ -4,7 +4,7 @@
 
 /// Declares a string enum: variants with their words, the default first.
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $word:literal),+ $(,)? }) => {
+    ($(#[$meta:meta])* $name:ident ($label:literal) { $($(#[$vmeta:meta])* $variant:ident => $word:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
         pub enum $name {
@@ -49,7 +49,7 @@ macro_rules! string_enum {
                 match s {
                     $($word => Ok($name::$variant),)+
                     other => Err(format!(
-                        concat!("unknown ", stringify!($name), " {:?}: one of {}"),
+                        concat!("unknown ", $label, " {:?}: use one of {}"),
                         other,
                         [$($word),+].join(", ")
                     )),
@@ -61,7 +61,7 @@ macro_rules! string_enum {
 
 string_enum! {
     /// Where a run (or one of its ranks) stands.
-    RunStatus {
+    RunStatus ("status") {
         /// Waiting for a worker.
         Queued => "queued",
         /// A capture is collecting rank files from an engine.
@@ -84,7 +84,7 @@ impl RunStatus {
 
 string_enum! {
     /// How a run came to be.
-    RunSource {
+    RunSource ("source") {
         /// Uploaded (HTTP, CLI or browser).
         Upload => "upload",
         /// Captured from a running engine.
@@ -94,7 +94,7 @@ string_enum! {
 
 string_enum! {
     /// What a job does.
-    JobKind {
+    JobKind ("job kind") {
         /// Analyze one rank's trace.
         Analyze => "analyze",
         /// Capture the ranks of a run from an engine.
@@ -104,7 +104,7 @@ string_enum! {
 
 string_enum! {
     /// How a stored trace file is compressed.
-    Encoding {
+    Encoding ("encoding") {
         /// Plain JSON.
         Json => "json",
         /// gzip (as torch writes `.json.gz`).
@@ -127,7 +127,7 @@ impl Encoding {
 
 string_enum! {
     /// The serving engine behind a capture.
-    EngineFlavour {
+    EngineFlavour ("engine flavour") {
         /// SGLang (`/start_profile` with a step count).
         Sglang => "sglang",
         /// vLLM (`/start_profile`, `/stop_profile`).
@@ -137,7 +137,7 @@ string_enum! {
 
 string_enum! {
     /// What a GPU kernel does, by its name.
-    KernelCategory {
+    KernelCategory ("kernel category") {
         /// Matrix multiplies (cuBLAS, CUTLASS, hipBLASLt, Triton GEMMs).
         Gemm => "gemm",
         /// Attention kernels (flash, paged, MHA).
@@ -159,7 +159,7 @@ string_enum! {
 
 string_enum! {
     /// What a GPU op is.
-    GpuOpKind {
+    GpuOpKind ("GPU op kind") {
         /// A kernel.
         Kernel => "kernel",
         /// A memory copy.
@@ -171,7 +171,7 @@ string_enum! {
 
 string_enum! {
     /// What a row of the op table is.
-    OpKind {
+    OpKind ("op kind") {
         /// An ATen or custom op (`cpu_op`).
         Op => "op",
         /// A `record_function` range (`user_annotation`).
@@ -185,7 +185,7 @@ string_enum! {
 
 string_enum! {
     /// How layers were found.
-    LayerMethod {
+    LayerMethod ("layer method") {
         /// Not found.
         None => "none",
         /// Annotations carrying a layer index.
@@ -201,7 +201,7 @@ string_enum! {
 
 string_enum! {
     /// The tab of the run page a finding links to.
-    FindingTab {
+    FindingTab ("tab") {
         /// The op table.
         Ops => "ops",
         /// The kernel table.
@@ -219,7 +219,7 @@ string_enum! {
 
 string_enum! {
     /// What a step did, where its name tells.
-    StepKind {
+    StepKind ("step kind") {
         /// Prompt processing (SGLang's extend).
         Prefill => "prefill",
         /// Token generation.
@@ -231,7 +231,7 @@ string_enum! {
 
 string_enum! {
     /// What sets a layer apart when a model's layers are not all alike.
-    LayerKind {
+    LayerKind ("layer kind") {
         /// A dense (MLP) layer among MoE ones.
         Dense => "dense",
         /// A mixture-of-experts layer.
@@ -243,7 +243,7 @@ string_enum! {
 
 string_enum! {
     /// How a trace's GPU work was issued.
-    GraphMode {
+    GraphMode ("graph mode") {
         /// Every kernel launched one by one.
         Eager => "eager",
         /// Graph replays run nearly all device time.
@@ -263,7 +263,10 @@ mod tests {
             assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{s}\""));
             assert_eq!(s.as_str().parse::<RunStatus>().unwrap(), *s);
         }
-        assert!("nope".parse::<RunStatus>().unwrap_err().contains("queued, capturing"));
+        assert_eq!(
+            "nope".parse::<RunStatus>().unwrap_err(),
+            "unknown status \"nope\": use one of queued, capturing, analyzing, done, failed"
+        );
         assert_eq!(LayerMethod::default(), LayerMethod::None);
         assert_eq!(KernelCategory::Gemm.as_str(), "gemm");
     }
