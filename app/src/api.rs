@@ -24,7 +24,11 @@ pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
 }
 
 /// Sends JSON with a method; returns the answer's JSON.
-pub async fn send<B: serde::Serialize, T: DeserializeOwned>(method: &str, url: &str, body: &B) -> Result<T, String> {
+pub async fn send<B: serde::Serialize, T: DeserializeOwned>(
+    method: &str,
+    url: &str,
+    body: &B,
+) -> Result<T, String> {
     let req = match method {
         "PATCH" => Request::patch(url),
         "PUT" => Request::put(url),
@@ -50,20 +54,30 @@ pub fn upload(
     let err = |e: wasm_bindgen::JsValue| format!("{e:?}");
     let form = web_sys::FormData::new().map_err(err)?;
     for f in &files {
-        form.append_with_blob_and_filename("file", f, &f.name()).map_err(err)?;
+        form.append_with_blob_and_filename("file", f, &f.name())
+            .map_err(err)?;
     }
     let xhr = web_sys::XmlHttpRequest::new().map_err(err)?;
-    let url = format!("/api/runs{}", crate::logic::query_string(&[("name".into(), name.to_string())]));
+    let url = format!(
+        "/api/runs{}",
+        crate::logic::query_string(&[("name".into(), name.to_string())])
+    );
     xhr.open("POST", &url).map_err(err)?;
-    let progress = Closure::<dyn Fn(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
-        // Also published on `window` so a browser test can see that the
-        // progress bar was driven by real progress events.
-        if let Some(w) = web_sys::window() {
-            let frac = if e.total() > 0.0 { e.loaded() / e.total() } else { 0.0 };
-            let _ = js_sys::Reflect::set(&w, &"__kinetoscopeUploadProgress".into(), &frac.into());
-        }
-        on_progress(e.loaded(), e.total());
-    });
+    let progress =
+        Closure::<dyn Fn(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
+            // Also published on `window` so a browser test can see that the
+            // progress bar was driven by real progress events.
+            if let Some(w) = web_sys::window() {
+                let frac = if e.total() > 0.0 {
+                    e.loaded() / e.total()
+                } else {
+                    0.0
+                };
+                let _ =
+                    js_sys::Reflect::set(&w, &"__kinetoscopeUploadProgress".into(), &frac.into());
+            }
+            on_progress(e.loaded(), e.total());
+        });
     xhr.upload()
         .map_err(err)?
         .set_onprogress(Some(progress.as_ref().unchecked_ref()));
@@ -71,7 +85,9 @@ pub fn upload(
     let done = std::cell::RefCell::new(Some(done));
     let xhr2 = xhr.clone();
     let finish = Closure::<dyn Fn()>::new(move || {
-        let Some(done) = done.borrow_mut().take() else { return };
+        let Some(done) = done.borrow_mut().take() else {
+            return;
+        };
         let status = xhr2.status().unwrap_or(0);
         let text = xhr2.response_text().ok().flatten().unwrap_or_default();
         if status == 201 {

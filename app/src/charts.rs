@@ -10,7 +10,11 @@ use leptos::prelude::*;
 /// least 1.5x the median are marked.
 pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
     let n = steps.len().max(1) as f64;
-    let max = steps.iter().map(|s| s.cpu_us.max(s.device_us)).fold(0.0, f64::max).max(1e-9);
+    let max = steps
+        .iter()
+        .map(|s| s.cpu_us.max(s.device_us))
+        .fold(0.0, f64::max)
+        .max(1e-9);
     let out = step_outliers(steps);
     let (w, h) = (1000.0, 220.0);
     let slot = w / n;
@@ -128,7 +132,13 @@ pub fn category_bars(cats: &[CategoryTime]) -> impl IntoView {
 /// A bar per rank (mean step time, or window without steps); the slowest
 /// rank is marked.
 pub fn rank_bars(ranks: &[RankStats], slowest: Option<i64>) -> impl IntoView {
-    let value = |r: &RankStats| if r.steps > 0 { r.mean_step_us } else { r.span_us };
+    let value = |r: &RankStats| {
+        if r.steps > 0 {
+            r.mean_step_us
+        } else {
+            r.span_us
+        }
+    };
     let max = ranks.iter().map(value).fold(0.0, f64::max).max(1e-9);
     ranks
         .iter()
@@ -153,8 +163,16 @@ pub fn rank_bars(ranks: &[RankStats], slowest: Option<i64>) -> impl IntoView {
 
 /// A bar centred on zero for a change: left (faster) or right (slower).
 pub fn delta_bar(delta: f64, max_abs: f64) -> impl IntoView {
-    let w = if max_abs > 0.0 { 50.0 * (delta.abs() / max_abs).min(1.0) } else { 0.0 };
-    let (left, cls) = if delta < 0.0 { (50.0 - w, "delta-fill faster") } else { (50.0, "delta-fill slower") };
+    let w = if max_abs > 0.0 {
+        50.0 * (delta.abs() / max_abs).min(1.0)
+    } else {
+        0.0
+    };
+    let (left, cls) = if delta < 0.0 {
+        (50.0 - w, "delta-fill faster")
+    } else {
+        (50.0, "delta-fill slower")
+    };
     view! {
         <span class="delta">
             <span class=cls style=format!("left:{left:.1}%;width:{w:.1}%")></span>

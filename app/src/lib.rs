@@ -58,10 +58,18 @@ pub fn App() -> impl IntoView {
 #[component]
 fn ThemeToggle() -> impl IntoView {
     let toggle = move |_| {
-        let Some(doc) = web_sys::window().and_then(|w| w.document()) else { return };
-        let Some(root) = doc.document_element() else { return };
+        let Some(doc) = web_sys::window().and_then(|w| w.document()) else {
+            return;
+        };
+        let Some(root) = doc.document_element() else {
+            return;
+        };
         // index.html always sets the attribute (saved choice or system preference).
-        let next = if root.get_attribute("data-theme").as_deref() == Some("dark") { "light" } else { "dark" };
+        let next = if root.get_attribute("data-theme").as_deref() == Some("dark") {
+            "light"
+        } else {
+            "dark"
+        };
         let _ = root.set_attribute("data-theme", next);
         if let Some(s) = web_sys::window().and_then(|w| w.local_storage().ok().flatten()) {
             let _ = s.set_item("kinetoscope-theme", next);

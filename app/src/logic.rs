@@ -4,8 +4,8 @@
 
 use kinetoscope_types::{KernelRow, OpRow, ShapeGroup, StepRow};
 
-pub use kinetoscope_types::table::{KERNEL_COLUMNS, OP_COLUMNS};
 use kinetoscope_types::table::{filter_sort, TableRow};
+pub use kinetoscope_types::table::{KERNEL_COLUMNS, OP_COLUMNS};
 
 /// Filters and sorts a table as the API does (one rule for both); an
 /// unknown column falls back to the table's default.
@@ -32,12 +32,18 @@ pub fn sort_kernels(rows: &mut [KernelRow], col: &str, asc: bool) {
 
 /// The ops whose name matches the filter (every word, case-insensitively).
 pub fn filter_ops(rows: &[OpRow], filter: &str) -> Vec<OpRow> {
-    rows.iter().filter(|o| kinetoscope_types::table::matches(*o, filter)).cloned().collect()
+    rows.iter()
+        .filter(|o| kinetoscope_types::table::matches(*o, filter))
+        .cloned()
+        .collect()
 }
 
 /// The kernels whose full or short name matches the filter.
 pub fn filter_kernels(rows: &[KernelRow], filter: &str) -> Vec<KernelRow> {
-    rows.iter().filter(|k| kinetoscope_types::table::matches(*k, filter)).cloned().collect()
+    rows.iter()
+        .filter(|k| kinetoscope_types::table::matches(*k, filter))
+        .cloned()
+        .collect()
 }
 
 /// One op row per (op, input shapes) for the "group by shapes" view.
@@ -124,7 +130,9 @@ pub fn encode(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for b in v.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

@@ -22,10 +22,23 @@ pub fn ShareBar(pct: f64, #[prop(optional)] color: Option<&'static str>) -> impl
 
 /// A run's status, with a progress bar while it is being analyzed.
 #[component]
-pub fn Status(status: String, #[prop(optional)] stage: String, #[prop(optional)] done: u64, #[prop(optional)] total: u64) -> impl IntoView {
+pub fn Status(
+    status: String,
+    #[prop(optional)] stage: String,
+    #[prop(optional)] done: u64,
+    #[prop(optional)] total: u64,
+) -> impl IntoView {
     let busy = matches!(status.as_str(), "queued" | "analyzing" | "capturing");
-    let frac = if total > 0 { done as f64 / total as f64 } else { 0.0 };
-    let label = if stage.is_empty() { status.clone() } else { format!("{status}: {stage}") };
+    let frac = if total > 0 {
+        done as f64 / total as f64
+    } else {
+        0.0
+    };
+    let label = if stage.is_empty() {
+        status.clone()
+    } else {
+        format!("{status}: {stage}")
+    };
     view! {
         <span class=format!("status status-{status}")>
             {label}
@@ -99,7 +112,13 @@ impl Default for UrlState {
 
 /// A table header that sorts by its column (state in the URL).
 #[component]
-pub fn SortHeader(key: &'static str, label: &'static str, url: UrlState, default_sort: &'static str, #[prop(optional)] numeric: bool) -> impl IntoView {
+pub fn SortHeader(
+    key: &'static str,
+    label: &'static str,
+    url: UrlState,
+    default_sort: &'static str,
+    #[prop(optional)] numeric: bool,
+) -> impl IntoView {
     let active = move || url.get("sort").as_deref().unwrap_or(default_sort) == key;
     let asc = move || url.get("dir").as_deref() == Some("asc");
     let click = move |_| {
@@ -107,13 +126,24 @@ pub fn SortHeader(key: &'static str, label: &'static str, url: UrlState, default
         let now_asc = url.get("dir").as_deref() == Some("asc");
         // A new column sorts descending first (largest first), names ascending.
         let dir = if now_active {
-            if now_asc { "desc" } else { "asc" }
+            if now_asc {
+                "desc"
+            } else {
+                "asc"
+            }
         } else if key == "name" || key == "category" {
             "asc"
         } else {
             "desc"
         };
-        url.set(&[("sort", key.to_string()), ("dir", dir.to_string()), ("page", String::new())], true);
+        url.set(
+            &[
+                ("sort", key.to_string()),
+                ("dir", dir.to_string()),
+                ("page", String::new()),
+            ],
+            true,
+        );
     };
     let arrow = move || match (active(), asc()) {
         (true, true) => " ▲",
@@ -130,7 +160,12 @@ pub fn SortHeader(key: &'static str, label: &'static str, url: UrlState, default
 /// Previous/next page controls.
 #[component]
 pub fn Pager(url: UrlState, pages: usize, rows: usize) -> impl IntoView {
-    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).clamp(1, pages.max(1));
+    let page = move || {
+        url.get("page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(1)
+            .clamp(1, pages.max(1))
+    };
     let at_first = move || page() <= 1;
     let at_last = move || page() >= pages;
     view! {

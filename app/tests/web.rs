@@ -54,7 +54,10 @@ fn kernels_sort_and_filter() {
         category: cat.parse().unwrap(),
         ..Default::default()
     };
-    let mut rows = vec![k("void x<1>", "x", 1.0, "gemm"), k("void y<2>", "y", 3.0, "memory")];
+    let mut rows = vec![
+        k("void x<1>", "x", 1.0, "gemm"),
+        k("void y<2>", "y", 3.0, "memory"),
+    ];
     sort_kernels(&mut rows, "total", false);
     assert_eq!(rows[0].short_name, "y");
     sort_kernels(&mut rows, "category", true);
@@ -64,7 +67,11 @@ fn kernels_sort_and_filter() {
 
 #[wasm_bindgen_test]
 fn filters_match_every_word_case_insensitively() {
-    let rows = vec![op("aten::copy_", 1.0, 1), op("aten::to", 1.0, 1), op("nccl:all_reduce", 1.0, 1)];
+    let rows = vec![
+        op("aten::copy_", 1.0, 1),
+        op("aten::to", 1.0, 1),
+        op("nccl:all_reduce", 1.0, 1),
+    ];
     assert_eq!(filter_ops(&rows, "COPY").len(), 1);
     assert_eq!(filter_ops(&rows, "aten").len(), 2);
     assert_eq!(filter_ops(&rows, "aten copy").len(), 1);
@@ -75,38 +82,85 @@ fn filters_match_every_word_case_insensitively() {
 fn shapes_group_outliers_urls_and_names() {
     let mut o = op("aten::copy_", 10.0, 3);
     o.input_shapes = vec![
-        ShapeGroup { shapes: "[[2]]".into(), calls: 2, self_device_us: 2.0, ..Default::default() },
-        ShapeGroup { shapes: "[[8]]".into(), calls: 1, self_device_us: 8.0, ..Default::default() },
+        ShapeGroup {
+            shapes: "[[2]]".into(),
+            calls: 2,
+            self_device_us: 2.0,
+            ..Default::default()
+        },
+        ShapeGroup {
+            shapes: "[[8]]".into(),
+            calls: 1,
+            self_device_us: 8.0,
+            ..Default::default()
+        },
     ];
     let g = group_by_shapes(&[o]);
     assert_eq!(g[0].group.shapes, "[[8]]");
     let steps: Vec<StepRow> = [10.0, 11.0, 10.5, 30.0]
         .iter()
-        .map(|&d| StepRow { cpu_us: d, ..Default::default() })
+        .map(|&d| StepRow {
+            cpu_us: d,
+            ..Default::default()
+        })
         .collect();
     assert_eq!(step_outliers(&steps), [false, false, false, true]);
-    assert_eq!(query_string(&[("tab".into(), "ops".into()), ("q".into(), "copy_ x".into()), ("e".into(), "".into())]), "?tab=ops&q=copy_%20x");
+    assert_eq!(
+        query_string(&[
+            ("tab".into(), "ops".into()),
+            ("q".into(), "copy_ x".into()),
+            ("e".into(), "".into())
+        ]),
+        "?tab=ops&q=copy_%20x"
+    );
     assert_eq!(pages(201, 100), 3);
     assert_eq!(shorten("abcdefghijklmnopqrstuvwxyz", 10), "abcdef…xyz");
     assert_eq!(shorten("short", 10), "short");
 }
 
 fn body() -> web_sys::HtmlElement {
-    web_sys::window().unwrap().document().unwrap().body().unwrap()
+    web_sys::window()
+        .unwrap()
+        .document()
+        .unwrap()
+        .body()
+        .unwrap()
 }
 
 #[wasm_bindgen_test]
 async fn components_render_names_as_text() {
-    let name = r#"<img src=x onerror="window.__xssUnit=1"> void at::native::elementwise_kernel<128, 4>"#.to_string();
+    let name =
+        r#"<img src=x onerror="window.__xssUnit=1"> void at::native::elementwise_kernel<128, 4>"#
+            .to_string();
     let n = name.clone();
     let _handle = leptos::mount::mount_to(body(), move || {
         view! { <div id="unit"><app::widgets::Name name=n.clone() max=30/><app::widgets::ShareBar pct=42.0/></div> }
     });
     leptos::task::tick().await;
-    let el = web_sys::window().unwrap().document().unwrap().get_element_by_id("unit").unwrap();
-    assert!(el.query_selector("img").unwrap().is_none(), "markup must stay text");
-    let span: web_sys::HtmlElement = el.query_selector(".name").unwrap().unwrap().unchecked_into();
-    assert_eq!(span.get_attribute("title").as_deref(), Some(name.as_str()), "full name on hover");
-    assert!(span.inner_text().chars().count() <= 30, "shortened: {}", span.inner_text());
+    let el = web_sys::window()
+        .unwrap()
+        .document()
+        .unwrap()
+        .get_element_by_id("unit")
+        .unwrap();
+    assert!(
+        el.query_selector("img").unwrap().is_none(),
+        "markup must stay text"
+    );
+    let span: web_sys::HtmlElement = el
+        .query_selector(".name")
+        .unwrap()
+        .unwrap()
+        .unchecked_into();
+    assert_eq!(
+        span.get_attribute("title").as_deref(),
+        Some(name.as_str()),
+        "full name on hover"
+    );
+    assert!(
+        span.inner_text().chars().count() <= 30,
+        "shortened: {}",
+        span.inner_text()
+    );
     assert!(el.text_content().unwrap().contains("42.0%"));
 }

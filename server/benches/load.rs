@@ -44,7 +44,10 @@ async fn main() {
     };
     let running = server::start(args).await.unwrap();
     let url = format!("http://{}", running.addr);
-    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()
+        .unwrap();
 
     // 20 distinct traces (5 steps x 78 layers each, ~1 MB of zstd).
     let traces: Vec<Vec<u8>> = (0..20u64)
@@ -71,7 +74,12 @@ async fn main() {
         let (http, url) = (http.clone(), url.clone());
         tokio::spawn(async move {
             let t = Instant::now();
-            let resp = http.post(format!("{url}/api/runs?name=load-{k}")).body(body).send().await.unwrap();
+            let resp = http
+                .post(format!("{url}/api/runs?name=load-{k}"))
+                .body(body)
+                .send()
+                .await
+                .unwrap();
             assert_eq!(resp.status(), 201);
             let c: kinetoscope_types::Created = resp.json().await.unwrap();
             (t.elapsed(), c.id)
@@ -90,7 +98,14 @@ async fn main() {
     let t0 = Instant::now();
     for id in &ids {
         loop {
-            let r: kinetoscope_types::RunInfo = http.get(format!("{url}/api/runs/{id}")).send().await.unwrap().json().await.unwrap();
+            let r: kinetoscope_types::RunInfo = http
+                .get(format!("{url}/api/runs/{id}"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             if r.status == "done" {
                 break;
             }
@@ -98,7 +113,10 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    println!("all 20 analyzed {:.1} s after the last upload", t0.elapsed().as_secs_f64());
+    println!(
+        "all 20 analyzed {:.1} s after the last upload",
+        t0.elapsed().as_secs_f64()
+    );
 
     // 200 concurrent readers, 10 reads each, of stored summaries and views.
     for route in ["summary", "view"] {
@@ -111,7 +129,11 @@ async fn main() {
                 for k in 0..10 {
                     let id = &ids[(r + k) % ids.len()];
                     let t = Instant::now();
-                    let resp = http.get(format!("{url}/api/runs/{id}/{route}")).send().await.unwrap();
+                    let resp = http
+                        .get(format!("{url}/api/runs/{id}/{route}"))
+                        .send()
+                        .await
+                        .unwrap();
                     assert!(resp.status().is_success());
                     resp.bytes().await.unwrap();
                     lat.push(t.elapsed());
@@ -119,8 +141,16 @@ async fn main() {
                 lat
             })
         });
-        let lat: Vec<Duration> = futures::future::join_all(readers).await.into_iter().flat_map(|r| r.unwrap()).collect();
-        report(&format!("200 concurrent readers: /{route}"), lat, t0.elapsed());
+        let lat: Vec<Duration> = futures::future::join_all(readers)
+            .await
+            .into_iter()
+            .flat_map(|r| r.unwrap())
+            .collect();
+        report(
+            &format!("200 concurrent readers: /{route}"),
+            lat,
+            t0.elapsed(),
+        );
     }
     running.shutdown().await;
 }

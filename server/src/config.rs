@@ -66,10 +66,16 @@ impl StoreArgs {
 
     /// The configured engines.
     pub fn engines(&self) -> anyhow::Result<Vec<Engine>> {
-        match self.engines.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        match self
+            .engines
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
             None => Ok(Vec::new()),
-            Some(json) => serde_json::from_str(json)
-                .map_err(|e| anyhow::anyhow!("KINETOSCOPE_ENGINES is not a JSON array of engines: {e}")),
+            Some(json) => serde_json::from_str(json).map_err(|e| {
+                anyhow::anyhow!("KINETOSCOPE_ENGINES is not a JSON array of engines: {e}")
+            }),
         }
     }
 }
@@ -86,7 +92,11 @@ pub struct ServeArgs {
     #[arg(long, env = "KINETOSCOPE_WORKERS", default_value_t = 1)]
     pub workers: usize,
     /// Folder of the built app (Trunk's output).
-    #[arg(long = "static-dir", env = "KINETOSCOPE_STATIC", default_value = "app/dist")]
+    #[arg(
+        long = "static-dir",
+        env = "KINETOSCOPE_STATIC",
+        default_value = "app/dist"
+    )]
     pub static_dir: PathBuf,
     /// Largest upload accepted, in bytes (compressed, all files together).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOAD_BYTES", default_value_t = 8 << 30)]

@@ -28,7 +28,8 @@ pub async fn open_store(store: &StoreArgs) -> anyhow::Result<(Db, Blobs)> {
     let db = Db::connect(&url)
         .await
         .with_context(|| format!("opening the database {}", redact(&url)))?;
-    let blobs = Blobs::open(&store.blobs()).with_context(|| format!("opening the blob store {}", store.blobs()))?;
+    let blobs = Blobs::open(&store.blobs())
+        .with_context(|| format!("opening the blob store {}", store.blobs()))?;
     Ok((db, blobs))
 }
 
@@ -42,7 +43,12 @@ fn redact(url: &str) -> String {
 
 fn worker_id() -> String {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
-    format!("{}:{}:{}", host.trim(), std::process::id(), &api::new_id()[..6])
+    format!(
+        "{}:{}:{}",
+        host.trim(),
+        std::process::id(),
+        &api::new_id()[..6]
+    )
 }
 
 fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow::Result<Runner> {
@@ -141,7 +147,8 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
     };
     let shutdown = stop.clone();
     let done = tokio::spawn(async move {
-        let serving = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await });
+        let serving = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await });
         if let Err(e) = serving.await {
             tracing::error!(error = %e, "server error");
         }
@@ -159,7 +166,9 @@ pub fn stop_on_signal(stop: CancellationToken) {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         let term = async {
-            if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            if let Ok(mut s) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            {
                 s.recv().await;
             }
         };
@@ -185,7 +194,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.store.blobs(),
         args.workers
     );
-    println!("  upload:   curl -sS --data-binary @trace.json.gz 'http://{}/api/runs?name=baseline'", running.addr);
+    println!(
+        "  upload:   curl -sS --data-binary @trace.json.gz 'http://{}/api/runs?name=baseline'",
+        running.addr
+    );
     tracing::info!(addr = %running.addr, data = %data, "listening");
     stop_on_signal(running.stop.clone());
     running.wait().await;
@@ -199,7 +211,10 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     stop_on_signal(stop.clone());
     let r = runner(db.clone(), blobs, &args.store, Arc::new(Notify::new()))?;
     tracing::info!(workers = args.workers, "worker started");
-    eprintln!("Kinetoscope worker running {} job loop(s)", args.workers.max(1));
+    eprintln!(
+        "Kinetoscope worker running {} job loop(s)",
+        args.workers.max(1)
+    );
     r.run(args.workers.max(1), stop).await;
     db.close().await;
     Ok(())

@@ -18,7 +18,9 @@ pub fn app_service(dir: &Path) -> Router {
     let index = dir.join("index.html");
     if !index.exists() {
         tracing::warn!(dir = %dir.display(), "the app is not built; serving a placeholder page");
-        return Router::new().fallback(get(|| async { (StatusCode::OK, Html(NOT_BUILT)).into_response() }));
+        return Router::new().fallback(get(|| async {
+            (StatusCode::OK, Html(NOT_BUILT)).into_response()
+        }));
     }
     // index.html must be re-read on every visit (it names the hashed assets).
     let index_service = tower::ServiceBuilder::new()

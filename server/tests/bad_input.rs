@@ -37,7 +37,10 @@ fn tiny_trace() -> Vec<u8> {
 
 async fn expect_http(resp: reqwest::Response, status: u16, text: &str, what: &str) {
     assert_eq!(resp.status().as_u16(), status, "{what}");
-    let body: ApiError = resp.json().await.unwrap_or_else(|e| panic!("{what}: the error body is not JSON: {e}"));
+    let body: ApiError = resp
+        .json()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: the error body is not JSON: {e}"));
     assert!(!body.error.is_empty(), "{what}");
     assert!(
         body.detail.to_lowercase().contains(&text.to_lowercase()),
@@ -70,10 +73,21 @@ async fn bad_input(backend: Backend) {
     let http = srv.http.clone();
 
     // A good run first: it must come through everything intact.
-    let good = srv.upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "good").await;
+    let good = srv
+        .upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "good")
+        .await;
     assert_eq!(srv.wait(&good.id, LONG).await.status, "done");
-    let good_summary: Summary = srv.get_json(&format!("/api/runs/{}/summary", good.id)).await;
-    let good_blob = http.get(format!("{u}/api/runs/{}/trace", good.id)).send().await.unwrap().bytes().await.unwrap();
+    let good_summary: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary", good.id))
+        .await;
+    let good_blob = http
+        .get(format!("{u}/api/runs/{}/trace", good.id))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
 
     let trace = tiny_trace();
     let bomb = {
@@ -138,14 +152,26 @@ async fn bad_input(backend: Backend) {
         match expect {
             Expect::Http(status, text) => expect_http(resp, status, text, what).await,
             Expect::RunFails(text) => {
-                assert_eq!(resp.status(), 201, "{what}: {}", resp.text().await.unwrap_or_default());
+                assert_eq!(
+                    resp.status(),
+                    201,
+                    "{what}: {}",
+                    resp.text().await.unwrap_or_default()
+                );
                 let created: kinetoscope_types::Created = resp.json().await.unwrap();
                 let run = srv.wait(&created.id, LONG).await;
                 assert_eq!(run.status, "failed", "{what}");
                 let reason = run.error.unwrap_or_default();
-                assert!(reason.contains(text), "{what}: {reason:?} does not mention {text:?}");
+                assert!(
+                    reason.contains(text),
+                    "{what}: {reason:?} does not mention {text:?}"
+                );
                 // The summary of a failed run says why.
-                let s = http.get(format!("{u}/api/runs/{}/summary", created.id)).send().await.unwrap();
+                let s = http
+                    .get(format!("{u}/api/runs/{}/summary", created.id))
+                    .send()
+                    .await
+                    .unwrap();
                 expect_http(s, 409, text, what).await;
             }
             Expect::RunDone => {
@@ -159,34 +185,159 @@ async fn bad_input(backend: Backend) {
     // Requests that are not uploads.
     // Over the limit without a Content-Length: the stream is cut at the limit.
     let chunked = reqwest::Body::wrap_stream(futures::stream::iter(
-        std::iter::once(Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"traceEvents\": [")))
-            .chain((0..40).map(|_| Ok(bytes::Bytes::from(vec![b' '; 256 << 10])))),
+        std::iter::once(Ok::<_, std::io::Error>(bytes::Bytes::from_static(
+            b"{\"traceEvents\": [",
+        )))
+        .chain((0..40).map(|_| Ok(bytes::Bytes::from(vec![b' '; 256 << 10])))),
     ));
     let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
-        ("a multipart form without files", http.post(format!("{u}/api/runs")).multipart(reqwest::multipart::Form::new().text("name", "x")), 400, "no file fields"),
-        ("a multipart form with one bad file", http.post(format!("{u}/api/runs")).multipart(
-            reqwest::multipart::Form::new()
-                .part("file", reqwest::multipart::Part::bytes(trace.clone()).file_name("ok.json"))
-                .part("file", reqwest::multipart::Part::bytes(b"nope".to_vec()).file_name("bad.txt"))), 400, "bad.txt"),
-        ("a multipart content type with a raw body", http.post(format!("{u}/api/runs")).header("content-type", "multipart/form-data; boundary=x").body(trace.clone()), 400, "multipart"),
-        ("an unknown run", http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")), 404, "no run"),
-        ("a path-traversal id", http.get(format!("{u}/api/runs/..%2F..%2Fetc%2Fpasswd")), 404, "no run"),
-        ("an id with a NUL byte", http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAA%00A")), 404, "no run"),
-        ("a traversal id on the trace route", http.get(format!("{u}/api/runs/%2E%2E%2F%2E%2E%2Fkinetoscope.db/trace")), 404, ""),
-        ("deleting an unknown run", http.delete(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")), 404, "no run"),
-        ("a PATCH with bad JSON", http.patch(format!("{u}/api/runs/{}", good.id)).body("{name:"), 400, "bad JSON"),
-        ("a PATCH with a 5 KB name", http.patch(format!("{u}/api/runs/{}", good.id)).json(&serde_json::json!({"name": big_name})), 400, "longer than"),
-        ("a PATCH with an empty name", http.patch(format!("{u}/api/runs/{}", good.id)).json(&serde_json::json!({"name": " "})), 400, "empty"),
-        ("a list with limit 0", http.get(format!("{u}/api/runs?limit=0")), 400, "limit"),
-        ("a list with a non-numeric limit", http.get(format!("{u}/api/runs?limit=abc")), 400, "query"),
-        ("a list by an unknown status", http.get(format!("{u}/api/runs?status=exploded")), 400, "unknown status"),
-        ("sorting ops by an unknown column", http.get(format!("{u}/api/runs/{}/ops?sort=bogus", good.id)), 400, "cannot sort"),
-        ("a rank that does not exist", http.get(format!("{u}/api/runs/{}/trace?rank=7", good.id)), 404, "no rank"),
-        ("a diff with an unknown run", http.get(format!("{u}/api/diff/{}/AAAAAAAAAAAAAAAAAAAAAA", good.id)), 404, "no run"),
-        ("re-analysis with period 0", http.post(format!("{u}/api/runs/{}/reanalyze", good.id)).json(&serde_json::json!({"layer_period": 0})), 400, "layer_period"),
-        ("a capture of an unconfigured engine", http.post(format!("{u}/api/captures")).json(&serde_json::json!({"engine": "nope", "num_steps": 5})), 422, "no engine"),
-        ("a capture naming a URL", http.post(format!("{u}/api/captures")).json(&serde_json::json!({"engine": "http://169.254.169.254/", "num_steps": 5})), 422, "not a URL"),
-        ("a capture with bad JSON", http.post(format!("{u}/api/captures")).body("[1,"), 400, "bad JSON"),
+        (
+            "a multipart form without files",
+            http.post(format!("{u}/api/runs"))
+                .multipart(reqwest::multipart::Form::new().text("name", "x")),
+            400,
+            "no file fields",
+        ),
+        (
+            "a multipart form with one bad file",
+            http.post(format!("{u}/api/runs")).multipart(
+                reqwest::multipart::Form::new()
+                    .part(
+                        "file",
+                        reqwest::multipart::Part::bytes(trace.clone()).file_name("ok.json"),
+                    )
+                    .part(
+                        "file",
+                        reqwest::multipart::Part::bytes(b"nope".to_vec()).file_name("bad.txt"),
+                    ),
+            ),
+            400,
+            "bad.txt",
+        ),
+        (
+            "a multipart content type with a raw body",
+            http.post(format!("{u}/api/runs"))
+                .header("content-type", "multipart/form-data; boundary=x")
+                .body(trace.clone()),
+            400,
+            "multipart",
+        ),
+        (
+            "an unknown run",
+            http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")),
+            404,
+            "no run",
+        ),
+        (
+            "a path-traversal id",
+            http.get(format!("{u}/api/runs/..%2F..%2Fetc%2Fpasswd")),
+            404,
+            "no run",
+        ),
+        (
+            "an id with a NUL byte",
+            http.get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAA%00A")),
+            404,
+            "no run",
+        ),
+        (
+            "a traversal id on the trace route",
+            http.get(format!(
+                "{u}/api/runs/%2E%2E%2F%2E%2E%2Fkinetoscope.db/trace"
+            )),
+            404,
+            "",
+        ),
+        (
+            "deleting an unknown run",
+            http.delete(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA")),
+            404,
+            "no run",
+        ),
+        (
+            "a PATCH with bad JSON",
+            http.patch(format!("{u}/api/runs/{}", good.id))
+                .body("{name:"),
+            400,
+            "bad JSON",
+        ),
+        (
+            "a PATCH with a 5 KB name",
+            http.patch(format!("{u}/api/runs/{}", good.id))
+                .json(&serde_json::json!({"name": big_name})),
+            400,
+            "longer than",
+        ),
+        (
+            "a PATCH with an empty name",
+            http.patch(format!("{u}/api/runs/{}", good.id))
+                .json(&serde_json::json!({"name": " "})),
+            400,
+            "empty",
+        ),
+        (
+            "a list with limit 0",
+            http.get(format!("{u}/api/runs?limit=0")),
+            400,
+            "limit",
+        ),
+        (
+            "a list with a non-numeric limit",
+            http.get(format!("{u}/api/runs?limit=abc")),
+            400,
+            "query",
+        ),
+        (
+            "a list by an unknown status",
+            http.get(format!("{u}/api/runs?status=exploded")),
+            400,
+            "unknown status",
+        ),
+        (
+            "sorting ops by an unknown column",
+            http.get(format!("{u}/api/runs/{}/ops?sort=bogus", good.id)),
+            400,
+            "cannot sort",
+        ),
+        (
+            "a rank that does not exist",
+            http.get(format!("{u}/api/runs/{}/trace?rank=7", good.id)),
+            404,
+            "no rank",
+        ),
+        (
+            "a diff with an unknown run",
+            http.get(format!("{u}/api/diff/{}/AAAAAAAAAAAAAAAAAAAAAA", good.id)),
+            404,
+            "no run",
+        ),
+        (
+            "re-analysis with period 0",
+            http.post(format!("{u}/api/runs/{}/reanalyze", good.id))
+                .json(&serde_json::json!({"layer_period": 0})),
+            400,
+            "layer_period",
+        ),
+        (
+            "a capture of an unconfigured engine",
+            http.post(format!("{u}/api/captures"))
+                .json(&serde_json::json!({"engine": "nope", "num_steps": 5})),
+            422,
+            "no engine",
+        ),
+        (
+            "a capture naming a URL",
+            http.post(format!("{u}/api/captures"))
+                .json(&serde_json::json!({"engine": "http://169.254.169.254/", "num_steps": 5})),
+            422,
+            "not a URL",
+        ),
+        (
+            "a capture with bad JSON",
+            http.post(format!("{u}/api/captures")).body("[1,"),
+            400,
+            "bad JSON",
+        ),
     ];
     for (what, req, status, text) in cases {
         n_cases += 1;
@@ -207,10 +358,19 @@ async fn bad_input(backend: Backend) {
         let head = format!("POST /api/runs HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n", 5u64 << 20);
         sock.write_all(head.as_bytes()).await.unwrap();
         let mut answer = vec![0u8; 4096];
-        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut answer)).await.unwrap().unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
         let answer = String::from_utf8_lossy(&answer[..n]).to_string();
-        assert!(answer.starts_with("HTTP/1.1 413"), "a Content-Length over the limit: {answer}");
-        assert!(answer.contains("larger than the limit") || answer.contains("too_large"), "{answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 413"),
+            "a Content-Length over the limit: {answer}"
+        );
+        assert!(
+            answer.contains("larger than the limit") || answer.contains("too_large"),
+            "{answer}"
+        );
     }
 
     // Over the limit without a Content-Length: the server answers 413 as
@@ -219,21 +379,53 @@ async fn bad_input(backend: Backend) {
     // is stored.
     n_cases += 1;
     let before: kinetoscope_types::RunList = srv.get_json("/api/runs?limit=500").await;
-    match http.post(format!("{u}/api/runs")).body(chunked).send().await {
-        Ok(resp) => expect_http(resp, 413, "larger than the limit", "a chunked upload over the limit").await,
-        Err(e) => assert!(e.is_request() || e.is_body(), "a chunked upload over the limit: {e}"),
+    match http
+        .post(format!("{u}/api/runs"))
+        .body(chunked)
+        .send()
+        .await
+    {
+        Ok(resp) => {
+            expect_http(
+                resp,
+                413,
+                "larger than the limit",
+                "a chunked upload over the limit",
+            )
+            .await
+        }
+        Err(e) => assert!(
+            e.is_request() || e.is_body(),
+            "a chunked upload over the limit: {e}"
+        ),
     }
     let after: kinetoscope_types::RunList = srv.get_json("/api/runs?limit=500").await;
     assert_eq!(before.total, after.total, "the cut upload left no run");
     assert!(n_cases >= 30, "{n_cases} cases");
 
     // The server still serves, and the good run is intact.
-    assert_eq!(http.get(format!("{u}/healthz")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        http.get(format!("{u}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let run: RunInfo = srv.get_json(&format!("/api/runs/{}", good.id)).await;
     assert_eq!((run.status.as_str(), run.name.as_str()), ("done", "good"));
-    let again: Summary = srv.get_json(&format!("/api/runs/{}/summary", good.id)).await;
+    let again: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary", good.id))
+        .await;
     assert_eq!(again, good_summary);
-    let blob = http.get(format!("{u}/api/runs/{}/trace", good.id)).send().await.unwrap().bytes().await.unwrap();
+    let blob = http
+        .get(format!("{u}/api/runs/{}/trace", good.id))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     assert_eq!(blob, good_blob);
     srv.stop().await;
 }

@@ -75,14 +75,25 @@ impl Fake {
             let path = dir.join(name);
             let half = bytes.len() / 2;
             std::fs::write(&path, &bytes[..half]).unwrap();
-            let pause = if r + 1 == self.ranks && !self.last_rank_pause.is_zero() { self.last_rank_pause } else { self.pause };
+            let pause = if r + 1 == self.ranks && !self.last_rank_pause.is_zero() {
+                self.last_rank_pause
+            } else {
+                self.pause
+            };
             tokio::time::sleep(pause).await;
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
             f.write_all(&bytes[half..]).unwrap();
             drop(f);
             if self.flavour == "vllm" {
-                std::fs::write(dir.join(format!("profiler_out_{r}.txt")), "profile summary\n").unwrap();
+                std::fs::write(
+                    dir.join(format!("profiler_out_{r}.txt")),
+                    "profile summary\n",
+                )
+                .unwrap();
             }
         }
     }
@@ -100,7 +111,10 @@ async fn sglang_start(State(f): State<Fake>, body: axum::body::Bytes) -> (Status
     let (generation, dir) = {
         let mut s = f.state.lock().unwrap();
         if s.profiling {
-            return (StatusCode::INTERNAL_SERVER_ERROR, "Profiling is already in progress. Call /stop_profile first.".into());
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Profiling is already in progress. Call /stop_profile first.".into(),
+            );
         }
         s.profiling = true;
         s.generation += 1;
@@ -133,14 +147,20 @@ async fn sglang_stop(State(f): State<Fake>) -> (StatusCode, String) {
     let (generation, dir) = {
         let mut s = f.state.lock().unwrap();
         if !s.profiling {
-            return (StatusCode::INTERNAL_SERVER_ERROR, "Profiling is not in progress. Call /start_profile first.".into());
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Profiling is not in progress. Call /start_profile first.".into(),
+            );
         }
         s.profiling = false;
         s.stops += 1;
         (s.generation, s.output_dir.clone().unwrap())
     };
     f.write_ranks(&dir, generation).await;
-    (StatusCode::OK, "Stop profiling. This will take some time.".into())
+    (
+        StatusCode::OK,
+        "Stop profiling. This will take some time.".into(),
+    )
 }
 
 async fn vllm_start(State(f): State<Fake>) -> StatusCode {
@@ -226,7 +246,12 @@ async fn follow(srv: &TestServer, id: &str) -> (kinetoscope_types::RunInfo, Vec<
         if matches!(r.status.as_str(), "done" | "failed") && r.stage.is_empty() {
             return (r, seen);
         }
-        assert!(start.elapsed() < LONG, "run {id} still {} ({})", r.status, r.stage);
+        assert!(
+            start.elapsed() < LONG,
+            "run {id} still {} ({})",
+            r.status,
+            r.stage
+        );
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
 }
@@ -247,21 +272,37 @@ async fn an_8_rank_sglang_capture_becomes_one_run() {
     assert_eq!(created.run_id.as_deref(), Some(created.id.as_str()));
     let (run, seen) = follow(&srv, &created.id).await;
     assert_eq!(run.status, "done", "{:?} {seen:?}", run.error);
-    assert!(seen.iter().any(|s| s.starts_with("capturing: collecting")), "{seen:?}");
+    assert!(
+        seen.iter().any(|s| s.starts_with("capturing: collecting")),
+        "{seen:?}"
+    );
     assert!(seen.iter().any(|s| s.contains("analyzing")), "{seen:?}");
 
     // Eight ranks, each stored complete, in rank order.
     assert_eq!(run.ranks.len(), 8);
     for (r, rank) in run.ranks.iter().enumerate() {
         assert_eq!(rank.rank, r as i64);
-        assert!(rank.file.ends_with(&format!("-TP-{r}.trace.json.gz")), "{}", rank.file);
-        assert_eq!(rank.sha256, worker::blobs::sha256_hex(&std::fs::read(source(r)).unwrap()), "rank {r}");
+        assert!(
+            rank.file.ends_with(&format!("-TP-{r}.trace.json.gz")),
+            "{}",
+            rank.file
+        );
+        assert_eq!(
+            rank.sha256,
+            worker::blobs::sha256_hex(&std::fs::read(source(r)).unwrap()),
+            "rank {r}"
+        );
         assert_eq!(rank.status, "done");
     }
-    let cross: RanksSummary = srv.get_json(&format!("/api/runs/{}/ranks", created.id)).await;
+    let cross: RanksSummary = srv
+        .get_json(&format!("/api/runs/{}/ranks", created.id))
+        .await;
     assert_eq!(cross.ranks.len(), 8);
     assert!(cross.slowest_rank.is_some());
-    assert!(cross.ranks.iter().all(|r| r.collective_us > 0.0), "nccl time per rank");
+    assert!(
+        cross.ranks.iter().all(|r| r.collective_us > 0.0),
+        "nccl time per rank"
+    );
     assert!(!cross.top_ops.is_empty() && cross.top_ops[0].pct.len() == 8);
     // The capture folder is cleaned up; the engine was started once.
     assert_eq!(std::fs::read_dir(traces.path()).unwrap().count(), 0);
@@ -283,7 +324,10 @@ async fn an_idle_engine_fails_the_capture_with_the_reason() {
     let created: Created = capture(&srv, "idle", 5).await.json().await.unwrap();
     let (run, _) = follow(&srv, &created.id).await;
     assert_eq!(run.status, "failed");
-    assert_eq!(run.error.as_deref(), Some("engine idle: no steps ran in 2 s"));
+    assert_eq!(
+        run.error.as_deref(),
+        Some("engine idle: no steps ran in 2 s")
+    );
     // The worker stopped the profile so the next capture can start.
     let seen = {
         let s = state.lock().unwrap();
@@ -313,15 +357,28 @@ async fn a_half_written_rank_is_not_ingested_early() {
             break;
         }
         assert_ne!(r.stage, "collecting 8/8 ranks");
-        assert!(start.elapsed() < LONG, "never saw 7 of 8: {} {}", r.status, r.stage);
+        assert!(
+            start.elapsed() < LONG,
+            "never saw 7 of 8: {} {}",
+            r.status,
+            r.stage
+        );
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let r = srv.run(&created.id).await;
-    assert_eq!((r.status.as_str(), r.stage.as_str()), ("capturing", "collecting 7/8 ranks"), "the partial file waits");
+    assert_eq!(
+        (r.status.as_str(), r.stage.as_str()),
+        ("capturing", "collecting 7/8 ranks"),
+        "the partial file waits"
+    );
     let (run, _) = follow(&srv, &created.id).await;
     assert_eq!(run.status, "done");
-    assert_eq!(run.ranks[7].sha256, worker::blobs::sha256_hex(&std::fs::read(source(7)).unwrap()), "rank 7 stored complete");
+    assert_eq!(
+        run.ranks[7].sha256,
+        worker::blobs::sha256_hex(&std::fs::read(source(7)).unwrap()),
+        "rank 7 stored complete"
+    );
     srv.stop().await;
 }
 
@@ -339,7 +396,11 @@ async fn a_vllm_capture_collects_the_new_files() {
     let (run, seen) = follow(&srv, &created.id).await;
     assert_eq!(run.status, "done", "{:?} {seen:?}", run.error);
     assert_eq!(run.ranks.len(), 4);
-    assert!(run.ranks.iter().all(|r| r.file.starts_with("worker_")), "{:?}", run.ranks);
+    assert!(
+        run.ranks.iter().all(|r| r.file.starts_with("worker_")),
+        "{:?}",
+        run.ranks
+    );
     srv.stop().await;
 }
 
@@ -358,10 +419,17 @@ async fn an_engine_that_refuses_fails_the_capture_and_unknown_engines_are_refuse
     let (run, _) = follow(&srv, &created.id).await;
     assert_eq!(run.status, "failed");
     let reason = run.error.unwrap();
-    assert!(reason.contains("500") && reason.contains("already in progress"), "{reason}");
+    assert!(
+        reason.contains("500") && reason.contains("already in progress"),
+        "{reason}"
+    );
 
     // Only configured engines, by name.
-    for engine in ["nope", "http://127.0.0.1:22/", "127.0.0.1:30000/start_profile"] {
+    for engine in [
+        "nope",
+        "http://127.0.0.1:22/",
+        "127.0.0.1:30000/start_profile",
+    ] {
         let resp = capture(&srv, engine, 3).await;
         assert_eq!(resp.status(), 422, "{engine}");
     }
@@ -381,14 +449,24 @@ async fn the_capture_command_follows_the_run() {
     ]))
     .await;
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-        .args(["capture", "--engine", "tp2", "--steps", "3", "--name", "baseline", "--server", &srv.url])
+        .args([
+            "capture", "--engine", "tp2", "--steps", "3", "--name", "baseline", "--server",
+            &srv.url,
+        ])
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let link = String::from_utf8(out.stdout).unwrap();
     let run = srv.run(link.trim().rsplit('/').next().unwrap()).await;
-    assert_eq!((run.status.as_str(), run.name.as_str(), run.ranks.len()), ("done", "baseline", 2));
+    assert_eq!(
+        (run.status.as_str(), run.name.as_str(), run.ranks.len()),
+        ("done", "baseline", 2)
+    );
     // It printed the run's progress as it went, ending with done.
     let progress = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(progress.lines().last(), Some("done"), "{progress}");

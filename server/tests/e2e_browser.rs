@@ -12,13 +12,20 @@ use std::time::Duration;
 const LONG: Duration = Duration::from_secs(60);
 
 async fn js(b: &Browser, expr: &str) -> serde_json::Value {
-    b.client.execute(&format!("return ({expr});"), vec![]).await.unwrap()
+    b.client
+        .execute(&format!("return ({expr});"), vec![])
+        .await
+        .unwrap()
 }
 
 /// The op the API ranks first by self device time (ties by name).
 fn top_op_by_self_device(s: &Summary) -> String {
     let mut ops = s.ops.clone();
-    ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us).then(a.name.cmp(&b.name)));
+    ops.sort_by(|a, b| {
+        b.self_device_us
+            .total_cmp(&a.self_device_us)
+            .then(a.name.cmp(&b.name))
+    });
     ops[0].name.clone()
 }
 
@@ -28,18 +35,33 @@ async fn uploaded_trace_shows_its_top_kernel() {
     let _one_at_a_time = BROWSER_LOCK.lock().await;
     let srv = TestServer::start(Opts::default()).await;
     let created = srv
-        .upload_file(&shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz"), "qwen")
+        .upload_file(
+            &shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz"),
+            "qwen",
+        )
         .await;
     assert_eq!(created.status, "queued");
     let run = srv.wait(&created.id, LONG).await;
     assert_eq!(run.status, "done", "{:?}", run.error);
-    let summary: Summary = srv.get_json(&format!("/api/runs/{}/summary", created.id)).await;
+    let summary: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary", created.id))
+        .await;
     let top = summary.kernels[0].clone();
 
     let b = Browser::start().await;
-    b.client.goto(&format!("{}{}", srv.url, created.url)).await.unwrap();
+    b.client
+        .goto(&format!("{}{}", srv.url, created.url))
+        .await
+        .unwrap();
     b.wait_for("#findings", LONG).await;
-    let name = b.client.find(Locator::Css("#run-name")).await.unwrap().text().await.unwrap();
+    let name = b
+        .client
+        .find(Locator::Css("#run-name"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert_eq!(name, "qwen");
     let text = js(&b, "document.body.innerText").await;
     assert!(
@@ -52,7 +74,11 @@ async fn uploaded_trace_shows_its_top_kernel() {
         .await
         .unwrap();
     b.wait_for("#kernels-table tbody tr", LONG).await;
-    let first = js(&b, "document.querySelector('#kernels-table tbody tr').dataset.kernel").await;
+    let first = js(
+        &b,
+        "document.querySelector('#kernels-table tbody tr').dataset.kernel",
+    )
+    .await;
     assert_eq!(first.as_str(), Some(top.name.as_str()), "first kernel row");
     b.screenshot("skeleton-kernels").await;
     b.close().await;
@@ -70,11 +96,19 @@ async fn dashboard_upload_sort_chains_and_tabs() {
     let input = b.wait_for("#file-input", LONG).await;
     input.send_keys(trace.to_str().unwrap()).await.unwrap();
     // The upload's progress events drove the bar, then the app went to the run.
-    b.wait_js("location.pathname.startsWith('/runs/')", LONG).await;
+    b.wait_js("location.pathname.startsWith('/runs/')", LONG)
+        .await;
     let progress = js(&b, "window.__kinetoscopeUploadProgress").await;
-    assert!(progress.as_f64().unwrap_or(0.0) > 0.0, "no upload progress was shown: {progress}");
+    assert!(
+        progress.as_f64().unwrap_or(0.0) > 0.0,
+        "no upload progress was shown: {progress}"
+    );
     let path = js(&b, "location.pathname").await;
-    let id = path.as_str().unwrap().trim_start_matches("/runs/").to_string();
+    let id = path
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/runs/")
+        .to_string();
     let run = srv.wait(&id, LONG).await;
     assert_eq!(run.status, "done", "{:?}", run.error);
     b.wait_for("#findings", LONG).await;
@@ -83,7 +117,10 @@ async fn dashboard_upload_sort_chains_and_tabs() {
 
     // Sort the ops by self device time by clicking its header.
     let summary: Summary = srv.get_json(&format!("/api/runs/{id}/summary")).await;
-    b.client.goto(&format!("{}/runs/{id}?tab=ops&sort=calls", srv.url)).await.unwrap();
+    b.client
+        .goto(&format!("{}/runs/{id}?tab=ops&sort=calls", srv.url))
+        .await
+        .unwrap();
     b.wait_for("#ops-table tbody tr", LONG).await;
     b.client
         .find(Locator::Css("#ops-table th[data-sort='self_device']"))
@@ -92,17 +129,39 @@ async fn dashboard_upload_sort_chains_and_tabs() {
         .click()
         .await
         .unwrap();
-    b.wait_js("location.search.includes('sort=self_device')", LONG).await;
-    let first = js(&b, "document.querySelector('#ops-table tbody tr').dataset.op").await;
-    assert_eq!(first.as_str(), Some(top_op_by_self_device(&summary).as_str()));
+    b.wait_js("location.search.includes('sort=self_device')", LONG)
+        .await;
+    let first = js(
+        &b,
+        "document.querySelector('#ops-table tbody tr').dataset.op",
+    )
+    .await;
+    assert_eq!(
+        first.as_str(),
+        Some(top_op_by_self_device(&summary).as_str())
+    );
     b.screenshot("tab-ops").await;
 
     // What launches the top kernel?
-    b.client.goto(&format!("{}/runs/{id}?tab=kernels", srv.url)).await.unwrap();
-    b.wait_for("#kernels-table tbody tr", LONG).await.click().await.unwrap();
+    b.client
+        .goto(&format!("{}/runs/{id}?tab=kernels", srv.url))
+        .await
+        .unwrap();
+    b.wait_for("#kernels-table tbody tr", LONG)
+        .await
+        .click()
+        .await
+        .unwrap();
     b.wait_for("#launch-chains tr.chain", LONG).await;
-    let chains = js(&b, "document.querySelectorAll('#launch-chains tr.chain').length").await;
-    assert_eq!(chains.as_u64(), Some(summary.kernels[0].launched_by.len() as u64));
+    let chains = js(
+        &b,
+        "document.querySelectorAll('#launch-chains tr.chain').length",
+    )
+    .await;
+    assert_eq!(
+        chains.as_u64(),
+        Some(summary.kernels[0].launched_by.len() as u64)
+    );
     b.screenshot("tab-kernels-chains").await;
 
     // Every tab opens from its URL.
@@ -112,7 +171,10 @@ async fn dashboard_upload_sort_chains_and_tabs() {
         ("gpu", "#categories"),
         ("findings", "#findings"),
     ] {
-        b.client.goto(&format!("{}/runs/{id}?tab={tab}", srv.url)).await.unwrap();
+        b.client
+            .goto(&format!("{}/runs/{id}?tab={tab}", srv.url))
+            .await
+            .unwrap();
         b.wait_for(marker, LONG).await;
         let active = js(&b, "document.querySelector('.tab.active').dataset.tab").await;
         assert_eq!(active.as_str(), Some(tab));
@@ -153,21 +215,41 @@ async fn markup_in_names_renders_as_text() {
         "?tab=ops".to_string(),
         format!("?tab=kernels&kernel={}", urlencode(&kernel)),
     ] {
-        b.client.goto(&format!("{}{}{q}", srv.url, created.url)).await.unwrap();
+        b.client
+            .goto(&format!("{}{}{q}", srv.url, created.url))
+            .await
+            .unwrap();
         b.wait_for("#tab-body", LONG).await;
-        b.wait_js("document.body.innerText.includes('onerror')", LONG).await;
+        b.wait_js("document.body.innerText.includes('onerror')", LONG)
+            .await;
         // Give an injected image time to fail and fire its handler.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert_eq!(js(&b, "typeof window.__xss").await.as_str(), Some("undefined"), "markup executed on {q}");
-        assert_eq!(js(&b, "document.querySelectorAll('#run-page img').length").await.as_u64(), Some(0));
+        assert_eq!(
+            js(&b, "typeof window.__xss").await.as_str(),
+            Some("undefined"),
+            "markup executed on {q}"
+        );
+        assert_eq!(
+            js(&b, "document.querySelectorAll('#run-page img').length")
+                .await
+                .as_u64(),
+            Some(0)
+        );
         let text = js(&b, "document.body.innerText").await;
-        assert!(text.as_str().unwrap().contains(payload), "the name is not shown as text on {q}");
+        assert!(
+            text.as_str().unwrap().contains(payload),
+            "the name is not shown as text on {q}"
+        );
     }
     b.screenshot("markup-as-text").await;
     // The runs list shows the name as text too.
     b.client.goto(&srv.url).await.unwrap();
-    b.wait_js("document.body.innerText.includes('onerror')", LONG).await;
-    assert_eq!(js(&b, "typeof window.__xss").await.as_str(), Some("undefined"));
+    b.wait_js("document.body.innerText.includes('onerror')", LONG)
+        .await;
+    assert_eq!(
+        js(&b, "typeof window.__xss").await.as_str(),
+        Some("undefined")
+    );
     b.close().await;
     srv.stop().await;
 }
@@ -199,25 +281,67 @@ async fn diff_link_shows_both_headlines_and_deltas() {
     require_app();
     let _one_at_a_time = BROWSER_LOCK.lock().await;
     let srv = TestServer::start(Opts::default()).await;
-    let a = srv.upload(generated(3, 6, kinetoscope_trace::generate::Variant::Baseline), "baseline").await;
-    let b_run = srv.upload(generated(3, 6, kinetoscope_trace::generate::Variant::GatherCast), "gather-cast").await;
+    let a = srv
+        .upload(
+            generated(3, 6, kinetoscope_trace::generate::Variant::Baseline),
+            "baseline",
+        )
+        .await;
+    let b_run = srv
+        .upload(
+            generated(3, 6, kinetoscope_trace::generate::Variant::GatherCast),
+            "gather-cast",
+        )
+        .await;
     assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
     assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
-    let diff: Diff = srv.get_json(&format!("/api/diff/{}/{}", a.id, b_run.id)).await;
+    let diff: Diff = srv
+        .get_json(&format!("/api/diff/{}/{}", a.id, b_run.id))
+        .await;
     let b = Browser::start().await;
-    b.client.goto(&format!("{}/diff/{}/{}", srv.url, a.id, b_run.id)).await.unwrap();
+    b.client
+        .goto(&format!("{}/diff/{}/{}", srv.url, a.id, b_run.id))
+        .await
+        .unwrap();
     b.wait_for("#diff-ops tbody tr", LONG).await;
     let text = js(&b, "document.querySelector('#diff-page').innerText").await;
     let text = text.as_str().unwrap();
-    assert!(text.contains("baseline") && text.contains("gather-cast"), "both runs are named");
-    let headline = b.client.find(Locator::Css("#diff-headline")).await.unwrap().text().await.unwrap();
-    assert!(headline.contains(&kinetoscope_types::units::change_pct(diff.steps.change_pct)), "{headline}");
-    let first = js(&b, "document.querySelector('#diff-ops tbody tr').dataset.name").await;
+    assert!(
+        text.contains("baseline") && text.contains("gather-cast"),
+        "both runs are named"
+    );
+    let headline = b
+        .client
+        .find(Locator::Css("#diff-headline"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        headline.contains(&kinetoscope_types::units::change_pct(diff.steps.change_pct)),
+        "{headline}"
+    );
+    let first = js(
+        &b,
+        "document.querySelector('#diff-ops tbody tr').dataset.name",
+    )
+    .await;
     assert_eq!(first.as_str(), Some(diff.ops[0].name.as_str()));
     b.screenshot("diff").await;
     // Swap goes to b/a.
-    b.client.find(Locator::Css("#swap")).await.unwrap().click().await.unwrap();
-    b.wait_js(&format!("location.pathname === '/diff/{}/{}'", b_run.id, a.id), LONG).await;
+    b.client
+        .find(Locator::Css("#swap"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_js(
+        &format!("location.pathname === '/diff/{}/{}'", b_run.id, a.id),
+        LONG,
+    )
+    .await;
     b.close().await;
     srv.stop().await;
 }
@@ -240,9 +364,14 @@ async fn ui_timing() {
     };
     let mut json = Vec::new();
     kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
-    let created = srv.upload(zstd::encode_all(&json[..], 3).unwrap(), "timing").await;
+    let created = srv
+        .upload(zstd::encode_all(&json[..], 3).unwrap(), "timing")
+        .await;
     drop(json);
-    assert_eq!(srv.wait(&created.id, Duration::from_secs(600)).await.status, "done");
+    assert_eq!(
+        srv.wait(&created.id, Duration::from_secs(600)).await.status,
+        "done"
+    );
     let view_bytes = srv
         .http
         .get(format!("{}/api/runs/{}/view", srv.url, created.id))
@@ -256,7 +385,10 @@ async fn ui_timing() {
     let b = Browser::start().await;
     let mut times = Vec::new();
     for _ in 0..5 {
-        b.client.goto(&format!("{}{}?tab=ops", srv.url, created.url)).await.unwrap();
+        b.client
+            .goto(&format!("{}{}?tab=ops", srv.url, created.url))
+            .await
+            .unwrap();
         b.wait_for("#ops-table tbody tr", LONG).await;
         b.wait_js("window.__kinetoscopeReady", LONG).await;
         let ms = js(&b, "window.__kinetoscopeReady - window.__kinetoscopeStart").await;
@@ -280,8 +412,14 @@ async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
     let srv = TestServer::start(Opts::default()).await;
     let mut form = reqwest::multipart::Form::new();
     for r in 0..8 {
-        let bytes = std::fs::read(shared_trace(&format!("param-dlrm-v100-8rank-rank{r}.json.gz"))).unwrap();
-        form = form.part("file", reqwest::multipart::Part::bytes(bytes).file_name(format!("rank{r}.json.gz")));
+        let bytes = std::fs::read(shared_trace(&format!(
+            "param-dlrm-v100-8rank-rank{r}.json.gz"
+        )))
+        .unwrap();
+        form = form.part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes).file_name(format!("rank{r}.json.gz")),
+        );
     }
     let created: kinetoscope_types::Created = srv
         .http
@@ -294,21 +432,57 @@ async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
         .await
         .unwrap();
     assert_eq!(srv.wait(&created.id, LONG).await.status, "done");
-    let cross: kinetoscope_types::RanksSummary = srv.get_json(&format!("/api/runs/{}/ranks", created.id)).await;
+    let cross: kinetoscope_types::RanksSummary = srv
+        .get_json(&format!("/api/runs/{}/ranks", created.id))
+        .await;
     let b = Browser::start().await;
-    b.client.goto(&format!("{}{}?tab=ranks", srv.url, created.url)).await.unwrap();
+    b.client
+        .goto(&format!("{}{}?tab=ranks", srv.url, created.url))
+        .await
+        .unwrap();
     b.wait_for("#ranks .hbar", LONG).await;
-    assert_eq!(js(&b, "document.querySelectorAll('#ranks .hbar').length").await.as_u64(), Some(8));
-    let straggler = js(&b, "document.querySelector('#ranks .hbar.straggler').dataset.rank").await;
-    assert_eq!(straggler.as_str().map(|s| s.parse::<i64>().unwrap()), cross.slowest_rank);
+    assert_eq!(
+        js(&b, "document.querySelectorAll('#ranks .hbar').length")
+            .await
+            .as_u64(),
+        Some(8)
+    );
+    let straggler = js(
+        &b,
+        "document.querySelector('#ranks .hbar.straggler').dataset.rank",
+    )
+    .await;
+    assert_eq!(
+        straggler.as_str().map(|s| s.parse::<i64>().unwrap()),
+        cross.slowest_rank
+    );
     b.screenshot("tab-ranks").await;
     // The rank selector switches every tab to that rank's summary.
-    b.client.goto(&format!("{}{}?tab=ops&rank=3", srv.url, created.url)).await.unwrap();
+    b.client
+        .goto(&format!("{}{}?tab=ops&rank=3", srv.url, created.url))
+        .await
+        .unwrap();
     b.wait_for("#ops-table tbody tr", LONG).await;
-    assert_eq!(js(&b, "document.querySelector('#rank-select').value").await.as_str(), Some("3"));
-    let s3: kinetoscope_types::Summary = srv.get_json(&format!("/api/runs/{}/summary?rank=3", created.id)).await;
-    assert_eq!(js(&b, "document.querySelector('#stat-steps').innerText").await.as_str(), Some(s3.steps_stats.count.to_string().as_str()));
-    let first = js(&b, "document.querySelector('#ops-table tbody tr').dataset.op").await;
+    assert_eq!(
+        js(&b, "document.querySelector('#rank-select').value")
+            .await
+            .as_str(),
+        Some("3")
+    );
+    let s3: kinetoscope_types::Summary = srv
+        .get_json(&format!("/api/runs/{}/summary?rank=3", created.id))
+        .await;
+    assert_eq!(
+        js(&b, "document.querySelector('#stat-steps').innerText")
+            .await
+            .as_str(),
+        Some(s3.steps_stats.count.to_string().as_str())
+    );
+    let first = js(
+        &b,
+        "document.querySelector('#ops-table tbody tr').dataset.op",
+    )
+    .await;
     assert_eq!(first.as_str(), Some(top_op_by_self_device(&s3).as_str()));
     b.close().await;
     srv.stop().await;

@@ -38,7 +38,11 @@ async fn a_worker_killed_mid_job_is_taken_over() {
     }
     doomed.kill9();
     let pool = raw_db(&db).await;
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs WHERE state = 'running'").await, 1, "the job died mid-flight");
+    assert_eq!(
+        scalar(&pool, "SELECT COUNT(*) FROM jobs WHERE state = 'running'").await,
+        1,
+        "the job died mid-flight"
+    );
     assert_eq!(scalar(&pool, "SELECT analyses FROM traces").await, 0);
 
     // A new worker takes the job over once the dead one's lease expires.
@@ -47,9 +51,20 @@ async fn a_worker_killed_mid_job_is_taken_over() {
     let _worker = Proc::start(&["worker"], &fresh).await;
     let done = api.wait(&run.id, LONG).await;
     assert_eq!(done.status, "done", "{:?}", done.error);
-    assert_eq!(scalar(&pool, "SELECT analyses FROM traces").await, 1, "exactly one summary");
+    assert_eq!(
+        scalar(&pool, "SELECT analyses FROM traces").await,
+        1,
+        "exactly one summary"
+    );
     assert_eq!(scalar(&pool, "SELECT attempts FROM jobs").await, 2);
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM traces WHERE summary IS NOT NULL").await, 1);
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT COUNT(*) FROM traces WHERE summary IS NOT NULL"
+        )
+        .await,
+        1
+    );
     pool.close().await;
 }
 
@@ -65,16 +80,30 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     let (tx, body) = streaming_body();
     let upload = tokio::spawn({
         let url = url.clone();
-        async move { reqwest::Client::new().post(format!("{url}/api/runs?name=doomed")).body(body).send().await }
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/api/runs?name=doomed"))
+                .body(body)
+                .send()
+                .await
+        }
     });
-    tx.send(Ok(bytes::Bytes::from_static(b"{\"traceEvents\": ["))).await.unwrap();
+    tx.send(Ok(bytes::Bytes::from_static(b"{\"traceEvents\": [")))
+        .await
+        .unwrap();
     for _ in 0..24 {
-        tx.send(Ok(bytes::Bytes::from(vec![b' '; 1 << 20]))).await.unwrap();
+        tx.send(Ok(bytes::Bytes::from(vec![b' '; 1 << 20])))
+            .await
+            .unwrap();
     }
     let runs_dir = data.path().join("blobs/runs");
     let staged = || -> usize {
         std::fs::read_dir(&runs_dir)
-            .map(|d| d.flatten().map(|r| std::fs::read_dir(r.path()).map(|f| f.count()).unwrap_or(0)).sum())
+            .map(|d| {
+                d.flatten()
+                    .map(|r| std::fs::read_dir(r.path()).map(|f| f.count()).unwrap_or(0))
+                    .sum()
+            })
             .unwrap_or(0)
     };
     let start = Instant::now();
@@ -91,11 +120,22 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     env2.push(("KINETOSCOPE_ORPHAN_AGE_SECS", "0".into()));
     let server = Proc::start(&["serve"], &env2).await;
     let api = Api::new(server.url.as_deref().unwrap());
-    let list: RunList = api.http.get(format!("{}/api/runs", api.url)).send().await.unwrap().json().await.unwrap();
+    let list: RunList = api
+        .http
+        .get(format!("{}/api/runs", api.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(list.total, 0, "no run became visible");
     let start = Instant::now();
     while staged() > 0 {
-        assert!(start.elapsed() < Duration::from_secs(30), "orphaned blobs are still there");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "orphaned blobs are still there"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // And it still works.
@@ -112,7 +152,11 @@ async fn two_workers_on_postgres_process_each_job_once() {
     let api = Api::new(server.url.as_deref().unwrap());
     let mut ids = Vec::new();
     for k in 0..20u32 {
-        ids.push(api.upload(small_trace(1 + k % 3, 4 + k % 5), &format!("trace {k}")).await.id);
+        ids.push(
+            api.upload(small_trace(1 + k % 3, 4 + k % 5), &format!("trace {k}"))
+                .await
+                .id,
+        );
     }
     let _w1 = Proc::start(&["worker", "--workers", "2"], &env).await;
     let _w2 = Proc::start(&["worker", "--workers", "2"], &env).await;
@@ -121,8 +165,20 @@ async fn two_workers_on_postgres_process_each_job_once() {
     }
     let pool = raw_db(&db).await;
     assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs").await, 20);
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs WHERE state = 'done' AND attempts = 1").await, 20, "each job claimed once");
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM traces WHERE analyses = 1").await, 20, "each trace analyzed once");
+    assert_eq!(
+        scalar(
+            &pool,
+            "SELECT COUNT(*) FROM jobs WHERE state = 'done' AND attempts = 1"
+        )
+        .await,
+        20,
+        "each job claimed once"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT COUNT(*) FROM traces WHERE analyses = 1").await,
+        20,
+        "each trace analyzed once"
+    );
     let workers = scalar(&pool, "SELECT COUNT(DISTINCT worker) FROM jobs").await;
     println!("20 jobs were run by {workers} job loops in 2 worker processes");
     pool.close().await;
@@ -139,33 +195,65 @@ async fn cli_upload_compresses_json_and_prints_the_link() {
         with_stack: false,
         ..Default::default()
     };
-    kinetoscope_trace::generate::write_decode_trace(&p, std::fs::File::create(&json).unwrap()).unwrap();
+    kinetoscope_trace::generate::write_decode_trace(&p, std::fs::File::create(&json).unwrap())
+        .unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-        .args(["upload", json.to_str().unwrap(), "--server", &srv.url, "--name", "from-cli", "--tags", "cli,test"])
+        .args([
+            "upload",
+            json.to_str().unwrap(),
+            "--server",
+            &srv.url,
+            "--name",
+            "from-cli",
+            "--tags",
+            "cli,test",
+        ])
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let link = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(link.starts_with(&format!("{}/runs/", srv.url)), "{link}");
     let id = link.rsplit('/').next().unwrap();
     let run = srv.wait(id, LONG).await;
-    assert_eq!((run.status.as_str(), run.name.as_str()), ("done", "from-cli"));
+    assert_eq!(
+        (run.status.as_str(), run.name.as_str()),
+        ("done", "from-cli")
+    );
     assert_eq!(run.tags, ["cli", "test"]);
-    assert_eq!(run.ranks[0].encoding, "zstd", "plain JSON is compressed on the way");
+    assert_eq!(
+        run.ranks[0].encoding, "zstd",
+        "plain JSON is compressed on the way"
+    );
     assert!(run.ranks[0].bytes < std::fs::metadata(&json).unwrap().len() / 5);
 
     // Several files are the ranks of one run.
     let r0 = shared_trace("param-dlrm-v100-8rank-rank0.json.gz");
     let r1 = shared_trace("param-dlrm-v100-8rank-rank1.json.gz");
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-        .args(["upload", r0.to_str().unwrap(), r1.to_str().unwrap(), "--server", &srv.url])
+        .args([
+            "upload",
+            r0.to_str().unwrap(),
+            r1.to_str().unwrap(),
+            "--server",
+            &srv.url,
+        ])
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let link = String::from_utf8(out.stdout).unwrap();
-    let run = srv.wait(link.trim().rsplit('/').next().unwrap(), LONG).await;
+    let run = srv
+        .wait(link.trim().rsplit('/').next().unwrap(), LONG)
+        .await;
     assert_eq!(run.ranks.len(), 2);
     srv.stop().await;
 }
@@ -174,25 +262,61 @@ async fn cli_upload_compresses_json_and_prints_the_link() {
 async fn cli_token_create_turns_on_write_protection() {
     let data = tempfile::tempdir().unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-        .args(["token", "create", "ci", "--data", data.path().to_str().unwrap()])
+        .args([
+            "token",
+            "create",
+            "ci",
+            "--data",
+            data.path().to_str().unwrap(),
+        ])
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(token.starts_with("kst_") && token.len() > 40);
     let srv = TestServer::start_in(data, Opts::default()).await;
-    let denied = srv.http.post(format!("{}/api/runs", srv.url)).body(small_trace(1, 4)).send().await.unwrap();
+    let denied = srv
+        .http
+        .post(format!("{}/api/runs", srv.url))
+        .body(small_trace(1, 4))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(denied.status(), 401);
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-        .args(["upload", shared_trace("hta-a100-simple-add.json.gz").to_str().unwrap(), "--server", &srv.url, "--token", &token])
+        .args([
+            "upload",
+            shared_trace("hta-a100-simple-add.json.gz")
+                .to_str()
+                .unwrap(),
+            "--server",
+            &srv.url,
+            "--token",
+            &token,
+        ])
         .output()
         .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Only the hash is stored.
-    let pool = raw_db(&format!("sqlite://{}", srv.data.path().join("kinetoscope.db").display())).await;
-    let hash: String = sqlx::query_scalar("SELECT hash FROM tokens").fetch_one(&pool).await.unwrap();
+    let pool = raw_db(&format!(
+        "sqlite://{}",
+        srv.data.path().join("kinetoscope.db").display()
+    ))
+    .await;
+    let hash: String = sqlx::query_scalar("SELECT hash FROM tokens")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_ne!(hash, token);
     assert_eq!(hash, worker::blobs::sha256_hex(token.as_bytes()));
     pool.close().await;
@@ -206,17 +330,45 @@ async fn analyze_and_diff_commands_print_tables_and_json() {
     let b = dir.path().join("b.json.zst");
     for (path, variant) in [(&a, "baseline"), (&b, "gather-cast")] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
-            .args(["generate", "--steps", "2", "--layers", "6", "--no-stack", "--variant", variant, "-o", path.to_str().unwrap()])
+            .args([
+                "generate",
+                "--steps",
+                "2",
+                "--layers",
+                "6",
+                "--no-stack",
+                "--variant",
+                variant,
+                "-o",
+                path.to_str().unwrap(),
+            ])
             .output()
             .unwrap();
         assert!(out.status.success());
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap()]).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["analyze", a.to_str().unwrap()])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    for want in ["Self CPU", "Self device", "Device total", "aten::copy_", "Top kernels", "Findings", "Float8_e4m3fn -> BFloat16"] {
-        assert!(text.contains(want), "analyze output lacks {want:?}:\n{text}");
+    for want in [
+        "Self CPU",
+        "Self device",
+        "Device total",
+        "aten::copy_",
+        "Top kernels",
+        "Findings",
+        "Float8_e4m3fn -> BFloat16",
+    ] {
+        assert!(
+            text.contains(want),
+            "analyze output lacks {want:?}:\n{text}"
+        );
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", a.to_str().unwrap(), "--json"]).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["analyze", a.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
     let s: kinetoscope_types::Summary = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s.ops[0].name, "aten::copy_");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
@@ -224,8 +376,14 @@ async fn analyze_and_diff_commands_print_tables_and_json() {
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("step time -") && text.contains("aten::copy_ self device time -9"), "{text}");
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope")).args(["analyze", "/etc/hostname"]).output().unwrap();
+    assert!(
+        text.contains("step time -") && text.contains("aten::copy_ self device time -9"),
+        "{text}"
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(["analyze", "/etc/hostname"])
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a trace"));
 }
@@ -243,19 +401,39 @@ async fn sigterm_lets_an_in_flight_upload_finish() {
     let (tx, body) = streaming_body();
     let upload = tokio::spawn({
         let url = url.clone();
-        async move { reqwest::Client::new().post(format!("{url}/api/runs?name=in-flight")).body(body).send().await }
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/api/runs?name=in-flight"))
+                .body(body)
+                .send()
+                .await
+        }
     });
     let half = trace.len() / 2;
-    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[..half]))).await.unwrap();
+    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[..half])))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
     tokio::time::sleep(Duration::from_millis(300)).await;
     // New connections are refused while the old one finishes.
-    assert!(reqwest::get(format!("{url}/healthz")).await.is_err(), "still accepting after SIGTERM");
-    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[half..]))).await.unwrap();
+    assert!(
+        reqwest::get(format!("{url}/healthz")).await.is_err(),
+        "still accepting after SIGTERM"
+    );
+    tx.send(Ok(bytes::Bytes::copy_from_slice(&trace[half..])))
+        .await
+        .unwrap();
     drop(tx);
-    let resp = upload.await.unwrap().expect("the in-flight upload completes");
+    let resp = upload
+        .await
+        .unwrap()
+        .expect("the in-flight upload completes");
     assert_eq!(resp.status(), 201);
     let created: kinetoscope_types::Created = resp.json().await.unwrap();
     drop(server);

@@ -14,7 +14,10 @@ const LONG: Duration = Duration::from_secs(120);
 
 fn moto_server() -> String {
     std::env::var("KINETOSCOPE_MOTO_SERVER").unwrap_or_else(|_| {
-        format!("{}/.cache/kinetoscope/moto/bin/moto_server", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/kinetoscope/moto/bin/moto_server",
+            std::env::var("HOME").unwrap_or_default()
+        )
     })
 }
 
@@ -43,7 +46,10 @@ async fn start_moto() -> (Moto, String) {
     let url = format!("http://127.0.0.1:{port}");
     let start = Instant::now();
     while reqwest::get(format!("{url}/moto-api/")).await.is_err() {
-        assert!(start.elapsed() < Duration::from_secs(60), "moto did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "moto did not start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (Moto(child), url)
@@ -57,14 +63,26 @@ async fn keys(s3: &str, bucket: &str, prefix: &str) -> Vec<String> {
         .text()
         .await
         .unwrap();
-    xml.split("<Key>").skip(1).filter_map(|s| s.split("</Key>").next()).map(str::to_string).collect()
+    xml.split("<Key>")
+        .skip(1)
+        .filter_map(|s| s.split("</Key>").next())
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_and_worker_share_postgres_and_s3() {
     let (_moto, s3) = start_moto().await;
-    let resp = reqwest::Client::new().put(format!("{s3}/traces")).send().await.unwrap();
-    assert!(resp.status().is_success(), "create bucket: {}", resp.status());
+    let resp = reqwest::Client::new()
+        .put(format!("{s3}/traces"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.status().is_success(),
+        "create bucket: {}",
+        resp.status()
+    );
 
     let data = tempfile::tempdir().unwrap();
     let db = Backend::Postgres.url(data.path()).await;
@@ -102,14 +120,32 @@ async fn server_and_worker_share_postgres_and_s3() {
     // The bytes went to the bucket, under the prefix, and come back intact.
     let stored = keys(&s3, "traces", "kinetoscope/runs/").await;
     assert_eq!(stored.len(), 2, "{stored:?}");
-    assert!(stored.iter().any(|k| k.contains(&b.id) && k.ends_with(".json")));
+    assert!(stored
+        .iter()
+        .any(|k| k.contains(&b.id) && k.ends_with(".json")));
     for (id, bytes) in [(&a.id, &small), (&b.id, &large)] {
-        let got = api.http.get(format!("{}/api/runs/{id}/trace", api.url)).send().await.unwrap().bytes().await.unwrap();
+        let got = api
+            .http
+            .get(format!("{}/api/runs/{id}/trace", api.url))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
         assert_eq!(got.len(), bytes.len());
-        assert!(got.as_ref() == bytes.as_slice(), "run {id}: the stored trace differs");
+        assert!(
+            got.as_ref() == bytes.as_slice(),
+            "run {id}: the stored trace differs"
+        );
     }
     // Deleting a run deletes its object.
-    let del = api.http.delete(format!("{}/api/runs/{}", api.url, b.id)).send().await.unwrap();
+    let del = api
+        .http
+        .delete(format!("{}/api/runs/{}", api.url, b.id))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(del.status(), 204);
     assert_eq!(keys(&s3, "traces", "kinetoscope/runs/").await.len(), 1);
 }

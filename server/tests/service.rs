@@ -41,8 +41,14 @@ async fn runs_api(backend: Backend) {
     let r1 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank1.json.gz")).unwrap();
     // Out of order on purpose: ranks follow the names, not the order.
     let form = reqwest::multipart::Form::new()
-        .part("file", reqwest::multipart::Part::bytes(r1).file_name("rank1.json.gz"))
-        .part("file", reqwest::multipart::Part::bytes(r0.clone()).file_name("rank0.json.gz"));
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(r1).file_name("rank1.json.gz"),
+        )
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(r0.clone()).file_name("rank0.json.gz"),
+        );
     let resp = http
         .post(format!("{u}/api/runs?name=dlrm&tags=dlrm,v100"))
         .multipart(form)
@@ -53,8 +59,16 @@ async fn runs_api(backend: Backend) {
     assert!(resp.headers().get("location").is_some());
     let multi: Created = resp.json().await.unwrap();
     let single = srv.upload(small_trace(2, 4), "generated").await;
-    assert_eq!(srv.wait(&multi.id, LONG).await.status, "done", "{backend:?}");
-    assert_eq!(srv.wait(&single.id, LONG).await.status, "done", "{backend:?}");
+    assert_eq!(
+        srv.wait(&multi.id, LONG).await.status,
+        "done",
+        "{backend:?}"
+    );
+    assert_eq!(
+        srv.wait(&single.id, LONG).await.status,
+        "done",
+        "{backend:?}"
+    );
 
     // Get: ranks with their files and hashes.
     let run = srv.run(&multi.id).await;
@@ -70,9 +84,15 @@ async fn runs_api(backend: Backend) {
     let cross: RanksSummary = srv.get_json(&format!("/api/runs/{}/ranks", multi.id)).await;
     assert_eq!(cross.ranks.len(), 2);
     assert!(cross.slowest_rank.is_some());
-    let resp = http.get(format!("{u}/api/runs/{}/ranks", single.id)).send().await.unwrap();
+    let resp = http
+        .get(format!("{u}/api/runs/{}/ranks", single.id))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-    let s1: Summary = srv.get_json(&format!("/api/runs/{}/summary?rank=1", multi.id)).await;
+    let s1: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary?rank=1", multi.id))
+        .await;
     assert_eq!(s1.trace.rank, Some(1));
 
     // List: paging and filters.
@@ -80,7 +100,10 @@ async fn runs_api(backend: Backend) {
     assert_eq!(all.total, 2);
     assert_eq!(all.runs[0].id, single.id, "newest first");
     let page: RunList = srv.get_json("/api/runs?limit=1&offset=1").await;
-    assert_eq!((page.runs.len(), page.runs[0].id.as_str()), (1, multi.id.as_str()));
+    assert_eq!(
+        (page.runs.len(), page.runs[0].id.as_str()),
+        (1, multi.id.as_str())
+    );
     let by_tag: RunList = srv.get_json("/api/runs?tag=v100").await;
     assert_eq!(by_tag.total, 1);
     let by_name: RunList = srv.get_json("/api/runs?q=GENER").await;
@@ -98,33 +121,60 @@ async fn runs_api(backend: Backend) {
         .json()
         .await
         .unwrap();
-    assert_eq!((patched.name.as_str(), patched.note.as_str()), ("baseline", "before the patch"));
+    assert_eq!(
+        (patched.name.as_str(), patched.note.as_str()),
+        ("baseline", "before the patch")
+    );
     assert_eq!(patched.tags, ["fp8", "tp8"]);
 
     // Download: the stored bytes, streamed.
-    let got = http.get(format!("{u}/api/runs/{}/trace?rank=0", multi.id)).send().await.unwrap();
+    let got = http
+        .get(format!("{u}/api/runs/{}/trace?rank=0", multi.id))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(got.headers()["content-type"], "application/gzip");
     assert_eq!(got.bytes().await.unwrap().as_ref(), r0.as_slice());
 
     // For Perfetto, a zstd trace comes out as JSON.
-    let p = http.get(format!("{u}/api/runs/{}/trace?for=perfetto", single.id)).send().await.unwrap();
+    let p = http
+        .get(format!("{u}/api/runs/{}/trace?for=perfetto", single.id))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(p.headers()["content-type"], "application/json");
     let v: serde_json::Value = serde_json::from_slice(&p.bytes().await.unwrap()).unwrap();
     assert!(v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
 
     // Pages of the full tables, sorted and filtered.
-    let ops: Page<OpRow> = srv.get_json(&format!("/api/runs/{}/ops?sort=calls&dir=desc&limit=5", multi.id)).await;
+    let ops: Page<OpRow> = srv
+        .get_json(&format!(
+            "/api/runs/{}/ops?sort=calls&dir=desc&limit=5",
+            multi.id
+        ))
+        .await;
     assert_eq!(ops.items.len(), 5);
     assert!(ops.items.windows(2).all(|w| w[0].calls >= w[1].calls));
-    let ks: Page<KernelRow> = srv.get_json(&format!("/api/runs/{}/kernels?q=nccl", multi.id)).await;
-    assert!(ks.total > 0 && ks.items.iter().all(|k| k.name.to_lowercase().contains("nccl")));
+    let ks: Page<KernelRow> = srv
+        .get_json(&format!("/api/runs/{}/kernels?q=nccl", multi.id))
+        .await;
+    assert!(
+        ks.total > 0
+            && ks
+                .items
+                .iter()
+                .all(|k| k.name.to_lowercase().contains("nccl"))
+    );
     let view: SummaryView = srv.get_json(&format!("/api/runs/{}/view", multi.id)).await;
     assert_eq!(view.ranks, [0, 1]);
     assert!(view.cross_rank.is_some());
 
     // Re-analysis replaces the summary; the run stays readable meanwhile.
     let resp = http
-        .post(format!("{u}/api/runs/{}/reanalyze?layer_period=16", single.id))
+        .post(format!(
+            "{u}/api/runs/{}/reanalyze?layer_period=16",
+            single.id
+        ))
         .send()
         .await
         .unwrap();
@@ -132,22 +182,48 @@ async fn runs_api(backend: Backend) {
     srv.wait(&single.id, LONG).await;
     let pool = raw_db(&db_url).await;
     let start = std::time::Instant::now();
-    while scalar(&pool, &format!("SELECT analyses FROM traces WHERE run_id = '{}'", single.id)).await < 2 {
+    while scalar(
+        &pool,
+        &format!("SELECT analyses FROM traces WHERE run_id = '{}'", single.id),
+    )
+    .await
+        < 2
+    {
         assert!(start.elapsed() < LONG);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let s: Summary = srv.get_json(&format!("/api/runs/{}/summary", single.id)).await;
+    let s: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary", single.id))
+        .await;
     assert_eq!(s.layers.method, "override");
     assert_eq!(s.layers.period, Some(16));
 
     // Delete: metadata and blobs.
     let blobs = srv.data.path().join("blobs/runs").join(&multi.id);
     assert!(blobs.exists());
-    let resp = http.delete(format!("{u}/api/runs/{}", multi.id)).send().await.unwrap();
+    let resp = http
+        .delete(format!("{u}/api/runs/{}", multi.id))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), StatusCode::NO_CONTENT);
-    assert_eq!(http.get(format!("{u}/api/runs/{}", multi.id)).send().await.unwrap().status(), 404);
+    assert_eq!(
+        http.get(format!("{u}/api/runs/{}", multi.id))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
     assert!(!blobs.exists() || std::fs::read_dir(&blobs).unwrap().next().is_none());
-    assert_eq!(scalar(&pool, &format!("SELECT COUNT(*) FROM jobs WHERE run_id = '{}'", multi.id)).await, 0);
+    assert_eq!(
+        scalar(
+            &pool,
+            &format!("SELECT COUNT(*) FROM jobs WHERE run_id = '{}'", multi.id)
+        )
+        .await,
+        0
+    );
     pool.close().await;
     srv.stop().await;
 }
@@ -160,12 +236,19 @@ async fn tokens_guard_writes_on_both_databases() {
         // Create a token the way `kinetoscope token create` does.
         let token = "kst_test-token-0123456789";
         let db = worker::db::Db::connect(&db_url).await.unwrap();
-        db.add_token(&server::api::new_id(), "ci", &worker::blobs::sha256_hex(token.as_bytes()))
-            .await
-            .unwrap();
+        db.add_token(
+            &server::api::new_id(),
+            "ci",
+            &worker::blobs::sha256_hex(token.as_bytes()),
+        )
+        .await
+        .unwrap();
         let u = &srv.url;
         let post = |t: Option<&str>| {
-            let mut r = srv.http.post(format!("{u}/api/runs")).body(small_trace(1, 4));
+            let mut r = srv
+                .http
+                .post(format!("{u}/api/runs"))
+                .body(small_trace(1, 4));
             if let Some(t) = t {
                 r = r.bearer_auth(t);
             }
@@ -174,12 +257,25 @@ async fn tokens_guard_writes_on_both_databases() {
         assert_eq!(post(None).await.unwrap().status(), 401, "{backend:?}");
         assert_eq!(post(Some("kst_wrong")).await.unwrap().status(), 401);
         assert_eq!(post(Some(token)).await.unwrap().status(), 201);
-        let del = srv.http.delete(format!("{u}/api/runs/{}", open.id)).send().await.unwrap();
+        let del = srv
+            .http
+            .delete(format!("{u}/api/runs/{}", open.id))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(del.status(), 401);
         let body: ApiError = del.json().await.unwrap();
         assert_eq!(body.error, "unauthorized");
         // Reads stay open to whoever has the link.
-        assert_eq!(srv.http.get(format!("{u}/api/runs/{}", open.id)).send().await.unwrap().status(), 200);
+        assert_eq!(
+            srv.http
+                .get(format!("{u}/api/runs/{}", open.id))
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
         db.close().await;
         srv.stop().await;
     }
@@ -192,7 +288,10 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
         let run = srv.upload(small_trace(1, 4), "old").await;
         srv.wait(&run.id, LONG).await;
         let pool = raw_db(&db_url).await;
-        sqlx::query("UPDATE traces SET analyzer_version = 0").execute(&pool).await.unwrap();
+        sqlx::query("UPDATE traces SET analyzer_version = 0")
+            .execute(&pool)
+            .await
+            .unwrap();
         let data = srv.stop().await;
         // A restart finds the stale summary and analyzes the trace again.
         let srv = TestServer::start_in(
@@ -227,19 +326,41 @@ async fn health_readiness_metrics_and_openapi() {
     assert_eq!(get("/healthz").await.unwrap().text().await.unwrap(), "ok");
     assert_eq!(get("/readyz").await.unwrap().text().await.unwrap(), "ready");
     let m = get("/metrics").await.unwrap().text().await.unwrap();
-    for name in ["kinetoscope_uploads_total", "kinetoscope_upload_bytes_total", "kinetoscope_jobs_in_queue", "kinetoscope_job_duration_seconds", "kinetoscope_jobs_total"] {
+    for name in [
+        "kinetoscope_uploads_total",
+        "kinetoscope_upload_bytes_total",
+        "kinetoscope_jobs_in_queue",
+        "kinetoscope_job_duration_seconds",
+        "kinetoscope_jobs_total",
+    ] {
         assert!(m.contains(name), "metrics lack {name}:\n{m}");
     }
     assert!(m.contains("state=\"done\""));
     // Every route is in the OpenAPI document, and nothing else.
-    let doc: serde_json::Value = get("/api/openapi.json").await.unwrap().json().await.unwrap();
-    let paths: Vec<&str> = doc["paths"].as_object().unwrap().keys().map(String::as_str).collect();
+    let doc: serde_json::Value = get("/api/openapi.json")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let paths: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     let source = include_str!("../src/api/mod.rs");
     let mut routes: Vec<String> = source
         .lines()
         .filter_map(|l| l.trim().strip_prefix(".route(\""))
         .map(|l| l.split('"').next().unwrap().to_string())
-        .map(|r| if ["/healthz", "/readyz", "/metrics"].contains(&r.as_str()) { r } else { format!("/api{r}") })
+        .map(|r| {
+            if ["/healthz", "/readyz", "/metrics"].contains(&r.as_str()) {
+                r
+            } else {
+                format!("/api{r}")
+            }
+        })
         .collect();
     routes.sort();
     let mut documented: Vec<String> = paths.iter().map(|p| p.to_string()).collect();

@@ -55,20 +55,34 @@ impl AnalysisOptions {
 
     /// Checks the values a user sent; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, m) in [("layer_marker", &self.layer_marker), ("step_marker", &self.step_marker)] {
+        for (name, m) in [
+            ("layer_marker", &self.layer_marker),
+            ("step_marker", &self.step_marker),
+        ] {
             if m.as_deref().is_some_and(|m| m.len() > Self::MAX_MARKER) {
-                return Err(format!("{name} is too long (at most {} bytes)", Self::MAX_MARKER));
+                return Err(format!(
+                    "{name} is too long (at most {} bytes)",
+                    Self::MAX_MARKER
+                ));
             }
         }
-        if self.layer_period.is_some_and(|p| p == 0 || p > Self::MAX_PERIOD) {
-            return Err(format!("layer_period must be between 1 and {}", Self::MAX_PERIOD));
+        if self
+            .layer_period
+            .is_some_and(|p| p == 0 || p > Self::MAX_PERIOD)
+        {
+            return Err(format!(
+                "layer_period must be between 1 and {}",
+                Self::MAX_PERIOD
+            ));
         }
         Ok(())
     }
 
     /// Reads options stored with a run (lenient: unreadable text means none).
     pub fn from_stored(json: &str) -> Self {
-        serde_json::from_str::<AnalysisOptions>(json).unwrap_or_default().normalized()
+        serde_json::from_str::<AnalysisOptions>(json)
+            .unwrap_or_default()
+            .normalized()
     }
 }
 

@@ -96,17 +96,28 @@ pub fn matches<T: TableRow>(row: &T, filter: &str) -> bool {
 /// The rows that match `filter`, sorted by column `col` (`None`: the
 /// table's default), ascending or descending; ties keep name order. An
 /// unknown column is an error that names the known ones.
-pub fn filter_sort<'a, T: TableRow>(rows: &'a [T], filter: &str, col: Option<&str>, asc: bool) -> Result<Vec<&'a T>, String> {
+pub fn filter_sort<'a, T: TableRow>(
+    rows: &'a [T],
+    filter: &str,
+    col: Option<&str>,
+    asc: bool,
+) -> Result<Vec<&'a T>, String> {
     let col = col.filter(|c| !c.is_empty()).unwrap_or(T::DEFAULT_SORT);
     if !T::COLUMNS.iter().any(|(k, _)| *k == col) {
         let known: Vec<&str> = T::COLUMNS.iter().map(|(k, _)| *k).collect();
-        return Err(format!("cannot sort by {col:?}: use one of {}", known.join(", ")));
+        return Err(format!(
+            "cannot sort by {col:?}: use one of {}",
+            known.join(", ")
+        ));
     }
     let mut out: Vec<&T> = rows.iter().filter(|r| matches(*r, filter)).collect();
     out.sort_by(|a, b| {
         let ord = match (a.sort_value(col), b.sort_value(col)) {
             (Some(x), Some(y)) => x.total_cmp(&y),
-            _ => a.sort_text(col).unwrap_or("").cmp(b.sort_text(col).unwrap_or("")),
+            _ => a
+                .sort_text(col)
+                .unwrap_or("")
+                .cmp(b.sort_text(col).unwrap_or("")),
         };
         let ord = if asc { ord } else { ord.reverse() };
         ord.then_with(|| a.name().cmp(b.name()))
@@ -119,20 +130,40 @@ mod tests {
     use super::*;
 
     fn kernel(name: &str, short: &str, total: f64) -> KernelRow {
-        KernelRow { name: name.into(), short_name: short.into(), total_us: total, ..Default::default() }
+        KernelRow {
+            name: name.into(),
+            short_name: short.into(),
+            total_us: total,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn every_word_matches_name_or_short_name() {
         let rows = vec![
-            kernel("void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda>", "unrolled_elementwise_kernel (direct_copy)", 5.0),
+            kernel(
+                "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda>",
+                "unrolled_elementwise_kernel (direct_copy)",
+                5.0,
+            ),
             kernel("sm90_xmma_gemm_bf16", "sm90_xmma_gemm_bf16", 9.0),
         ];
         let got = filter_sort(&rows, "COPY unrolled", None, false).unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(filter_sort(&rows, "", None, false).unwrap()[0].total_us, 9.0);
-        assert_eq!(filter_sort(&rows, "", Some("total"), true).unwrap()[0].total_us, 5.0);
-        assert_eq!(filter_sort(&rows, "", Some("name"), true).unwrap()[0].total_us, 9.0);
-        assert!(filter_sort(&rows, "", Some("bogus"), true).unwrap_err().contains("total"));
+        assert_eq!(
+            filter_sort(&rows, "", None, false).unwrap()[0].total_us,
+            9.0
+        );
+        assert_eq!(
+            filter_sort(&rows, "", Some("total"), true).unwrap()[0].total_us,
+            5.0
+        );
+        assert_eq!(
+            filter_sort(&rows, "", Some("name"), true).unwrap()[0].total_us,
+            9.0
+        );
+        assert!(filter_sort(&rows, "", Some("bogus"), true)
+            .unwrap_err()
+            .contains("total"));
     }
 }

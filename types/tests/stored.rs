@@ -18,7 +18,9 @@ fn fixtures(prefix: &str) -> Vec<(String, String)> {
             continue;
         }
         let mut text = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()).read_to_string(&mut text).unwrap();
+        flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
         out.push((name, text.trim_end().to_string()));
     }
     out.sort();
@@ -46,5 +48,8 @@ fn stored_run_listings_read_back_byte_for_byte() {
     let l: RunList = serde_json::from_str(text).unwrap();
     assert_eq!(&serde_json::to_string(&l).unwrap(), text, "{name}");
     let statuses: Vec<&str> = l.runs.iter().map(|r| r.status.as_str()).collect();
-    assert!(statuses.contains(&"done") && statuses.contains(&"failed"), "{statuses:?}");
+    assert!(
+        statuses.contains(&"done") && statuses.contains(&"failed"),
+        "{statuses:?}"
+    );
 }

@@ -51,7 +51,10 @@ impl Blobs {
             let store: Arc<dyn ObjectStore> = if prefix.trim_matches('/').is_empty() {
                 Arc::new(s3)
             } else {
-                Arc::new(object_store::prefix::PrefixStore::new(s3, prefix.trim_matches('/')))
+                Arc::new(object_store::prefix::PrefixStore::new(
+                    s3,
+                    prefix.trim_matches('/'),
+                ))
             };
             return Ok(Blobs {
                 store,
@@ -119,7 +122,10 @@ impl Blobs {
     }
 
     /// The blob's size and its bytes as a stream (downloads).
-    pub async fn stream(&self, key: &str) -> Result<(u64, BoxStream<'static, Result<Bytes, BlobError>>), BlobError> {
+    pub async fn stream(
+        &self,
+        key: &str,
+    ) -> Result<(u64, BoxStream<'static, Result<Bytes, BlobError>>), BlobError> {
         let got = self.store.get(&StorePath::from(key)).await?;
         let size = got.meta.size as u64;
         Ok((size, got.into_stream()))
@@ -135,13 +141,20 @@ impl Blobs {
 
     /// Writes a whole blob from memory (small objects, tests).
     pub async fn put(&self, key: &str, data: Bytes) -> Result<(), BlobError> {
-        self.store.put(&StorePath::from(key), data.into()).await.map(|_| ())
+        self.store
+            .put(&StorePath::from(key), data.into())
+            .await
+            .map(|_| ())
     }
 
     /// Deletes blobs of runs for which `run_exists` says no, and local staging
     /// files left by interrupted writes, when older than `min_age`. Returns
     /// how many were removed.
-    pub async fn sweep_orphans<F, Fut>(&self, min_age: Duration, run_exists: F) -> Result<usize, BlobError>
+    pub async fn sweep_orphans<F, Fut>(
+        &self,
+        min_age: Duration,
+        run_exists: F,
+    ) -> Result<usize, BlobError>
     where
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = bool>,
@@ -280,7 +293,13 @@ impl Blobs {
     /// encoding, then writes every byte while hashing and counting them, up
     /// to `budget` bytes. The one way traces enter the store: uploads and
     /// captures both call it.
-    pub async fn store_trace<S, E>(&self, run_id: &str, rank: i64, stream: S, budget: u64) -> Result<StoredTrace, StoreError>
+    pub async fn store_trace<S, E>(
+        &self,
+        run_id: &str,
+        rank: i64,
+        stream: S,
+        budget: u64,
+    ) -> Result<StoredTrace, StoreError>
     where
         S: Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
@@ -304,7 +323,11 @@ impl Blobs {
         }
         let key = trace_key(run_id, rank, encoding.suffix());
         let mut writer = self.writer(&key);
-        let mut failure = writer.write(&head).await.err().map(|e| StoreError::Write(e.to_string()));
+        let mut failure = writer
+            .write(&head)
+            .await
+            .err()
+            .map(|e| StoreError::Write(e.to_string()));
         while failure.is_none() && !ended {
             match stream.next().await {
                 Some(Ok(chunk)) => {
@@ -322,7 +345,10 @@ impl Blobs {
             writer.abort().await;
             return Err(e);
         }
-        let (bytes, sha256) = writer.finish().await.map_err(|e| StoreError::Write(e.to_string()))?;
+        let (bytes, sha256) = writer
+            .finish()
+            .await
+            .map_err(|e| StoreError::Write(e.to_string()))?;
         Ok(StoredTrace {
             key,
             bytes,

@@ -148,7 +148,8 @@ const RUN_COLUMNS: &str = "r.id, r.name, r.tags, r.note, r.created_at, r.status,
      CAST(COALESCE((SELECT SUM(t.bytes) FROM traces t WHERE t.run_id = r.id), 0) AS BIGINT) AS total_bytes";
 // (PostgreSQL sums BIGINTs into NUMERIC; the casts keep both backends at BIGINT.)
 
-const TRACE_COLUMNS: &str = "run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, error, \
+const TRACE_COLUMNS: &str =
+    "run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, error, \
      progress_bytes, analyzer_version, analyses";
 
 fn run_from_row(row: &AnyRow) -> DbResult<RunRecord> {
@@ -232,7 +233,8 @@ impl Db {
             (Backend::Postgres, url.to_string())
         } else {
             return Err(DbError::Configuration(
-                format!("unsupported DATABASE_URL scheme in {url:?}: use sqlite:// or postgres://").into(),
+                format!("unsupported DATABASE_URL scheme in {url:?}: use sqlite:// or postgres://")
+                    .into(),
             ));
         };
         let pool = AnyPoolOptions::new()
@@ -266,7 +268,10 @@ impl Db {
 
     /// Whether the database answers.
     pub async fn ping(&self) -> DbResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map(|_| ())
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
     }
 
     /// Closes the pool.
@@ -397,7 +402,10 @@ impl Db {
             .bind(f.offset.max(0))
             .fetch_all(&self.pool)
             .await?;
-        let runs = rows.iter().map(run_from_row).collect::<DbResult<Vec<_>>>()?;
+        let runs = rows
+            .iter()
+            .map(run_from_row)
+            .collect::<DbResult<Vec<_>>>()?;
         Ok((runs, total))
     }
 
@@ -448,9 +456,18 @@ impl Db {
             .iter()
             .map(|r| r.try_get("blob_key"))
             .collect::<DbResult<_>>()?;
-        sqlx::query("DELETE FROM jobs WHERE run_id = $1").bind(id).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM traces WHERE run_id = $1").bind(id).execute(&mut *tx).await?;
-        let gone = sqlx::query("DELETE FROM runs WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM jobs WHERE run_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM traces WHERE run_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let gone = sqlx::query("DELETE FROM runs WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok((gone.rows_affected() == 1).then_some(keys))
     }
@@ -493,7 +510,11 @@ impl Db {
             .bind(run_id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.and_then(|r| r.try_get::<Option<String>, _>("cross_summary").ok().flatten()))
+        Ok(row.and_then(|r| {
+            r.try_get::<Option<String>, _>("cross_summary")
+                .ok()
+                .flatten()
+        }))
     }
 
     /// Sets a run's status words (capture progress).
@@ -608,7 +629,12 @@ impl Db {
 
     /// Extends a job's lease and records progress; false if the job is no
     /// longer this worker's (its lease expired and another took it).
-    pub async fn heartbeat(&self, job: &Job, lease_ms: i64, progress: Option<i64>) -> DbResult<bool> {
+    pub async fn heartbeat(
+        &self,
+        job: &Job,
+        lease_ms: i64,
+        progress: Option<i64>,
+    ) -> DbResult<bool> {
         let now = now_ms();
         let r = sqlx::query(
             "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND worker = $4 AND state = 'running'",
@@ -660,8 +686,14 @@ impl Db {
         .bind(job.rank)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| Ok((trace_from_row(&r)?, r.try_get::<Option<String>, _>("options")?.unwrap_or_default())))
-            .transpose()
+        row.map(|r| {
+            Ok((
+                trace_from_row(&r)?,
+                r.try_get::<Option<String>, _>("options")?
+                    .unwrap_or_default(),
+            ))
+        })
+        .transpose()
     }
 
     /// Stores a finished analysis and completes the job, atomically, if the
@@ -700,11 +732,20 @@ impl Db {
         .bind(RunStatus::Failed.as_str())
         .fetch_one(&self.pool)
         .await?;
-        Ok((row.try_get("done")?, row.try_get("failed")?, row.try_get("n")?))
+        Ok((
+            row.try_get("done")?,
+            row.try_get("failed")?,
+            row.try_get("n")?,
+        ))
     }
 
     /// Marks a run complete with its headline and cross-rank summary.
-    pub async fn complete_run(&self, run_id: &str, headline: &Headline, cross: Option<&str>) -> DbResult<()> {
+    pub async fn complete_run(
+        &self,
+        run_id: &str,
+        headline: &Headline,
+        cross: Option<&str>,
+    ) -> DbResult<()> {
         sqlx::query(
             "UPDATE runs SET status = $4, stage = '', error = NULL, headline = $1, cross_summary = $2 WHERE id = $3",
         )
@@ -731,7 +772,12 @@ impl Db {
     /// Fails a job. With `retry_after_ms` (a transient error, attempts left)
     /// it is queued again after that delay; otherwise it fails for good and
     /// so do its trace and run, with the reason.
-    pub async fn fail_job(&self, job: &Job, reason: &str, retry_after_ms: Option<i64>) -> DbResult<()> {
+    pub async fn fail_job(
+        &self,
+        job: &Job,
+        reason: &str,
+        retry_after_ms: Option<i64>,
+    ) -> DbResult<()> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         match retry_after_ms {
@@ -777,12 +823,14 @@ impl Db {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    sqlx::query("UPDATE runs SET status = $3, stage = '', error = $1 WHERE id = $2")
-                        .bind(reason)
-                        .bind(&job.run_id)
-                        .bind(RunStatus::Failed.as_str())
-                        .execute(&mut *tx)
-                        .await?;
+                    sqlx::query(
+                        "UPDATE runs SET status = $3, stage = '', error = $1 WHERE id = $2",
+                    )
+                    .bind(reason)
+                    .bind(&job.run_id)
+                    .bind(RunStatus::Failed.as_str())
+                    .execute(&mut *tx)
+                    .await?;
                 }
             }
         }
@@ -847,7 +895,11 @@ async fn complete_job(tx: &mut sqlx::Transaction<'_, sqlx::Any>, job: &Job) -> D
     Ok(done.rows_affected() == 1)
 }
 
-async fn insert_trace(tx: &mut sqlx::Transaction<'_, sqlx::Any>, run_id: &str, t: &NewTrace) -> DbResult<()> {
+async fn insert_trace(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    run_id: &str,
+    t: &NewTrace,
+) -> DbResult<()> {
     let now = now_ms();
     sqlx::query(
         "INSERT INTO traces (run_id, rank, file_name, blob_key, bytes, sha256, encoding, status, progress_bytes, analyses) \

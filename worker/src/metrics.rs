@@ -40,19 +40,44 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let upload_bytes = Counter::default();
     let rejected_uploads = Counter::default();
     let jobs = Family::<JobLabels, Counter>::default();
-    let job_seconds =
-        Family::<JobLabels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.05, 2.0, 14)));
+    let job_seconds = Family::<JobLabels, Histogram>::new_with_constructor(|| {
+        Histogram::new(exponential_buckets(0.05, 2.0, 14))
+    });
     let analyzed_bytes = Counter::default();
     let analyzed_json_bytes = Counter::default();
     let queue = Family::<StateLabels, Gauge>::default();
-    registry.register("jobs_in_queue", "Jobs in the database by state (all workers)", queue.clone());
+    registry.register(
+        "jobs_in_queue",
+        "Jobs in the database by state (all workers)",
+        queue.clone(),
+    );
     registry.register("uploads", "Traces accepted by upload", uploads.clone());
-    registry.register("upload_bytes", "Bytes of accepted uploads", upload_bytes.clone());
-    registry.register("rejected_uploads", "Uploads refused (bad input, limits, auth)", rejected_uploads.clone());
-    registry.register("jobs", "Jobs finished by this process, by kind and outcome", jobs.clone());
+    registry.register(
+        "upload_bytes",
+        "Bytes of accepted uploads",
+        upload_bytes.clone(),
+    );
+    registry.register(
+        "rejected_uploads",
+        "Uploads refused (bad input, limits, auth)",
+        rejected_uploads.clone(),
+    );
+    registry.register(
+        "jobs",
+        "Jobs finished by this process, by kind and outcome",
+        jobs.clone(),
+    );
     registry.register("job_duration_seconds", "Job durations", job_seconds.clone());
-    registry.register("analyzed_bytes", "Stored (compressed) trace bytes analyzed", analyzed_bytes.clone());
-    registry.register("analyzed_json_bytes", "Decompressed JSON bytes analyzed", analyzed_json_bytes.clone());
+    registry.register(
+        "analyzed_bytes",
+        "Stored (compressed) trace bytes analyzed",
+        analyzed_bytes.clone(),
+    );
+    registry.register(
+        "analyzed_json_bytes",
+        "Decompressed JSON bytes analyzed",
+        analyzed_json_bytes.clone(),
+    );
     Metrics {
         registry,
         uploads,
@@ -69,8 +94,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 /// Publishes the database's job counts by state (read at scrape time).
 pub fn set_jobs_by_state(counts: &[(String, i64)]) {
     for state in ["queued", "running", "done", "failed"] {
-        let n = counts.iter().find(|(s, _)| s == state).map_or(0, |(_, n)| *n);
-        METRICS.queue.get_or_create(&StateLabels { state: state.into() }).set(n);
+        let n = counts
+            .iter()
+            .find(|(s, _)| s == state)
+            .map_or(0, |(_, n)| *n);
+        METRICS
+            .queue
+            .get_or_create(&StateLabels {
+                state: state.into(),
+            })
+            .set(n);
     }
 }
 
@@ -92,7 +125,10 @@ pub fn job_finished(kind: &str, outcome: &str, took: Duration) {
         outcome: outcome.to_string(),
     };
     METRICS.jobs.get_or_create(&labels).inc();
-    METRICS.job_seconds.get_or_create(&labels).observe(took.as_secs_f64());
+    METRICS
+        .job_seconds
+        .get_or_create(&labels)
+        .observe(took.as_secs_f64());
 }
 
 /// Records an analyzed trace's sizes.

@@ -13,13 +13,22 @@ use leptos_router::hooks::use_params_map;
 #[component]
 pub fn DiffPage() -> impl IntoView {
     let params = use_params_map();
-    let ids = Memo::new(move |_| params.with(|p| (p.get("a").unwrap_or_default(), p.get("b").unwrap_or_default())));
+    let ids = Memo::new(move |_| {
+        params.with(|p| {
+            (
+                p.get("a").unwrap_or_default(),
+                p.get("b").unwrap_or_default(),
+            )
+        })
+    });
     let url = UrlState::new();
     let diff = RwSignal::new(None::<Result<Diff, String>>);
     Effect::new(move |_| {
         let (a, b) = ids.get();
         diff.set(None);
-        spawn_local(async move { diff.set(Some(api::get::<Diff>(&format!("/api/diff/{a}/{b}")).await)) });
+        spawn_local(async move {
+            diff.set(Some(api::get::<Diff>(&format!("/api/diff/{a}/{b}")).await))
+        });
     });
     let copied = RwSignal::new(false);
     view! {
@@ -80,13 +89,12 @@ fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: &str) -> impl In
 }
 
 fn diff_body(d: Diff) -> impl IntoView {
-    let layer_max = d
-        .a
-        .layers
-        .iter()
-        .chain(d.b.layers.iter())
-        .map(|l| l.device_us)
-        .fold(0.0, f64::max);
+    let layer_max =
+        d.a.layers
+            .iter()
+            .chain(d.b.layers.iter())
+            .map(|l| l.device_us)
+            .fold(0.0, f64::max);
     let has_layers = !d.a.layers.is_empty() || !d.b.layers.is_empty();
     view! {
         <div class="grid2">{side_card(&d.a, "A")}{side_card(&d.b, "B")}</div>

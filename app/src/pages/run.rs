@@ -3,7 +3,10 @@
 
 use crate::api;
 use crate::charts;
-use crate::logic::{self, category_color, filter_kernels, filter_ops, group_by_shapes, pages, sort_kernels, sort_ops};
+use crate::logic::{
+    self, category_color, filter_kernels, filter_ops, group_by_shapes, pages, sort_kernels,
+    sort_ops,
+};
 use crate::widgets::{Name, Pager, ShareBar, SortHeader, Status, UrlState};
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::*;
@@ -73,7 +76,9 @@ pub fn RunPage() -> impl IntoView {
     let handle = set_interval_with_handle(
         move || {
             let busy = run.with_untracked(|r| match r {
-                Some(Ok(r)) => !matches!(r.status.as_str(), "done" | "failed") || !r.stage.is_empty(),
+                Some(Ok(r)) => {
+                    !matches!(r.status.as_str(), "done" | "failed") || !r.stage.is_empty()
+                }
                 _ => true,
             });
             if busy {
@@ -103,7 +108,9 @@ pub fn RunPage() -> impl IntoView {
         loaded.set(key);
         let id = r.id.clone();
         spawn_local(async move {
-            data.set(Some(api::get::<SummaryView>(&format!("/api/runs/{id}/view?rank={rank}")).await));
+            data.set(Some(
+                api::get::<SummaryView>(&format!("/api/runs/{id}/view?rank={rank}")).await,
+            ));
             mark_ready();
         });
     });
@@ -207,17 +214,27 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
     let id_copy = id.clone();
     let copy = move |_| {
         let loc = web_sys::window().map(|w| w.location());
-        let href = loc.and_then(|l| l.href().ok()).unwrap_or_else(|| format!("{}/runs/{id_copy}", api::origin()));
+        let href = loc
+            .and_then(|l| l.href().ok())
+            .unwrap_or_else(|| format!("{}/runs/{id_copy}", api::origin()));
         api::copy_to_clipboard(&href);
         copied.set(true);
     };
     let id_p = id.clone();
-    let perfetto = move |_| open_in_perfetto(&format!("/api/runs/{id_p}/trace?rank={rank}&for=perfetto"), &name);
+    let perfetto = move |_| {
+        open_in_perfetto(
+            &format!("/api/runs/{id_p}/trace?rank={rank}&for=perfetto"),
+            &name,
+        )
+    };
     let others = RwSignal::new(None::<Vec<RunInfo>>);
     let load_others = move || {
         if others.get_untracked().is_none() {
             spawn_local(async move {
-                let list = api::get::<RunList>("/api/runs?status=done&limit=200").await.map(|l| l.runs).unwrap_or_default();
+                let list = api::get::<RunList>("/api/runs?status=done&limit=200")
+                    .await
+                    .map(|l| l.runs)
+                    .unwrap_or_default();
                 others.set(Some(list));
             });
         }
@@ -233,7 +250,12 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
     let reanalyze = move |_| {
         let id = id_r.clone();
         spawn_local(async move {
-            let _ = api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &AnalysisOptions::default()).await;
+            let _ = api::send::<_, RunInfo>(
+                "POST",
+                &format!("/api/runs/{id}/reanalyze"),
+                &AnalysisOptions::default(),
+            )
+            .await;
         });
     };
     let id_o = id.clone();
@@ -254,12 +276,16 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
 }
 
 fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
-    let mut items: Vec<Finding> = v.cross_rank.as_ref().map(|c| c.findings.clone()).unwrap_or_default();
+    let mut items: Vec<Finding> = v
+        .cross_rank
+        .as_ref()
+        .map(|c| c.findings.clone())
+        .unwrap_or_default();
     items.extend(v.summary.findings.iter().cloned());
     let notes = v.summary.trace.notes.clone();
     if items.is_empty() {
         return view! { <p class="empty">"No findings: nothing stands out in this trace."</p>
-            {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()} }
+        {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()} }
         .into_any();
     }
     view! {
@@ -301,7 +327,11 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
         spawn_local(async move {
             let mut all = Vec::new();
             loop {
-                let page = api::get::<Page<OpRow>>(&format!("/api/runs/{id}/ops?rank={rank}&offset={}&limit=1000", all.len())).await;
+                let page = api::get::<Page<OpRow>>(&format!(
+                    "/api/runs/{id}/ops?rank={rank}&offset={}&limit=1000",
+                    all.len()
+                ))
+                .await;
                 match page {
                     Ok(p) if !p.items.is_empty() => {
                         all.extend(p.items);
@@ -322,10 +352,19 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     let shown = Memo::new(move |_| {
         let mut r = filter_ops(&rows.get(), &url.get("q").unwrap_or_default());
         let asc = url.get("dir").as_deref() == Some("asc");
-        sort_ops(&mut r, &url.get("sort").unwrap_or_else(|| "self_device".into()), asc);
+        sort_ops(
+            &mut r,
+            &url.get("sort").unwrap_or_else(|| "self_device".into()),
+            asc,
+        );
         r
     });
-    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let page = move || {
+        url.get("page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1)
+    };
     let table = move || {
         let all = shown.get();
         if grouped() {
@@ -419,10 +458,19 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
     let shown = Memo::new(move |_| {
         let mut r = filter_kernels(&rows, &url.get("q").unwrap_or_default());
         let asc = url.get("dir").as_deref() == Some("asc");
-        sort_kernels(&mut r, &url.get("sort").unwrap_or_else(|| "total".into()), asc);
+        sort_kernels(
+            &mut r,
+            &url.get("sort").unwrap_or_else(|| "total".into()),
+            asc,
+        );
         r
     });
-    let page = move || url.get("page").and_then(|p| p.parse::<usize>().ok()).unwrap_or(1).max(1);
+    let page = move || {
+        url.get("page")
+            .and_then(|p| p.parse::<usize>().ok())
+            .unwrap_or(1)
+            .max(1)
+    };
     let selected = move || url.get("kernel");
     let chains = move || {
         let name = selected()?;
@@ -573,8 +621,11 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
         }
         .normalized();
         spawn_local(async move {
-            match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &body).await {
-                Ok(_) => note.set(Some("Re-analyzing with these settings; the page updates when done.".into())),
+            match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &body).await
+            {
+                Ok(_) => note.set(Some(
+                    "Re-analyzing with these settings; the page updates when done.".into(),
+                )),
                 Err(e) => note.set(Some(e)),
             }
         });

@@ -35,7 +35,8 @@ pub fn RunsPage() -> impl IntoView {
             list.set(Some(api::get::<RunList>(&format!("/api/runs{qs}")).await));
         });
     });
-    let handle = set_interval_with_handle(move || tick.update(|t| *t += 1), Duration::from_secs(3)).ok();
+    let handle =
+        set_interval_with_handle(move || tick.update(|t| *t += 1), Duration::from_secs(3)).ok();
     on_cleanup(move || {
         if let Some(h) = handle {
             h.clear();
@@ -60,7 +61,8 @@ pub fn RunsPage() -> impl IntoView {
             url.go(&format!("/diff/{}/{}", s[0], s[1]));
         }
     };
-    let rows = move || match list.get() {
+    let rows = move || {
+        match list.get() {
         None => view! { <tr><td colspan="7" class="empty">"Loading…"</td></tr> }.into_any(),
         Some(Err(e)) => view! { <tr><td colspan="7" class="error">{e}</td></tr> }.into_any(),
         Some(Ok(l)) if l.runs.is_empty() => {
@@ -90,6 +92,7 @@ pub fn RunsPage() -> impl IntoView {
             })
             .collect_view()
             .into_any(),
+    }
     };
     view! {
         <div class="grid2">
@@ -195,7 +198,9 @@ fn Uploader() -> impl IntoView {
 fn CaptureForm() -> impl IntoView {
     let url = UrlState::new();
     let engines = RwSignal::new(None::<Result<Vec<EngineInfo>, String>>);
-    spawn_local(async move { engines.set(Some(api::get::<Vec<EngineInfo>>("/api/engines").await)) });
+    spawn_local(
+        async move { engines.set(Some(api::get::<Vec<EngineInfo>>("/api/engines").await)) },
+    );
     let engine = RwSignal::new(String::new());
     let steps = RwSignal::new("30".to_string());
     let name = RwSignal::new(String::new());
@@ -218,7 +223,8 @@ fn CaptureForm() -> impl IntoView {
             busy.set(false);
         });
     };
-    move || match engines.get() {
+    move || {
+        match engines.get() {
         None => view! { <p class="empty">"Loading engines…"</p> }.into_any(),
         Some(Err(e)) => view! { <p class="error">{e}</p> }.into_any(),
         Some(Ok(list)) if list.is_empty() => view! {
@@ -245,5 +251,6 @@ fn CaptureForm() -> impl IntoView {
             }
             .into_any()
         }
+    }
     }
 }

@@ -20,8 +20,8 @@ pub async fn create(
     _writer: Writer,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Created>)> {
-    let req: CaptureRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
+    let req: CaptureRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
     if req.engine.contains("://") || req.engine.contains('/') {
         return Err(ApiError::Unprocessable(
             "name a configured engine (see GET /api/engines), not a URL".into(),
@@ -34,7 +34,9 @@ pub async fn create(
         )));
     };
     if req.num_steps == 0 || req.num_steps > MAX_STEPS {
-        return Err(ApiError::BadRequest(format!("num_steps must be between 1 and {MAX_STEPS}")));
+        return Err(ApiError::BadRequest(format!(
+            "num_steps must be between 1 and {MAX_STEPS}"
+        )));
     }
     let mut name = clean_name(&req.name)?;
     if name.is_empty() {
@@ -49,7 +51,10 @@ pub async fn create(
         capture: Some(serde_json::to_string(&req).unwrap_or_default()),
     };
     state.db.create_run(&run, &[]).await?;
-    state.db.set_stage(&id, RunStatus::Capturing, "starting").await?;
+    state
+        .db
+        .set_stage(&id, RunStatus::Capturing, "starting")
+        .await?;
     state.wake.notify_waiters();
     let url = format!("/runs/{id}");
     Ok((

@@ -39,7 +39,9 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            ApiError::UnsupportedMedia(_) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+            ApiError::UnsupportedMedia(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
             ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
@@ -88,7 +90,9 @@ impl IntoResponse for ApiError {
 impl From<worker::db::DbError> for ApiError {
     fn from(e: worker::db::DbError) -> Self {
         match e {
-            worker::db::DbError::PoolTimedOut | worker::db::DbError::Io(_) => ApiError::Unavailable(e.to_string()),
+            worker::db::DbError::PoolTimedOut | worker::db::DbError::Io(_) => {
+                ApiError::Unavailable(e.to_string())
+            }
             other => ApiError::Internal(format!("database: {other}")),
         }
     }
@@ -97,7 +101,9 @@ impl From<worker::db::DbError> for ApiError {
 impl From<worker::blobs::BlobError> for ApiError {
     fn from(e: worker::blobs::BlobError) -> Self {
         match e {
-            worker::blobs::BlobError::NotFound { .. } => ApiError::NotFound("the stored trace is missing".into()),
+            worker::blobs::BlobError::NotFound { .. } => {
+                ApiError::NotFound("the stored trace is missing".into())
+            }
             other => ApiError::Internal(format!("blob store: {other}")),
         }
     }

@@ -26,7 +26,10 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         worker::metrics::set_jobs_by_state(&counts);
     }
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         worker::metrics::render(),
     )
 }

@@ -25,8 +25,8 @@ use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
 use worker::blobs::Blobs;
-use worker::engines::Engine;
 use worker::db::Db;
+use worker::engines::Engine;
 
 /// Shared state of the handlers.
 #[derive(Clone)]
@@ -48,7 +48,10 @@ pub struct AppState {
 pub fn router(state: AppState, static_dir: PathBuf) -> Router {
     let api = Router::new()
         .route("/runs", get(runs::list).post(upload::create))
-        .route("/runs/{id}", get(runs::get).patch(runs::patch).delete(runs::delete))
+        .route(
+            "/runs/{id}",
+            get(runs::get).patch(runs::patch).delete(runs::delete),
+        )
         .route("/runs/{id}/summary", get(runs::summary))
         .route("/runs/{id}/view", get(runs::view))
         .route("/runs/{id}/ops", get(runs::ops_page))
@@ -118,7 +121,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RunId {
 
 /// Whether `s` has the shape of a run id.
 pub fn valid_id(s: &str) -> bool {
-    s.len() == 22 && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+    s.len() == 22
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
 
 /// A new unguessable id: 128 random bits, base64url without padding.
@@ -138,13 +143,17 @@ pub struct Writer(pub Option<String>);
 
 impl FromRequestParts<AppState> for Writer {
     type Rejection = ApiError;
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         if !state.db.tokens_exist().await? {
             return Ok(Writer(None));
         }
         let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
             return Err(ApiError::Unauthorized(
-                "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
+                "this server requires a token for writes: send `Authorization: Bearer <token>`"
+                    .into(),
             ));
         };
         let token = value
@@ -156,7 +165,11 @@ impl FromRequestParts<AppState> for Writer {
         if token.is_empty() {
             return Err(ApiError::Unauthorized("the token is not valid".into()));
         }
-        match state.db.token_name(&worker::blobs::sha256_hex(token.as_bytes())).await? {
+        match state
+            .db
+            .token_name(&worker::blobs::sha256_hex(token.as_bytes()))
+            .await?
+        {
             Some(name) => Ok(Writer(Some(name))),
             None => Err(ApiError::Unauthorized("the token is not valid".into())),
         }

@@ -55,7 +55,11 @@ pub fn run_info(r: &RunRecord, traces: &[TraceRecord]) -> RunInfo {
         steps: h.steps,
         mean_step_us: h.mean_step_us,
         top_finding: h.top_finding,
-        analyzer_version: traces.iter().filter_map(|t| t.analyzer_version).map(|v| v as u32).min(),
+        analyzer_version: traces
+            .iter()
+            .filter_map(|t| t.analyzer_version)
+            .map(|v| v as u32)
+            .min(),
     }
 }
 
@@ -75,7 +79,9 @@ pub struct ListQuery {
 pub async fn list(State(state): State<AppState>, Q(q): Q<ListQuery>) -> ApiResult<Json<RunList>> {
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 500".into()));
+        return Err(ApiError::BadRequest(
+            "limit must be between 1 and 500".into(),
+        ));
     }
     let offset = q.offset.unwrap_or(0);
     if offset < 0 {
@@ -120,8 +126,8 @@ pub async fn patch(
     RunId(id): RunId,
     body: Bytes,
 ) -> ApiResult<Json<RunInfo>> {
-    let mut p: RunPatch =
-        serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
+    let mut p: RunPatch = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
     if let Some(n) = &p.name {
         let n = clean_name(n)?;
         if n.is_empty() {
@@ -134,7 +140,9 @@ pub async fn patch(
     }
     if let Some(note) = &p.note {
         if note.chars().count() > 10_000 {
-            return Err(ApiError::BadRequest("the note is longer than 10000 characters".into()));
+            return Err(ApiError::BadRequest(
+                "the note is longer than 10000 characters".into(),
+            ));
         }
     }
     if !state.db.update_run(&id, &p).await? {
@@ -144,8 +152,16 @@ pub async fn patch(
 }
 
 /// `DELETE /api/runs/{id}`: the metadata, then the blobs.
-pub async fn delete(State(state): State<AppState>, _writer: Writer, RunId(id): RunId) -> ApiResult<StatusCode> {
-    let keys = state.db.delete_run(&id).await?.ok_or_else(ApiError::no_run)?;
+pub async fn delete(
+    State(state): State<AppState>,
+    _writer: Writer,
+    RunId(id): RunId,
+) -> ApiResult<StatusCode> {
+    let keys = state
+        .db
+        .delete_run(&id)
+        .await?
+        .ok_or_else(ApiError::no_run)?;
     for k in keys {
         // A blob left behind here is removed by the orphan sweep.
         if let Err(e) = state.blobs.delete(&k).await {
@@ -177,7 +193,11 @@ fn not_ready(run: &RunRecord) -> ApiError {
 }
 
 /// `GET /api/runs/{id}/summary[?rank=N]`: the stored summary, as stored.
-pub async fn summary(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+pub async fn summary(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<RankQuery>,
+) -> ApiResult<Response> {
     let rank = q.rank.unwrap_or(0);
     match state.db.summary(&id, rank).await? {
         Some(json) => Ok(json_response(json.into_bytes())),
@@ -199,7 +219,12 @@ pub async fn parsed_summary(state: &AppState, id: &str, rank: i64) -> ApiResult<
 }
 
 /// [`parsed_summary`] for a caller that has already read the run's traces.
-pub async fn parsed_summary_of(state: &AppState, id: &str, rank: i64, traces: &[TraceRecord]) -> ApiResult<Arc<Summary>> {
+pub async fn parsed_summary_of(
+    state: &AppState,
+    id: &str,
+    rank: i64,
+    traces: &[TraceRecord],
+) -> ApiResult<Arc<Summary>> {
     let Some(t) = traces.iter().find(|t| t.rank == rank) else {
         return Err(if traces.is_empty() {
             match state.db.run(id).await? {
@@ -218,8 +243,8 @@ pub async fn parsed_summary_of(state: &AppState, id: &str, rank: i64, traces: &[
         let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
         return Err(not_ready(&run));
     };
-    let s: Summary =
-        serde_json::from_str(&json).map_err(|e| ApiError::Internal(format!("stored summary does not parse: {e}")))?;
+    let s: Summary = serde_json::from_str(&json)
+        .map_err(|e| ApiError::Internal(format!("stored summary does not parse: {e}")))?;
     let s = Arc::new(s);
     state.summaries.insert(key, s.clone());
     Ok(s)
@@ -227,10 +252,18 @@ pub async fn parsed_summary_of(state: &AppState, id: &str, rank: i64, traces: &[
 
 /// `GET /api/runs/{id}/view[?rank=N]`: the summary for the dashboard, with
 /// the op and kernel tables cut to their top rows (cached).
-pub async fn view(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<RankQuery>) -> ApiResult<Response> {
+pub async fn view(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<RankQuery>,
+) -> ApiResult<Response> {
     let rank = q.rank.unwrap_or(0);
     let traces = state.db.traces(&id).await?;
-    let version = traces.iter().find(|t| t.rank == rank).map(|t| t.analyses).unwrap_or(-1);
+    let version = traces
+        .iter()
+        .find(|t| t.rank == rank)
+        .map(|t| t.analyses)
+        .unwrap_or(-1);
     let key = format!("view:{id}:{rank}:{version}");
     if let Some(bytes) = state.cache.get(&key) {
         return Ok(json_response(bytes.as_ref().clone()));
@@ -276,12 +309,18 @@ pub struct PageQuery {
 fn page_bounds(q: &PageQuery) -> ApiResult<(usize, usize, bool)> {
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(ApiError::BadRequest("limit must be between 1 and 1000".into()));
+        return Err(ApiError::BadRequest(
+            "limit must be between 1 and 1000".into(),
+        ));
     }
     let asc = match q.dir.as_deref() {
         None | Some("desc") => false,
         Some("asc") => true,
-        Some(other) => return Err(ApiError::BadRequest(format!("dir must be asc or desc, not {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "dir must be asc or desc, not {other:?}"
+            )))
+        }
     };
     Ok((q.offset.unwrap_or(0), limit, asc))
 }
@@ -296,10 +335,15 @@ fn page<T: Clone>(rows: Vec<&T>, offset: usize, limit: usize) -> Page<T> {
 
 /// `GET /api/runs/{id}/ops`: a sorted, filtered page of the op table
 /// (the filter and sort the app applies: [`kinetoscope_types::table`]).
-pub async fn ops_page(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<PageQuery>) -> ApiResult<Json<Page<OpRow>>> {
+pub async fn ops_page(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<PageQuery>,
+) -> ApiResult<Json<Page<OpRow>>> {
     let (offset, limit, asc) = page_bounds(&q)?;
     let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
-    let rows = table::filter_sort(&s.ops, q.q.as_deref().unwrap_or(""), q.sort.as_deref(), asc).map_err(ApiError::BadRequest)?;
+    let rows = table::filter_sort(&s.ops, q.q.as_deref().unwrap_or(""), q.sort.as_deref(), asc)
+        .map_err(ApiError::BadRequest)?;
     Ok(Json(page(rows, offset, limit)))
 }
 
@@ -311,7 +355,13 @@ pub async fn kernels_page(
 ) -> ApiResult<Json<Page<KernelRow>>> {
     let (offset, limit, asc) = page_bounds(&q)?;
     let s = parsed_summary(&state, &id, q.rank.unwrap_or(0)).await?;
-    let rows = table::filter_sort(&s.kernels, q.q.as_deref().unwrap_or(""), q.sort.as_deref(), asc).map_err(ApiError::BadRequest)?;
+    let rows = table::filter_sort(
+        &s.kernels,
+        q.q.as_deref().unwrap_or(""),
+        q.sort.as_deref(),
+        asc,
+    )
+    .map_err(ApiError::BadRequest)?;
     Ok(Json(page(rows, offset, limit)))
 }
 
@@ -323,7 +373,9 @@ pub async fn ranks(State(state): State<AppState>, RunId(id): RunId) -> ApiResult
             let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
             let n = state.db.traces(&id).await?.len();
             if n <= 1 && run.status == RunStatus::Done {
-                Err(ApiError::NotFound("the run has a single rank: there is no cross-rank summary".into()))
+                Err(ApiError::NotFound(
+                    "the run has a single rank: there is no cross-rank summary".into(),
+                ))
             } else {
                 Err(not_ready(&run))
             }
@@ -344,7 +396,11 @@ pub struct DownloadQuery {
 
 /// `GET /api/runs/{id}/trace[?rank=N][&for=perfetto]`: the stored trace,
 /// streamed as stored.
-pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<DownloadQuery>) -> ApiResult<Response> {
+pub async fn download(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<DownloadQuery>,
+) -> ApiResult<Response> {
     let rank = q.rank.unwrap_or(0);
     let traces = state.db.traces(&id).await?;
     let Some(t) = traces.iter().find(|t| t.rank == rank) else {
@@ -373,7 +429,10 @@ pub async fn download(State(state): State<AppState>, RunId(id): RunId, Q(q): Q<D
         [
             (header::CONTENT_TYPE, content_type.to_string()),
             (header::CONTENT_LENGTH, size.to_string()),
-            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}\""),
+            ),
         ],
         axum::body::Body::from_stream(stream),
     )
@@ -414,7 +473,10 @@ async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Resp
     Ok((
         [
             (header::CONTENT_TYPE, "application/json".to_string()),
-            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}\""),
+            ),
         ],
         axum::body::Body::from_stream(stream),
     )
@@ -432,7 +494,10 @@ pub async fn reanalyze(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
     let opts: Option<AnalysisOptions> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
-        Some(serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?)
+        Some(
+            serde_json::from_slice(&body)
+                .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?,
+        )
     } else if !query.is_empty() {
         Some(query)
     } else {
@@ -447,7 +512,9 @@ pub async fn reanalyze(
     }
     let opts_json = opts.map(|o| serde_json::to_string(&o.normalized()).unwrap_or_default());
     if !state.db.reanalyze(&id, opts_json.as_deref()).await? {
-        return Err(ApiError::Conflict("the run has no stored trace to analyze".into()));
+        return Err(ApiError::Conflict(
+            "the run has no stored trace to analyze".into(),
+        ));
     }
     state.wake.notify_waiters();
     let (run, traces) = load_run(&state, &id).await?;

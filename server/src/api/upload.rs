@@ -39,10 +39,14 @@ pub const MAX_FILES: usize = 1024;
 pub fn clean_name(name: &str) -> ApiResult<String> {
     let name = name.trim();
     if name.chars().count() > MAX_NAME {
-        return Err(ApiError::BadRequest(format!("the name is longer than {MAX_NAME} characters")));
+        return Err(ApiError::BadRequest(format!(
+            "the name is longer than {MAX_NAME} characters"
+        )));
     }
     if name.chars().any(|c| c.is_control()) {
-        return Err(ApiError::BadRequest("the name contains control characters".into()));
+        return Err(ApiError::BadRequest(
+            "the name contains control characters".into(),
+        ));
     }
     Ok(name.to_string())
 }
@@ -85,7 +89,12 @@ pub async fn create(
     result
 }
 
-async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req: Request) -> ApiResult<impl IntoResponse> {
+async fn create_inner(
+    state: &AppState,
+    headers: &HeaderMap,
+    q: UploadQuery,
+    req: Request,
+) -> ApiResult<impl IntoResponse> {
     let mut name = clean_name(q.name.as_deref().unwrap_or(""))?;
     let tags = clean_tags(q.tags.as_deref().unwrap_or("").split(','))?;
     if let Some(len) = headers
@@ -110,9 +119,16 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
         // Any other content type is the raw trace: what it is comes from its
         // bytes (curl --data-binary says x-www-form-urlencoded, for one).
         let budget = state.max_upload_bytes;
-        store_stream(state, &id, 0, "trace", req.into_body().into_data_stream(), budget)
-            .await
-            .map(|t| stored.push(t))
+        store_stream(
+            state,
+            &id,
+            0,
+            "trace",
+            req.into_body().into_data_stream(),
+            budget,
+        )
+        .await
+        .map(|t| stored.push(t))
     };
     if let Err(e) = outcome {
         discard(state, &stored).await;
@@ -159,7 +175,10 @@ async fn create_inner(state: &AppState, headers: &HeaderMap, q: UploadQuery, req
 }
 
 fn too_large(limit: u64) -> ApiError {
-    ApiError::TooLarge(format!("the upload is larger than the limit of {} bytes", limit))
+    ApiError::TooLarge(format!(
+        "the upload is larger than the limit of {} bytes",
+        limit
+    ))
 }
 
 fn default_name(file: &str) -> String {
@@ -184,7 +203,12 @@ async fn discard(state: &AppState, stored: &[NewTrace]) {
     }
 }
 
-async fn store_multipart(state: &AppState, id: &str, req: Request, stored: &mut Vec<NewTrace>) -> ApiResult<()> {
+async fn store_multipart(
+    state: &AppState,
+    id: &str,
+    req: Request,
+    stored: &mut Vec<NewTrace>,
+) -> ApiResult<()> {
     let mut form = Multipart::from_request(req, &())
         .await
         .map_err(|e| ApiError::BadRequest(format!("bad multipart form: {}", e.body_text())))?;
@@ -193,13 +217,20 @@ async fn store_multipart(state: &AppState, id: &str, req: Request, stored: &mut 
         let field = match form.next_field().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => return Err(ApiError::BadRequest(format!("bad multipart form: {}", e.body_text()))),
+            Err(e) => {
+                return Err(ApiError::BadRequest(format!(
+                    "bad multipart form: {}",
+                    e.body_text()
+                )))
+            }
         };
         let Some(file_name) = field.file_name().map(str::to_string) else {
             continue; // a plain form field
         };
         if stored.len() >= super::upload::MAX_FILES {
-            return Err(ApiError::BadRequest(format!("at most {MAX_FILES} files in one upload")));
+            return Err(ApiError::BadRequest(format!(
+                "at most {MAX_FILES} files in one upload"
+            )));
         }
         let rank = stored.len() as i64;
         let stream = futures::stream::unfold(field, |mut f| async move {
@@ -229,14 +260,18 @@ where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::fmt::Display,
 {
-    let t = state.blobs.store_trace(id, rank, stream, budget).await.map_err(|e| match e {
-        StoreError::NotATrace(why) => {
-            ApiError::BadRequest(format!("{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"))
-        }
-        StoreError::TooLarge => too_large(state.max_upload_bytes),
-        StoreError::Read(e) => ApiError::BadRequest(format!("the upload was interrupted: {e}")),
-        StoreError::Write(e) => ApiError::Internal(format!("writing the blob failed: {e}")),
-    })?;
+    let t = state
+        .blobs
+        .store_trace(id, rank, stream, budget)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotATrace(why) => ApiError::BadRequest(format!(
+                "{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"
+            )),
+            StoreError::TooLarge => too_large(state.max_upload_bytes),
+            StoreError::Read(e) => ApiError::BadRequest(format!("the upload was interrupted: {e}")),
+            StoreError::Write(e) => ApiError::Internal(format!("writing the blob failed: {e}")),
+        })?;
     let file_name = if file_name == "trace" {
         format!("trace.{}", t.encoding.suffix())
     } else {

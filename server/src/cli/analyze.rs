@@ -1,15 +1,16 @@
 //! `kinetoscope analyze` and `kinetoscope diff` on local files.
 
 use anyhow::Context;
+use kinetoscope_trace::import::ReadOptions;
+use kinetoscope_trace::AnalysisOptions;
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{Diff, Summary};
 use std::fmt::Write as _;
 use std::path::Path;
-use kinetoscope_trace::import::ReadOptions;
-use kinetoscope_trace::AnalysisOptions;
 
 fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
-    kinetoscope_trace::analyze_file(file, &ReadOptions::default(), opts).with_context(|| format!("{}", file.display()))
+    kinetoscope_trace::analyze_file(file, &ReadOptions::default(), opts)
+        .with_context(|| format!("{}", file.display()))
 }
 
 /// Cuts a name to `n` characters, marking the cut.
@@ -47,7 +48,10 @@ pub fn render(s: &Summary, rows: usize) -> String {
         t.events,
         t.kernels,
         time_us(t.span_us),
-        t.devices.first().map(|d| format!(", {d}")).unwrap_or_default(),
+        t.devices
+            .first()
+            .map(|d| format!(", {d}"))
+            .unwrap_or_default(),
         match (t.rank, t.world_size) {
             (Some(r), Some(w)) => format!(", rank {r} of {w}"),
             _ => String::new(),
@@ -76,10 +80,24 @@ pub fn render(s: &Summary, rows: usize) -> String {
         let _ = writeln!(o, "Note: {note}");
     }
 
-    let _ = writeln!(o, "\nOps by self device time ({} of {})", rows.min(s.ops.len()), s.ops.len());
+    let _ = writeln!(
+        o,
+        "\nOps by self device time ({} of {})",
+        rows.min(s.ops.len()),
+        s.ops.len()
+    );
     let header = format!(
         "{:<48} {:>10} {:>10} {:>11} {:>12} {:>10} {:>8} {:>7} {:>9} {:>10}",
-        "Name", "Self CPU", "CPU total", "Self device", "Device total", "Avg device", "Calls", "Share", "Bytes", "Rate"
+        "Name",
+        "Self CPU",
+        "CPU total",
+        "Self device",
+        "Device total",
+        "Avg device",
+        "Calls",
+        "Share",
+        "Bytes",
+        "Rate"
     );
     let _ = writeln!(o, "{header}\n{}", "-".repeat(header.chars().count()));
     for r in s.ops.iter().take(rows) {
@@ -99,7 +117,12 @@ pub fn render(s: &Summary, rows: usize) -> String {
         );
         // Input signatures that split the op's time (most device time first).
         if r.input_shapes.len() > 1 && r.self_device_us > 0.0 {
-            for g in r.input_shapes.iter().take(3).filter(|g| g.self_device_us > 0.0) {
+            for g in r
+                .input_shapes
+                .iter()
+                .take(3)
+                .filter(|g| g.self_device_us > 0.0)
+            {
                 let label = match &g.conversion {
                     Some(c) => format!("  {c} {}", g.shapes),
                     None => format!("  {} {}", g.shapes, g.dtypes),
@@ -123,7 +146,12 @@ pub fn render(s: &Summary, rows: usize) -> String {
     }
 
     let k_rows = rows.min(15);
-    let _ = writeln!(o, "\nTop kernels ({} of {})", k_rows.min(s.kernels.len()), s.kernels.len());
+    let _ = writeln!(
+        o,
+        "\nTop kernels ({} of {})",
+        k_rows.min(s.kernels.len()),
+        s.kernels.len()
+    );
     let header = format!(
         "{:<60} {:<13} {:>8} {:>10} {:>10} {:>7}  {}",
         "Kernel", "Category", "Calls", "Total", "Avg", "Share", "Launched by"
@@ -133,7 +161,12 @@ pub fn render(s: &Summary, rows: usize) -> String {
         let by = k
             .launched_by
             .first()
-            .map(|c| c.chain.last().cloned().unwrap_or_else(|| format!("({})", c.launch)))
+            .map(|c| {
+                c.chain
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| format!("({})", c.launch))
+            })
             .unwrap_or_default();
         let _ = writeln!(
             o,
@@ -162,7 +195,10 @@ pub fn render(s: &Summary, rows: usize) -> String {
                     time_us(g.total_us),
                     time_us(g.avg_us),
                     pct(g.pct),
-                    g.conversion.clone().or_else(|| g.op.clone()).unwrap_or_default()
+                    g.conversion
+                        .clone()
+                        .or_else(|| g.op.clone())
+                        .unwrap_or_default()
                 );
             }
         }
@@ -175,7 +211,9 @@ pub fn render(s: &Summary, rows: usize) -> String {
             s.layers.count,
             s.layers.method,
             s.layers.detail,
-            time_us(s.layers.items.iter().map(|l| l.device_us).sum::<f64>() / s.layers.count as f64)
+            time_us(
+                s.layers.items.iter().map(|l| l.device_us).sum::<f64>() / s.layers.count as f64
+            )
         );
     }
 
@@ -194,10 +232,17 @@ pub fn diff(a: &Path, b: &Path, json: bool, rows: usize) -> anyhow::Result<()> {
     let (sa, sb) = std::thread::scope(|scope| {
         let ha = scope.spawn(|| load(a, &opts));
         let hb = scope.spawn(|| load(b, &opts));
-        (ha.join().expect("analysis panicked"), hb.join().expect("analysis panicked"))
+        (
+            ha.join().expect("analysis panicked"),
+            hb.join().expect("analysis panicked"),
+        )
     });
     let (sa, sb) = (sa?, sb?);
-    let name = |p: &Path| p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
     let d = kinetoscope_trace::diff::diff(
         &kinetoscope_trace::diff::Side {
             id: "a",
@@ -247,7 +292,11 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
     }
     for (title, table) in [("Ops (self device time)", &d.ops), ("Kernels", &d.kernels)] {
         let _ = writeln!(o, "\n{title}, {}", d.basis);
-        let _ = writeln!(o, "{:<60} {:>10} {:>10} {:>11} {:>8} {:>12}", "Name", "A", "B", "Delta", "Change", "Calls A->B");
+        let _ = writeln!(
+            o,
+            "{:<60} {:>10} {:>10} {:>11} {:>8} {:>12}",
+            "Name", "A", "B", "Delta", "Change", "Calls A->B"
+        );
         for r in table.iter().take(rows) {
             let _ = writeln!(
                 o,

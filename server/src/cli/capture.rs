@@ -18,7 +18,11 @@ pub struct CaptureArgs {
     #[arg(long, default_value = "")]
     pub name: String,
     /// The server's base URL.
-    #[arg(long, env = "KINETOSCOPE_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "KINETOSCOPE_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub server: String,
     /// Write token, when the server requires one.
     #[arg(long, env = "KINETOSCOPE_TOKEN")]
@@ -32,12 +36,14 @@ pub struct CaptureArgs {
 pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let server = args.server.trim_end_matches('/').to_string();
     let client = reqwest::Client::new();
-    let mut req = client.post(format!("{server}/api/captures")).json(&CaptureRequest {
-        engine: args.engine.clone(),
-        num_steps: args.steps,
-        name: args.name.clone(),
-        ..Default::default()
-    });
+    let mut req = client
+        .post(format!("{server}/api/captures"))
+        .json(&CaptureRequest {
+            engine: args.engine.clone(),
+            num_steps: args.steps,
+            name: args.name.clone(),
+            ..Default::default()
+        });
     if let Some(t) = &args.token {
         req = req.bearer_auth(t);
     }
@@ -52,12 +58,19 @@ pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
     }
     let mut last = String::new();
     loop {
-        let resp = client.get(format!("{server}/api/runs/{}", created.id)).send().await?;
+        let resp = client
+            .get(format!("{server}/api/runs/{}", created.id))
+            .send()
+            .await?;
         if !resp.status().is_success() {
             return Err(super::http_error(resp).await);
         }
         let run: RunInfo = resp.json().await?;
-        let now = if run.stage.is_empty() { run.status.to_string() } else { format!("{} ({})", run.status, run.stage) };
+        let now = if run.stage.is_empty() {
+            run.status.to_string()
+        } else {
+            format!("{} ({})", run.status, run.stage)
+        };
         if now != last {
             eprintln!("{now}");
             last = now;

@@ -1,9 +1,9 @@
 //! `kinetoscope generate`: writes a generated decode trace.
 
 use clap::Args;
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Variant};
 use std::io::Write;
 use std::path::PathBuf;
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Variant};
 
 /// Arguments of `generate`.
 #[derive(Args, Clone, Debug)]
@@ -87,5 +87,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
 }
 
 fn flate2_encoder<W: Write>(w: W) -> kinetoscope_trace::import::input::GzEncoder<W> {
-    kinetoscope_trace::import::input::GzEncoder::new(w, kinetoscope_trace::import::input::GzLevel::default())
+    kinetoscope_trace::import::input::GzEncoder::new(
+        w,
+        kinetoscope_trace::import::input::GzLevel::default(),
+    )
 }

@@ -5,10 +5,10 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use kinetoscope_trace::import::{read_head, Encoding};
 use kinetoscope_types::Created;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use kinetoscope_trace::import::{read_head, Encoding};
 
 /// Arguments of `upload`.
 #[derive(Args, Clone, Debug)]
@@ -17,7 +17,11 @@ pub struct UploadArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// The server's base URL.
-    #[arg(long, env = "KINETOSCOPE_SERVER", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "KINETOSCOPE_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub server: String,
     /// Run name [default: the first file's name].
     #[arg(long)]
@@ -51,9 +55,16 @@ fn file_body(path: &Path, bar: ProgressBar) -> anyhow::Result<(reqwest::Body, St
         .with_context(|| format!("reading {}", path.display()))?;
     let encoding = encoding.map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
     let file = std::fs::File::open(path)?;
-    let base = path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_else(|| "trace".into());
+    let base = path
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_else(|| "trace".into());
     let compress = encoding == Encoding::Json;
-    let name = if compress { format!("{base}.zst") } else { base };
+    let name = if compress {
+        format!("{base}.zst")
+    } else {
+        base
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     std::thread::spawn(move || {
         let counted = Counting { inner: file, bar };
@@ -100,13 +111,19 @@ pub async fn run(args: UploadArgs) -> anyhow::Result<()> {
     let total: u64 = args
         .files
         .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).with_context(|| format!("{}", f.display())))
+        .map(|f| {
+            std::fs::metadata(f)
+                .map(|m| m.len())
+                .with_context(|| format!("{}", f.display()))
+        })
         .sum::<anyhow::Result<u64>>()?;
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_message("uploading");
     let server = args.server.trim_end_matches('/').to_string();
@@ -125,22 +142,32 @@ pub async fn run(args: UploadArgs) -> anyhow::Result<()> {
     }
     req = if args.files.len() == 1 {
         let (body, _) = file_body(&args.files[0], bar.clone())?;
-        req.header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(body)
+        req.header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .body(body)
     } else {
         let mut form = reqwest::multipart::Form::new();
         for f in &args.files {
             let (body, name) = file_body(f, bar.clone())?;
-            form = form.part("file", reqwest::multipart::Part::stream(body).file_name(name));
+            form = form.part(
+                "file",
+                reqwest::multipart::Part::stream(body).file_name(name),
+            );
         }
         req.multipart(form)
     };
-    let resp = req.send().await.with_context(|| format!("sending to {server}"))?;
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("sending to {server}"))?;
     bar.finish_and_clear();
     if !resp.status().is_success() {
         return Err(super::http_error(resp).await);
     }
     let created: Created = resp.json().await?;
     println!("{server}{}", created.url);
-    eprintln!("run {} is {}: it will be analyzed in the background", created.id, created.status);
+    eprintln!(
+        "run {} is {}: it will be analyzed in the background",
+        created.id, created.status
+    );
     Ok(())
 }

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// A shared trace.
@@ -24,7 +27,8 @@ pub fn shared_trace(name: &str) -> PathBuf {
 
 /// The PostgreSQL server of the test machine (trust auth, database `test`).
 pub fn postgres_admin_url() -> String {
-    std::env::var("KINETOSCOPE_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("KINETOSCOPE_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 /// Creates a fresh PostgreSQL database for one test and returns its URL.
@@ -36,15 +40,26 @@ pub async fn fresh_postgres() -> String {
         .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is needed for this test: {e}"));
     // Test databases are named with their creation time; those left by
     // runs over an hour ago are dropped (one in use refuses, which is fine).
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let old: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'kinetoscope_test_%'")
-        .fetch_all(&mut conn)
-        .await
-        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let old: Vec<String> = sqlx::query_scalar(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'kinetoscope_test_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
     for db in old {
-        let born: u64 = db.split('_').nth(2).and_then(|t| t.parse().ok()).unwrap_or(0);
+        let born: u64 = db
+            .split('_')
+            .nth(2)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
         if now.saturating_sub(born) > 3600 {
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}")).execute(&mut conn).await;
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db}"))
+                .execute(&mut conn)
+                .await;
         }
     }
     let name = format!(
@@ -55,7 +70,10 @@ pub async fn fresh_postgres() -> String {
         .execute(&mut conn)
         .await
         .expect("create test database");
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(admin);
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .unwrap_or(admin);
     format!("{base}/{name}")
 }
 
@@ -131,7 +149,9 @@ impl TestServer {
     }
 
     pub async fn start_in(data: tempfile::TempDir, o: Opts) -> TestServer {
-        let running = server::start(serve_args(data.path(), &o)).await.expect("server starts");
+        let running = server::start(serve_args(data.path(), &o))
+            .await
+            .expect("server starts");
         TestServer {
             api: Api::new(&format!("http://{}", running.addr)),
             data,
@@ -149,7 +169,11 @@ impl TestServer {
 
 /// A free TCP port on loopback.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// ChromeDriver with a headless Chromium session.
@@ -161,7 +185,8 @@ pub struct Browser {
 
 impl Browser {
     pub async fn start() -> Browser {
-        let chromedriver = std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        let chromedriver =
+            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
         assert!(
             Path::new(&chromedriver).exists(),
             "ChromeDriver is needed for the browser tests ({chromedriver}); `make test` installs chromium and chromium-driver"
@@ -187,10 +212,12 @@ impl Browser {
         .unwrap();
         let start = Instant::now();
         let client = loop {
-            match fantoccini::ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-                .capabilities(caps.clone())
-                .connect(&format!("http://127.0.0.1:{port}"))
-                .await
+            match fantoccini::ClientBuilder::new(
+                hyper_util::client::legacy::connect::HttpConnector::new(),
+            )
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
             {
                 Ok(c) => break c,
                 Err(e) if start.elapsed() < Duration::from_secs(30) => {
@@ -221,8 +248,16 @@ impl Browser {
     pub async fn wait_js(&self, expr: &str, timeout: Duration) -> serde_json::Value {
         let start = Instant::now();
         loop {
-            let v = self.client.execute(&format!("return ({expr});"), vec![]).await.unwrap();
-            if !(v.is_null() || v == serde_json::json!(false) || v == serde_json::json!("") || v == serde_json::json!(0)) {
+            let v = self
+                .client
+                .execute(&format!("return ({expr});"), vec![])
+                .await
+                .unwrap();
+            if !(v.is_null()
+                || v == serde_json::json!(false)
+                || v == serde_json::json!("")
+                || v == serde_json::json!(0))
+            {
                 return v;
             }
             assert!(start.elapsed() < timeout, "timed out waiting for {expr}");
@@ -296,7 +331,12 @@ pub async fn raw_db(url: &str) -> sqlx::AnyPool {
 /// Runs a query returning one i64.
 pub async fn scalar(pool: &sqlx::AnyPool, sql: &str) -> i64 {
     use sqlx::Row;
-    sqlx::query(sql).fetch_one(pool).await.unwrap().try_get::<i64, _>(0).unwrap()
+    sqlx::query(sql)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+        .try_get::<i64, _>(0)
+        .unwrap()
 }
 
 /// A `kinetoscope` process.
@@ -325,10 +365,16 @@ impl Proc {
         if let Some(u) = &p.url {
             let start = Instant::now();
             loop {
-                if reqwest::get(format!("{u}/healthz")).await.is_ok_and(|r| r.status().is_success()) {
+                if reqwest::get(format!("{u}/healthz"))
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                {
                     break;
                 }
-                assert!(start.elapsed() < Duration::from_secs(30), "kinetoscope serve did not start");
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "kinetoscope serve did not start"
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -363,13 +409,32 @@ impl Api {
     }
 
     pub async fn upload(&self, bytes: Vec<u8>, name: &str) -> Created {
-        let resp = self.http.post(format!("{}/api/runs", self.url)).query(&[("name", name)]).body(bytes).send().await.unwrap();
-        assert_eq!(resp.status(), 201, "upload refused: {}", resp.text().await.unwrap_or_default());
+        let resp = self
+            .http
+            .post(format!("{}/api/runs", self.url))
+            .query(&[("name", name)])
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            201,
+            "upload refused: {}",
+            resp.text().await.unwrap_or_default()
+        );
         resp.json().await.unwrap()
     }
 
     pub async fn run(&self, id: &str) -> RunInfo {
-        self.http.get(format!("{}/api/runs/{id}", self.url)).send().await.unwrap().json().await.unwrap()
+        self.http
+            .get(format!("{}/api/runs/{id}", self.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 
     /// Waits until the run is done or failed.
@@ -380,7 +445,12 @@ impl Api {
             if matches!(r.status.as_str(), "done" | "failed") && r.stage.is_empty() {
                 return r;
             }
-            assert!(start.elapsed() < timeout, "run {id} still {} ({}) after {timeout:?}", r.status, r.stage);
+            assert!(
+                start.elapsed() < timeout,
+                "run {id} still {} ({}) after {timeout:?}",
+                r.status,
+                r.stage
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -390,7 +460,12 @@ impl Api {
     }
 
     pub async fn get_json<T: serde::de::DeserializeOwned>(&self, path: &str) -> T {
-        let resp = self.http.get(format!("{}{path}", self.url)).send().await.unwrap();
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
         assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
         resp.json().await.unwrap()
     }
@@ -411,7 +486,10 @@ pub fn small_trace(steps: u32, layers: u32) -> Vec<u8> {
 
 /// A request body fed chunk by chunk through the returned sender (so a test
 /// can stop half-way).
-pub fn streaming_body() -> (tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>, reqwest::Body) {
+pub fn streaming_body() -> (
+    tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    reqwest::Body,
+) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
     let body = reqwest::Body::wrap_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     (tx, body)

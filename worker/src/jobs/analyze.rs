@@ -14,9 +14,15 @@ use std::time::Duration;
 pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     let transient = |e: &dyn std::fmt::Display| JobError::Transient(e.to_string());
     let Some((trace, options)) = runner.db.job_trace(job).await.map_err(|e| transient(&e))? else {
-        return Err(JobError::BadInput("the run or its trace no longer exists".into()));
+        return Err(JobError::BadInput(
+            "the run or its trace no longer exists".into(),
+        ));
     };
-    runner.db.start_analysis(job).await.map_err(|e| transient(&e))?;
+    runner
+        .db
+        .start_analysis(job)
+        .await
+        .map_err(|e| transient(&e))?;
     let reader = runner
         .blobs
         .reader(&trace.blob_key)
@@ -64,10 +70,16 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     beat.abort();
     let (summary, json) = match outcome {
         Ok(Ok(Ok(pair))) => pair,
-        Ok(Ok(Err(e))) => return Err(JobError::Transient(format!("encoding the summary failed: {e}"))),
+        Ok(Ok(Err(e))) => {
+            return Err(JobError::Transient(format!(
+                "encoding the summary failed: {e}"
+            )))
+        }
         Ok(Err(e)) => {
             return Err(match e {
-                TraceError::Io(io) => JobError::Transient(format!("reading the stored trace failed: {io}")),
+                TraceError::Io(io) => {
+                    JobError::Transient(format!("reading the stored trace failed: {io}"))
+                }
                 bad => JobError::BadInput(bad.to_string()),
             })
         }
@@ -76,10 +88,16 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             let msg = join
                 .try_into_panic()
                 .ok()
-                .and_then(|p| p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())))
+                .and_then(|p| {
+                    p.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                })
                 .unwrap_or_else(|| "cancelled".into());
             tracing::error!(job = job.id, %msg, "analyzer panicked");
-            return Err(JobError::BadInput(format!("the analyzer failed on this trace (internal error: {msg})")));
+            return Err(JobError::BadInput(format!(
+                "the analyzer failed on this trace (internal error: {msg})"
+            )));
         }
     };
     let stored = runner
@@ -88,9 +106,15 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         .await
         .map_err(|e| transient(&e))?;
     if !stored {
-        tracing::warn!(job = job.id, "job was reclaimed by another worker; result dropped");
+        tracing::warn!(
+            job = job.id,
+            "job was reclaimed by another worker; result dropped"
+        );
         return Ok(());
     }
     crate::metrics::trace_analyzed(trace.bytes as u64, summary.trace.json_bytes);
-    runner.finish_run_if_complete(&job.run_id).await.map_err(|e| transient(&e))
+    runner
+        .finish_run_if_complete(&job.run_id)
+        .await
+        .map_err(|e| transient(&e))
 }

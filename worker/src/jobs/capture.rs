@@ -21,12 +21,12 @@
 //!   `seconds_per_step` (default 0.1 s), then stops and collects the files
 //!   that are new since the start.
 
+use super::{JobError, Runner};
 use crate::blobs::StoreError;
 use crate::db::{Job, NewTrace};
-use super::{JobError, Runner};
 use crate::engines::Engine;
-use kinetoscope_trace::ranks::{rank_key, RankKey};
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::ranks::{rank_key, RankKey};
 use kinetoscope_types::{CaptureRequest, EngineFlavour};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -41,7 +41,9 @@ fn bad(msg: impl Into<String>) -> JobError {
 
 /// Whether a file name is a trace an engine writes.
 fn is_trace_file(name: &str) -> bool {
-    name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") || name.ends_with(".pt.trace.json.gz")
+    name.ends_with(".trace.json.gz")
+        || name.ends_with(".trace.json")
+        || name.ends_with(".pt.trace.json.gz")
 }
 
 /// Tracks the files of a capture folder until they are complete.
@@ -69,7 +71,9 @@ impl Collector {
     /// look is read to the end, and counts once it parses as a trace.
     /// Returns how many files exist (complete or not).
     async fn poll(&mut self) -> usize {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else { return 0 };
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
         let mut seen = 0;
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -88,9 +92,11 @@ impl Collector {
             }
             let path = e.path();
             let p = path.clone();
-            let complete = tokio::task::spawn_blocking(move || read_trace_file(&p, &ReadOptions::default()).is_ok())
-                .await
-                .unwrap_or(false);
+            let complete = tokio::task::spawn_blocking(move || {
+                read_trace_file(&p, &ReadOptions::default()).is_ok()
+            })
+            .await
+            .unwrap_or(false);
             if complete {
                 self.done.insert(key, path);
             }
@@ -115,16 +121,31 @@ async fn load(runner: &Runner, job: &Job) -> Result<(CaptureRequest, Engine), Jo
         .iter()
         .find(|e| e.name == req.engine)
         .cloned()
-        .ok_or_else(|| bad(format!("no engine named {:?} is configured on this worker", req.engine)))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "no engine named {:?} is configured on this worker",
+                req.engine
+            ))
+        })?;
     Ok((req, engine))
 }
 
 async fn stage(runner: &Runner, job: &Job, words: &str) {
-    let _ = runner.db.set_stage(&job.run_id, kinetoscope_types::RunStatus::Capturing, words).await;
-    let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+    let _ = runner
+        .db
+        .set_stage(&job.run_id, kinetoscope_types::RunStatus::Capturing, words)
+        .await;
+    let _ = runner
+        .db
+        .heartbeat(job, runner.config.lease.as_millis() as i64, None)
+        .await;
 }
 
-async fn post(http: &reqwest::Client, url: &str, body: Option<serde_json::Value>) -> Result<(), JobError> {
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    body: Option<serde_json::Value>,
+) -> Result<(), JobError> {
     let mut req = http.post(url).timeout(Duration::from_secs(600));
     if let Some(b) = body {
         req = req.json(&b);
@@ -137,7 +158,10 @@ async fn post(http: &reqwest::Client, url: &str, body: Option<serde_json::Value>
     if !status.is_success() {
         let text = resp.text().await.unwrap_or_default();
         let text: String = text.chars().take(300).collect();
-        return Err(bad(format!("the engine refused {url}: {status} {}", text.trim())));
+        return Err(bad(format!(
+            "the engine refused {url}: {status} {}",
+            text.trim()
+        )));
     }
     Ok(())
 }
@@ -153,8 +177,12 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     let (dir, mut collector) = match engine.flavour {
         EngineFlavour::Sglang => {
             let dir = Path::new(&engine.trace_dir).join(format!("kinetoscope-{}", job.run_id));
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| bad(format!("cannot create the capture folder {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                bad(format!(
+                    "cannot create the capture folder {}: {e}",
+                    dir.display()
+                ))
+            })?;
             let body = serde_json::json!({
                 "output_dir": dir.display().to_string(),
                 "num_steps": req.num_steps,
@@ -170,11 +198,17 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         EngineFlavour::Vllm => {
             let dir = PathBuf::from(&engine.trace_dir);
             let before: HashSet<String> = std::fs::read_dir(&dir)
-                .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().to_string()).collect())
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().to_string())
+                        .collect()
+                })
                 .unwrap_or_default();
             post(&http, &format!("{base}/start_profile"), None).await?;
             stage(runner, job, "profiling").await;
-            let window = Duration::from_secs_f64(req.num_steps as f64 * engine.seconds_per_step.unwrap_or(0.1));
+            let window = Duration::from_secs_f64(
+                req.num_steps as f64 * engine.seconds_per_step.unwrap_or(0.1),
+            );
             tokio::time::sleep(window).await;
             stage(runner, job, "stopping").await;
             // Returns once every rank has written its trace.
@@ -204,10 +238,16 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
                 stage(runner, job, &words).await;
                 last_words = words;
             } else {
-                let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+                let _ = runner
+                    .db
+                    .heartbeat(job, runner.config.lease.as_millis() as i64, None)
+                    .await;
             }
         } else {
-            let _ = runner.db.heartbeat(job, runner.config.lease.as_millis() as i64, None).await;
+            let _ = runner
+                .db
+                .heartbeat(job, runner.config.lease.as_millis() as i64, None)
+                .await;
         }
         let idle = runner.config.capture_idle;
         if first_file.is_none() && started.elapsed() >= idle {
@@ -216,7 +256,10 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
                 let _ = post(&http, &format!("{base}/stop_profile"), None).await;
                 let _ = std::fs::remove_dir_all(&dir);
             }
-            return Err(bad(format!("engine idle: no steps ran in {} s", idle.as_secs())));
+            return Err(bad(format!(
+                "engine idle: no steps ran in {} s",
+                idle.as_secs()
+            )));
         }
         if started.elapsed() >= runner.config.capture_timeout {
             return Err(bad(format!(
@@ -252,20 +295,32 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
 }
 
 /// Copies one rank's file into the blob store (the same path uploads take).
-async fn store(runner: &Runner, run_id: &str, rank: i64, path: &Path) -> Result<NewTrace, JobError> {
+async fn store(
+    runner: &Runner,
+    run_id: &str,
+    rank: i64,
+    path: &Path,
+) -> Result<NewTrace, JobError> {
     let file = tokio::fs::File::open(path)
         .await
         .map_err(|e| JobError::Transient(format!("reading {}: {e}", path.display())))?;
     let stream = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20);
-    let t = runner.blobs.store_trace(run_id, rank, stream, u64::MAX).await.map_err(|e| match e {
-        StoreError::NotATrace(why) => bad(format!("{}: {why}", path.display())),
-        StoreError::TooLarge => bad(format!("{}: too large", path.display())),
-        StoreError::Read(e) => JobError::Transient(format!("reading {}: {e}", path.display())),
-        StoreError::Write(e) => JobError::Transient(format!("storing {}: {e}", path.display())),
-    })?;
+    let t = runner
+        .blobs
+        .store_trace(run_id, rank, stream, u64::MAX)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotATrace(why) => bad(format!("{}: {why}", path.display())),
+            StoreError::TooLarge => bad(format!("{}: too large", path.display())),
+            StoreError::Read(e) => JobError::Transient(format!("reading {}: {e}", path.display())),
+            StoreError::Write(e) => JobError::Transient(format!("storing {}: {e}", path.display())),
+        })?;
     Ok(NewTrace {
         rank,
-        file_name: path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(),
+        file_name: path
+            .file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default(),
         blob_key: t.key,
         bytes: t.bytes as i64,
         sha256: t.sha256,

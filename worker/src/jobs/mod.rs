@@ -80,7 +80,10 @@ impl Runner {
     /// at start and every few minutes.
     pub async fn run(self, concurrency: usize, stop: CancellationToken) {
         match self.db.enqueue_stale(ANALYZER_VERSION).await {
-            Ok(n) if n > 0 => tracing::info!(queued = n, "re-analyzing traces from older analyzer versions"),
+            Ok(n) if n > 0 => tracing::info!(
+                queued = n,
+                "re-analyzing traces from older analyzer versions"
+            ),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "could not queue stale analyses"),
         }
@@ -168,8 +171,15 @@ impl Runner {
                 } else {
                     format!("{reason} (gave up after {} attempts)", job.attempts)
                 };
-                let _ = self.db.fail_job(&job, &reason, retry.then_some(delay)).await;
-                if retry { "retry" } else { "failed" }
+                let _ = self
+                    .db
+                    .fail_job(&job, &reason, retry.then_some(delay))
+                    .await;
+                if retry {
+                    "retry"
+                } else {
+                    "failed"
+                }
             }
         };
         crate::metrics::job_finished(job.kind.as_str(), outcome, started.elapsed());
@@ -193,7 +203,9 @@ impl Runner {
         let cross = (parsed.len() > 1).then(|| kinetoscope_trace::ranks::cross_rank(&parsed));
         let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
         let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
-        self.db.complete_run(run_id, &headline, cross_json.as_deref()).await
+        self.db
+            .complete_run(run_id, &headline, cross_json.as_deref())
+            .await
     }
 }
 

@@ -47,10 +47,14 @@ fn ensure_traces() -> (PathBuf, PathBuf, u64) {
     let gz = dir.join("decode-v2-30x78.json.gz");
     let size_file = dir.join("decode-v2-30x78.json.size");
     if !zst.exists() || !gz.exists() || !size_file.exists() {
-        eprintln!("generating the 30 x 78 decode trace (once) in {}", dir.display());
+        eprintln!(
+            "generating the 30 x 78 decode trace (once) in {}",
+            dir.display()
+        );
         let t = Instant::now();
         let p = kinetoscope_trace::generate::DecodeParams::default();
-        let mut enc = zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
+        let mut enc =
+            zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
         let truth = kinetoscope_trace::generate::write_decode_trace(&p, &mut enc).unwrap();
         enc.finish().unwrap().flush().unwrap();
         let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
@@ -67,7 +71,11 @@ fn ensure_traces() -> (PathBuf, PathBuf, u64) {
             t.elapsed().as_secs_f64()
         );
     }
-    let json_bytes = std::fs::read_to_string(&size_file).unwrap().trim().parse().unwrap();
+    let json_bytes = std::fs::read_to_string(&size_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     (zst, gz, json_bytes)
 }
 
@@ -85,7 +93,8 @@ fn run_phase(phase: &str, file: &Path) {
             let _: serde::de::IgnoredAny = serde_json::from_slice(&bytes).unwrap();
         }
         "analyze" => {
-            let s = kinetoscope_trace::analyze_file(file, &Default::default(), &Default::default()).unwrap();
+            let s = kinetoscope_trace::analyze_file(file, &Default::default(), &Default::default())
+                .unwrap();
             let json = serde_json::to_string(&s).unwrap();
             assert!(json.len() > 1000 && s.trace.events > 1_000_000);
         }
@@ -100,8 +109,16 @@ fn measure(phase: &str, file: &Path) -> (f64, u64) {
     let mut best = f64::MAX;
     let mut rss = 0;
     for _ in 0..RUNS {
-        let out = Command::new(&exe).args(["--phase", phase]).arg(file).output().unwrap();
-        assert!(out.status.success(), "{phase}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(&exe)
+            .args(["--phase", phase])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{phase}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8_lossy(&out.stdout);
         let line = text.lines().last().unwrap_or_default();
         let mut it = line.split_whitespace();
@@ -130,7 +147,11 @@ fn main() {
     );
     let (floor, floor_rss) = measure("floor", &zst);
     let rows = [
-        ("floor: zstd decompress + serde IgnoredAny", floor, floor_rss),
+        (
+            "floor: zstd decompress + serde IgnoredAny",
+            floor,
+            floor_rss,
+        ),
         {
             let (w, r) = measure("analyze", &zst);
             ("analyze .json.zst (end to end)", w, r)
@@ -140,7 +161,10 @@ fn main() {
             ("analyze .json.gz (end to end)", w, r)
         },
     ];
-    println!("{:<44} {:>8} {:>10} {:>12} {:>9}", "what", "wall s", "MB/s JSON", "peak RSS MB", "x floor");
+    println!(
+        "{:<44} {:>8} {:>10} {:>12} {:>9}",
+        "what", "wall s", "MB/s JSON", "peak RSS MB", "x floor"
+    );
     for (what, wall, rss) in rows {
         println!(
             "{:<44} {:>8.3} {:>10.0} {:>12.1} {:>9.2}",

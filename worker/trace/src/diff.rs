@@ -132,7 +132,12 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         s.ops
             .iter()
             .filter(|o| o.self_device_us > 0.0)
-            .map(|o| (o.name.clone(), (o.self_device_us / n, o.calls as f64 / n, None)))
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    (o.self_device_us / n, o.calls as f64 / n, None),
+                )
+            })
             .collect()
     };
     let (oa, ob) = (ops_of(sa, na), ops_of(sb, nb));
@@ -142,15 +147,23 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let kernels_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.kernels
             .iter()
-            .map(|k| (k.name.clone(), (k.total_us / n, k.calls as f64 / n, Some(k.category))))
+            .map(|k| {
+                (
+                    k.name.clone(),
+                    (k.total_us / n, k.calls as f64 / n, Some(k.category)),
+                )
+            })
             .collect()
     };
     let (ka, kb) = (kernels_of(sa, na), kernels_of(sb, nb));
     let (mut kernel_rows, added_k, removed_k) = delta_rows(&ka, &kb);
     let group = |names: &[String], map: &HashMap<String, (f64, f64, Option<KernelCategory>)>| {
-        let mut g: BTreeMap<String, (f64, f64, Vec<String>, Option<KernelCategory>)> = BTreeMap::new();
+        let mut g: BTreeMap<String, (f64, f64, Vec<String>, Option<KernelCategory>)> =
+            BTreeMap::new();
         for n in names {
-            let e = g.entry(normalized_name(n)).or_insert((0.0, 0.0, Vec::new(), None));
+            let e = g
+                .entry(normalized_name(n))
+                .or_insert((0.0, 0.0, Vec::new(), None));
             let (us, calls, cat) = &map[n];
             e.0 += us;
             e.1 += calls;
@@ -191,7 +204,12 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         s.gpu_time
             .by_category
             .iter()
-            .map(|c| (c.category.as_str().to_string(), (c.us / n, c.calls as f64 / n, None)))
+            .map(|c| {
+                (
+                    c.category.as_str().to_string(),
+                    (c.us / n, c.calls as f64 / n, None),
+                )
+            })
             .collect()
     };
     let (ca, cb) = (cats(sa, na), cats(sb, nb));
@@ -289,7 +307,11 @@ fn findings(
     kb: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
 ) -> Vec<DiffFinding> {
     let mut out: Vec<(f64, String)> = Vec::new();
-    let per = if d.basis == "per step" { " per step" } else { "" };
+    let per = if d.basis == "per step" {
+        " per step"
+    } else {
+        ""
+    };
     if d.basis == "per step" {
         out.push((
             1e12,
@@ -301,7 +323,10 @@ fn findings(
         ));
     } else {
         let (a, b) = (sa.gpu_time.gpu_op_us, sb.gpu_time.gpu_op_us);
-        out.push((1e12, format!("GPU time {} ({})", change_pct(change(a, b)), pair(a, b))));
+        out.push((
+            1e12,
+            format!("GPU time {} ({})", change_pct(change(a, b)), pair(a, b)),
+        ));
     }
     let scale = d.gpu_busy.a_us.max(d.gpu_busy.b_us).max(1e-9);
     for r in d.ops.iter().take(3) {
@@ -331,7 +356,12 @@ fn findings(
         if r.delta_us.abs() >= 0.05 * scale {
             out.push((
                 r.delta_us.abs() * 0.8,
-                format!("{} kernels {} ({}{per})", r.name, change_pct(r.change_pct), pair(r.a_us, r.b_us)),
+                format!(
+                    "{} kernels {} ({}{per})",
+                    r.name,
+                    change_pct(r.change_pct),
+                    pair(r.a_us, r.b_us)
+                ),
             ));
         }
     }
@@ -363,7 +393,11 @@ fn findings(
             ));
         }
     }
-    if let Some(l) = d.layers.iter().max_by(|x, y| x.delta_us.abs().total_cmp(&y.delta_us.abs())) {
+    if let Some(l) = d
+        .layers
+        .iter()
+        .max_by(|x, y| x.delta_us.abs().total_cmp(&y.delta_us.abs()))
+    {
         if !d.layers.is_empty() && l.delta_us.abs() >= 0.01 * scale {
             let total_a: f64 = d.layers.iter().map(|l| l.a_us).sum();
             let total_b: f64 = d.layers.iter().map(|l| l.b_us).sum();
@@ -379,7 +413,9 @@ fn findings(
         }
     }
     out.sort_by(|x, y| y.0.total_cmp(&x.0));
-    out.into_iter().map(|(_, text)| DiffFinding { text }).collect()
+    out.into_iter()
+        .map(|(_, text)| DiffFinding { text })
+        .collect()
 }
 
 /// Sentences on the cross-rank numbers of two multi-rank runs.
@@ -394,11 +430,17 @@ pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
             ),
         });
     }
-    let coll = |s: &RanksSummary| s.ranks.iter().map(|r| r.collective_us).sum::<f64>() / s.ranks.len().max(1) as f64;
+    let coll = |s: &RanksSummary| {
+        s.ranks.iter().map(|r| r.collective_us).sum::<f64>() / s.ranks.len().max(1) as f64
+    };
     let (ca, cb) = (coll(a), coll(b));
     if ca > 0.0 || cb > 0.0 {
         out.push(DiffFinding {
-            text: format!("collective time per rank {} ({})", change_pct(change(ca, cb)), pair(ca, cb)),
+            text: format!(
+                "collective time per rank {} ({})",
+                change_pct(change(ca, cb)),
+                pair(ca, cb)
+            ),
         });
     }
     out

@@ -45,7 +45,9 @@ impl std::str::FromStr for Variant {
         match s {
             "baseline" => Ok(Variant::Baseline),
             "gather-cast" | "gather-then-cast" | "patch" => Ok(Variant::GatherCast),
-            other => Err(format!("unknown variant {other:?}: use baseline or gather-cast")),
+            other => Err(format!(
+                "unknown variant {other:?}: use baseline or gather-cast"
+            )),
         }
     }
 }
@@ -68,7 +70,9 @@ impl std::str::FromStr for Mode {
             "eager" => Ok(Mode::Eager),
             "graph" | "full-graph" => Ok(Mode::Graph),
             "piecewise" => Ok(Mode::Piecewise),
-            other => Err(format!("unknown mode {other:?}: use eager, graph or piecewise")),
+            other => Err(format!(
+                "unknown mode {other:?}: use eager, graph or piecewise"
+            )),
         }
     }
 }
@@ -165,7 +169,8 @@ const CAST_GRID: [u32; 3] = [557_496, 1, 1];
 const GATHER_KERNEL: &str = "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::Float8_e4m3fn, long, unsigned int, 2, 2, -2, true>(at::cuda::detail::TensorInfo<c10::Float8_e4m3fn, unsigned int>, at::cuda::detail::TensorInfo<c10::Float8_e4m3fn const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, unsigned int, long)";
 const GEMM_KERNEL: &str = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas";
 const GEMM_F32_KERNEL: &str = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas";
-const ALLREDUCE_KERNEL: &str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+const ALLREDUCE_KERNEL: &str =
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 const RMS_NORM_KERNEL: &str = "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, c10::BFloat16 const*, float, int, int)";
 const SILU_KERNEL: &str = "void vllm::act_and_mul_kernel<c10::BFloat16, &(c10::BFloat16 vllm::silu_kernel<c10::BFloat16>(c10::BFloat16 const&)), true>(c10::BFloat16*, c10::BFloat16 const*, int)";
 
@@ -290,61 +295,113 @@ fn with_views(o: &Op) -> Op {
         .and_then(|v| v.into_iter().next())
         .filter(|d| d.is_array())
         .unwrap_or_else(|| serde_json::json!([BATCH, HIDDEN]));
-    let dims = format!("[{}, []]", serde_json::to_string(&first).unwrap_or_default().replace(',', ", "));
+    let dims = format!(
+        "[{}, []]",
+        serde_json::to_string(&first)
+            .unwrap_or_default()
+            .replace(',', ", ")
+    );
     o.children.insert(
         0,
-        op("aten::reshape", &dims, r#"["c10::BFloat16", ""]"#).with(vec![op("aten::view", &dims, r#"["c10::BFloat16", ""]"#)]),
+        op("aten::reshape", &dims, r#"["c10::BFloat16", ""]"#).with(vec![op(
+            "aten::view",
+            &dims,
+            r#"["c10::BFloat16", ""]"#,
+        )]),
     );
     o
 }
 
 fn empty() -> Op {
-    op("aten::empty", "[[], [], [], [], [], []]", r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#).cpu(0.6)
+    op(
+        "aten::empty",
+        "[[], [], [], [], [], []]",
+        r#"["", "Scalar", "Scalar", "", "Scalar", ""]"#,
+    )
+    .cpu(0.6)
 }
 
 /// `aten::linear` as it decomposes on GPU, launching one GEMM.
 fn linear(rows: u64, k: u64, out_features: u64, dur_us: f64) -> Op {
     let w = format!("[[{rows}, {k}], [{out_features}, {k}], []]");
-    let mut mm = op("aten::mm", &format!("[[{rows}, {k}], [{k}, {out_features}]]"), r#"["c10::BFloat16", "c10::BFloat16"]"#)
-        .cpu(3.0)
-        .launches(launch(GEMM_KERNEL, dur_us, [(out_features / 128).max(1) as u32, 1, 1], [128, 1, 1]));
+    let mut mm = op(
+        "aten::mm",
+        &format!("[[{rows}, {k}], [{k}, {out_features}]]"),
+        r#"["c10::BFloat16", "c10::BFloat16"]"#,
+    )
+    .cpu(3.0)
+    .launches(launch(
+        GEMM_KERNEL,
+        dur_us,
+        [(out_features / 128).max(1) as u32, 1, 1],
+        [128, 1, 1],
+    ));
     mm.flops = Some(2 * rows * k * out_features);
-    op("aten::linear", &w, r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
-        .with(vec![
-            op("aten::t", &format!("[[{out_features}, {k}]]"), r#"["c10::BFloat16"]"#).with(vec![op(
-                "aten::transpose",
-                &format!("[[{out_features}, {k}], [], []]"),
-                r#"["c10::BFloat16", "Scalar", "Scalar"]"#,
-            )
-            .with(vec![op("aten::as_strided", &format!("[[{out_features}, {k}], [], [], []]"), r#"["c10::BFloat16", "", "", ""]"#)])]),
-            mm,
-        ])
-        .cpu(1.5)
+    op(
+        "aten::linear",
+        &w,
+        r#"["c10::BFloat16", "c10::BFloat16", ""]"#,
+    )
+    .with(vec![
+        op(
+            "aten::t",
+            &format!("[[{out_features}, {k}]]"),
+            r#"["c10::BFloat16"]"#,
+        )
+        .with(vec![op(
+            "aten::transpose",
+            &format!("[[{out_features}, {k}], [], []]"),
+            r#"["c10::BFloat16", "Scalar", "Scalar"]"#,
+        )
+        .with(vec![op(
+            "aten::as_strided",
+            &format!("[[{out_features}, {k}], [], [], []]"),
+            r#"["c10::BFloat16", "", "", ""]"#,
+        )])]),
+        mm,
+    ])
+    .cpu(1.5)
 }
 
 fn all_reduce(dur_us: f64) -> Op {
     Op {
         annotation: true,
-        ..op("nccl:all_reduce", &format!("[[{BATCH}, {HIDDEN}]]"), r#"["c10::BFloat16"]"#)
+        ..op(
+            "nccl:all_reduce",
+            &format!("[[{BATCH}, {HIDDEN}]]"),
+            r#"["c10::BFloat16"]"#,
+        )
     }
-    .with(vec![op("record_param_comms", &format!("[[[{BATCH}, {HIDDEN}]]]"), r#"["TensorList"]"#)
-        .cpu(5.0)
-        .calling("cudaEventRecord")
-        .calling("cudaStreamWaitEvent")
-        .launches(Launch {
-            api: "cudaLaunchKernelExC",
-            ..launch(ALLREDUCE_KERNEL, dur_us, [8, 1, 1], [512, 1, 1])
-        })])
+    .with(vec![op(
+        "record_param_comms",
+        &format!("[[[{BATCH}, {HIDDEN}]]]"),
+        r#"["TensorList"]"#,
+    )
+    .cpu(5.0)
+    .calling("cudaEventRecord")
+    .calling("cudaStreamWaitEvent")
+    .launches(Launch {
+        api: "cudaLaunchKernelExC",
+        ..launch(ALLREDUCE_KERNEL, dur_us, [8, 1, 1], [512, 1, 1])
+    })])
 }
 
 /// A custom (vLLM `_C`) op launching one kernel.
 fn custom(name: &'static str, kernel: &str, dur_us: f64, shapes: &str) -> Op {
-    op(name, shapes, r#"["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar"]"#)
-        .with(vec![op("aten::empty_like", shapes, r#"["c10::BFloat16"]"#)
-            .with(vec![op("aten::empty_strided", "[[], [], [], [], [], []]", r#"["", "", "Scalar", "", "Scalar", ""]"#)])])
-        .cpu(2.5)
-        .calling("cudaGetLastError")
-        .launches(launch(kernel, dur_us, [BATCH as u32, 1, 1], [256, 1, 1]))
+    op(
+        name,
+        shapes,
+        r#"["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar"]"#,
+    )
+    .with(vec![op("aten::empty_like", shapes, r#"["c10::BFloat16"]"#)
+        .with(vec![op(
+            "aten::empty_strided",
+            "[[], [], [], [], [], []]",
+            r#"["", "", "Scalar", "", "Scalar", ""]"#,
+        )])])
+    .cpu(2.5)
+    .calling("cudaGetLastError")
+    .launches(launch(kernel, dur_us, [BATCH as u32, 1, 1], [256, 1, 1]))
 }
 
 /// A dtype as the profiler writes it, and the name of its copy kernel's lambda.
@@ -366,41 +423,102 @@ fn torch_type(t: &str) -> (&'static str, &'static str) {
 fn cast(dims: &str, from: &str, to: &str, dur_us: f64, grid: [u32; 3], role: Role) -> Op {
     let (src, _) = torch_type(from);
     let (dst, lambda) = torch_type(to);
-    let kernel = if from == to { copy_kernel(lambda) } else { cast_kernel(lambda) };
-    let mut o = op("aten::to", &format!("[{dims}, [], [], [], [], []]"), &format!(r#"["{src}", "Scalar", "Scalar", "Scalar", "Scalar", ""]"#))
-        .with(vec![op("aten::_to_copy", &format!("[{dims}, [], [], [], [], [], []]"), &format!(r#"["{src}", "Scalar", "", "", "", "Scalar", ""]"#))
-            .with(vec![
-                op("aten::empty_strided", "[[], [], [], [], [], []]", r#"["", "", "Scalar", "", "Scalar", ""]"#).cpu(0.6),
-                op("aten::copy_", &format!("[{dims}, {dims}, []]"), &format!(r#"["{dst}", "{src}", "Scalar"]"#))
-                    .cpu(3.0)
-                    .calling("cudaStreamIsCapturing")
-                    .launches(Launch {
-                        role,
-                        ..launch(kernel, dur_us, grid, [128, 1, 1])
-                    }),
-            ])]);
+    let kernel = if from == to {
+        copy_kernel(lambda)
+    } else {
+        cast_kernel(lambda)
+    };
+    let mut o = op(
+        "aten::to",
+        &format!("[{dims}, [], [], [], [], []]"),
+        &format!(r#"["{src}", "Scalar", "Scalar", "Scalar", "Scalar", ""]"#),
+    )
+    .with(vec![op(
+        "aten::_to_copy",
+        &format!("[{dims}, [], [], [], [], [], []]"),
+        &format!(r#"["{src}", "Scalar", "", "", "", "Scalar", ""]"#),
+    )
+    .with(vec![
+        op(
+            "aten::empty_strided",
+            "[[], [], [], [], [], []]",
+            r#"["", "", "Scalar", "", "Scalar", ""]"#,
+        )
+        .cpu(0.6),
+        op(
+            "aten::copy_",
+            &format!("[{dims}, {dims}, []]"),
+            &format!(r#"["{dst}", "{src}", "Scalar"]"#),
+        )
+        .cpu(3.0)
+        .calling("cudaStreamIsCapturing")
+        .launches(Launch {
+            role,
+            ..launch(kernel, dur_us, grid, [128, 1, 1])
+        }),
+    ])]);
     o.plumbing = false;
     o
 }
 
 /// `x.contiguous()`: `aten::contiguous -> aten::clone -> aten::copy_`.
 fn contiguous(dims: &str, dur_us: f64) -> Op {
-    op("aten::contiguous", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#).with(vec![op("aten::clone", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#)
-        .with(vec![
-            op("aten::empty_like", &format!("[{dims}, [], [], [], [], []]"), r#"["c10::BFloat16", "", "", "", "", ""]"#).cpu(0.6),
-            op("aten::copy_", &format!("[{dims}, {dims}, []]"), r#"["c10::BFloat16", "c10::BFloat16", "Scalar"]"#)
-                .cpu(2.5)
-                .launches(launch(copy_kernel("c10::BFloat16"), dur_us, [448, 1, 1], [128, 1, 1])),
-        ])])
+    op(
+        "aten::contiguous",
+        &format!("[{dims}, []]"),
+        r#"["c10::BFloat16", ""]"#,
+    )
+    .with(vec![op(
+        "aten::clone",
+        &format!("[{dims}, []]"),
+        r#"["c10::BFloat16", ""]"#,
+    )
+    .with(vec![
+        op(
+            "aten::empty_like",
+            &format!("[{dims}, [], [], [], [], []]"),
+            r#"["c10::BFloat16", "", "", "", "", ""]"#,
+        )
+        .cpu(0.6),
+        op(
+            "aten::copy_",
+            &format!("[{dims}, {dims}, []]"),
+            r#"["c10::BFloat16", "c10::BFloat16", "Scalar"]"#,
+        )
+        .cpu(2.5)
+        .launches(launch(
+            copy_kernel("c10::BFloat16"),
+            dur_us,
+            [448, 1, 1],
+            [128, 1, 1],
+        )),
+    ])])
 }
 
 /// A small elementwise op (`aten::mul`, `aten::add`, ...) with its plumbing.
 fn tiny(name: &'static str, functor: &str, dims: &str, dur_us: f64) -> Op {
-    let mut o = op(name, &format!("[{dims}, {dims}]"), r#"["c10::BFloat16", "c10::BFloat16"]"#)
-        .cpu(0.9)
-        .with(vec![op("aten::view", &format!("[{dims}, []]"), r#"["c10::BFloat16", ""]"#).cpu(0.5)])
-        .launches(launch(functor_kernel(functor, "c10::BFloat16"), dur_us, [56, 1, 1], [128, 1, 1]));
-    if matches!(name, "aten::mul" | "aten::add" | "aten::div" | "aten::mul_" | "aten::add_") {
+    let mut o = op(
+        name,
+        &format!("[{dims}, {dims}]"),
+        r#"["c10::BFloat16", "c10::BFloat16"]"#,
+    )
+    .cpu(0.9)
+    .with(vec![op(
+        "aten::view",
+        &format!("[{dims}, []]"),
+        r#"["c10::BFloat16", ""]"#,
+    )
+    .cpu(0.5)])
+    .launches(launch(
+        functor_kernel(functor, "c10::BFloat16"),
+        dur_us,
+        [56, 1, 1],
+        [128, 1, 1],
+    ));
+    if matches!(
+        name,
+        "aten::mul" | "aten::add" | "aten::div" | "aten::mul_" | "aten::add_"
+    ) {
         o.flops = Some(BATCH * HIDDEN);
     }
     o.plumbing = false;
@@ -423,20 +541,29 @@ fn small_ops(n: usize, salt: usize) -> Vec<Op> {
         .map(|k| {
             let (name, functor) = kinds[(k + salt) % kinds.len()];
             let rows = [BATCH, 16, 1][(k + salt) % 3];
-            tiny(name, functor, &format!("[{rows}, {}]", 128 * (1 + (k % 4))), 1.1 + 0.1 * (k % 4) as f64)
+            tiny(
+                name,
+                functor,
+                &format!("[{rows}, {}]", 128 * (1 + (k % 4))),
+                1.1 + 0.1 * (k % 4) as f64,
+            )
         })
         .collect()
 }
 
 fn gather(dur_us: f64) -> Op {
     let src = format!("[2, {POOL_TOKENS}, 1, {HEAD_DIM}]");
-    op("aten::index_select", &format!("[{src}, [], [{ACTIVE_TOKENS}]]"), r#"["c10::Float8_e4m3fn", "Scalar", "long int"]"#)
-        .with(vec![empty()])
-        .cpu(4.0)
-        .launches(Launch {
-            role: Role::Gather,
-            ..launch(GATHER_KERNEL, dur_us, [4096, 1, 1], [128, 4, 1])
-        })
+    op(
+        "aten::index_select",
+        &format!("[{src}, [], [{ACTIVE_TOKENS}]]"),
+        r#"["c10::Float8_e4m3fn", "Scalar", "long int"]"#,
+    )
+    .with(vec![empty()])
+    .cpu(4.0)
+    .launches(Launch {
+        role: Role::Gather,
+        ..launch(GATHER_KERNEL, dur_us, [4096, 1, 1], [128, 4, 1])
+    })
 }
 
 /// The op groups of one layer, each with the Python module path it runs in.
@@ -451,13 +578,43 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
         &format!("[[{BATCH}, 1, {HEAD_DIM}], [{BATCH}, 1, {HEAD_DIM}], [{POOL_TOKENS}, 1, {HEAD_DIM}], []]"),
     )];
     match variant {
-        Variant::Baseline => attention.push(cast(&kv_dims(POOL_TOKENS), "fp8", "bf16", 828.0, CAST_GRID, Role::Cast).eager()),
+        Variant::Baseline => attention.push(
+            cast(
+                &kv_dims(POOL_TOKENS),
+                "fp8",
+                "bf16",
+                828.0,
+                CAST_GRID,
+                Role::Cast,
+            )
+            .eager(),
+        ),
         Variant::GatherCast => {
             attention.push(gather(456.4).eager());
-            attention.push(cast(&kv_dims(ACTIVE_TOKENS), "fp8", "bf16", 24.4, [47_616, 1, 1], Role::Cast).eager());
+            attention.push(
+                cast(
+                    &kv_dims(ACTIVE_TOKENS),
+                    "fp8",
+                    "bf16",
+                    24.4,
+                    [47_616, 1, 1],
+                    Role::Cast,
+                )
+                .eager(),
+            );
         }
     }
-    attention.push(cast("[64, 1, 1, 2048]", "f32", "bool", 1.5, [256, 1, 1], Role::Other).eager());
+    attention.push(
+        cast(
+            "[64, 1, 1, 2048]",
+            "f32",
+            "bool",
+            1.5,
+            [256, 1, 1],
+            Role::Other,
+        )
+        .eager(),
+    );
     attention.push(
         op("vllm::unified_attention_with_output", &format!("[[{BATCH}, 16, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
             .with(vec![
@@ -551,7 +708,12 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
             "vllm/model_executor/models/deepseek_v2.py(165): forward",
             vec![
                 linear(BATCH, HIDDEN, 4096, 14.0),
-                custom("_C::silu_and_mul", SILU_KERNEL, 2.1, "[[64, 2048], [64, 4096]]"),
+                custom(
+                    "_C::silu_and_mul",
+                    SILU_KERNEL,
+                    2.1,
+                    "[[64, 2048], [64, 4096]]",
+                ),
                 linear(BATCH, 2048, HIDDEN, 9.5),
                 tiny("aten::add", "CUDAFunctor_add", &h, 1.9),
             ],
@@ -561,20 +723,27 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
             "vllm/model_executor/models/deepseek_v2.py(165): forward",
             vec![
                 linear(BATCH, HIDDEN, 2 * 18432 / 8, 60.0),
-                custom("_C::silu_and_mul", SILU_KERNEL, 8.3, "[[64, 2304], [64, 4608]]"),
+                custom(
+                    "_C::silu_and_mul",
+                    SILU_KERNEL,
+                    8.3,
+                    "[[64, 2304], [64, 4608]]",
+                ),
                 linear(BATCH, 18432 / 8, HIDDEN, 40.0),
             ],
         ));
     }
-    groups.push(("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce(22.0)]));
     groups.push((
-        "vllm/model_executor/models/deepseek_v2.py(612): forward",
-        {
+        "vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce",
+        vec![all_reduce(22.0)],
+    ));
+    groups.push(
+        ("vllm/model_executor/models/deepseek_v2.py(612): forward", {
             let mut v = small_ops(if moe { 38 } else { 20 }, if moe { 3 } else { 0 });
             v.push(tiny("aten::add_", "CUDAFunctorOnSelf_add", &h, 2.0));
             v
-        },
-    ));
+        }),
+    );
     groups
 }
 
@@ -588,7 +757,12 @@ fn step_prologue() -> Vec<Op> {
 
 fn step_epilogue() -> Vec<Op> {
     vec![
-        custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, "[[64, 7168], [7168], []]"),
+        custom(
+            "_C::rms_norm",
+            RMS_NORM_KERNEL,
+            6.1,
+            "[[64, 7168], [7168], []]",
+        ),
         linear(BATCH, HIDDEN, 16160, 150.0),
     ]
 }
@@ -712,11 +886,22 @@ impl<W: Write> Sim<'_, W> {
         self.p.with_stack || self.p.mode != Mode::Eager
     }
 
-    fn frame(&mut self, name: &str, start: i64, end: i64, parent: i64, module: bool) -> io::Result<i64> {
+    fn frame(
+        &mut self,
+        name: &str,
+        start: i64,
+        end: i64,
+        parent: i64,
+        module: bool,
+    ) -> io::Result<i64> {
         self.python_id += 1;
         let id = self.python_id;
         if self.pass == Pass::Python {
-            let parent = if parent == 0 { "null".to_string() } else { parent.to_string() };
+            let parent = if parent == 0 {
+                "null".to_string()
+            } else {
+                parent.to_string()
+            };
             let module_arg = if module {
                 self.module_id += 1;
                 format!(", \"Python module id\": {}", self.module_id)
@@ -776,8 +961,15 @@ impl<W: Write> Sim<'_, W> {
         let end = self.cpu;
         if self.pass == Pass::Cpu {
             self.ev_idx += 1;
-            let cat = if o.annotation { "user_annotation" } else { "cpu_op" };
-            let flops = o.flops.map(|f| format!(", \"flops\": {f}")).unwrap_or_default();
+            let cat = if o.annotation {
+                "user_annotation"
+            } else {
+                "cpu_op"
+            };
+            let flops = o
+                .flops
+                .map(|f| format!(", \"flops\": {f}"))
+                .unwrap_or_default();
             self.out.event(&format!(
                 "    \"ph\": \"X\", \"cat\": \"{cat}\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},\"Record function id\": 0, \"Concrete Inputs\": {}, \"Input type\": {}, \"Input Strides\": {}, \"Input Dims\": {}, \"Ev Idx\": {}{flops}\n    }}",
                 o.name,
@@ -886,7 +1078,11 @@ impl<W: Write> Sim<'_, W> {
         self.cpu += launch_dur;
         self.kernel(l, launch_start + launch_dur + us_ns(2.0), corr, ext)?;
         if self.pass == Pass::Gpu {
-            let cbid = if l.api == "cudaLaunchKernelExC" { 430 } else { 211 };
+            let cbid = if l.api == "cudaLaunchKernelExC" {
+                430
+            } else {
+                211
+            };
             self.out.event(&format!(
                 "    \"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"{}\", \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},      \"cbid\": {cbid}, \"correlation\": {corr}\n    }}",
                 l.api,
@@ -977,12 +1173,20 @@ impl<W: Write> Sim<'_, W> {
             return Ok(());
         }
         let start = self.cpu;
-        let depth = if self.p.with_stack { FRAMES_PER_GROUP } else { 0 };
+        let depth = if self.p.with_stack {
+            FRAMES_PER_GROUP
+        } else {
+            0
+        };
         self.cpu += us_ns(FRAME_US * depth as f64);
         // Frames are emitted after their contents, so reserve their ids.
         let first_id = self.python_id;
         self.python_id += depth as i64;
-        let inner_parent = if depth > 0 { first_id + depth as i64 } else { parent_frame };
+        let inner_parent = if depth > 0 {
+            first_id + depth as i64
+        } else {
+            parent_frame
+        };
         for o in ops {
             self.issue(o, inner_parent)?;
         }
@@ -1020,7 +1224,10 @@ impl<W: Write> Sim<'_, W> {
         for o in step_prologue() {
             self.issue(&o, top)?;
         }
-        let dense = [layer_groups(self.p.variant, false), layer_groups(self.p.variant, true)];
+        let dense = [
+            layer_groups(self.p.variant, false),
+            layer_groups(self.p.variant, true),
+        ];
         for layer in 0..self.p.layers {
             let groups = &dense[(layer >= self.p.dense_layers) as usize];
             let layer_start = self.cpu;
@@ -1041,7 +1248,13 @@ impl<W: Write> Sim<'_, W> {
             if module_frame > 0 {
                 let saved = self.python_id;
                 self.python_id = module_frame - 1;
-                self.frame(&format!("nn.Module: DeepseekV2DecoderLayer_{layer}"), layer_start, layer_end, top, true)?;
+                self.frame(
+                    &format!("nn.Module: DeepseekV2DecoderLayer_{layer}"),
+                    layer_start,
+                    layer_end,
+                    top,
+                    true,
+                )?;
                 self.python_id = saved;
             }
             if self.p.layer_annotations && eager && self.pass == Pass::Cpu {
@@ -1076,7 +1289,11 @@ impl<W: Write> Sim<'_, W> {
                 role: Role::Other,
             }],
             self_us: 3.0,
-            ..op("aten::copy_", "[[64], [64], []]", r#"["long int", "long int", "Scalar"]"#)
+            ..op(
+                "aten::copy_",
+                "[[64], [64], []]",
+                r#"["long int", "long int", "Scalar"]"#,
+            )
         };
         self.run_op(&copy, top, 0)?;
         let sync_start = self.cpu;
@@ -1106,16 +1323,26 @@ impl<W: Write> Sim<'_, W> {
                     self.ev_idx
                 ))?;
             }
-            self.truth.step_us.push((step_end - step_start) as f64 / 1e3);
+            self.truth
+                .step_us
+                .push((step_end - step_start) as f64 / 1e3);
         } else {
             // Serving engines mark no ProfilerStep: the model runner's frame
             // is the step.
-            self.truth.step_us.push((step_end - step_start - us_ns(8.0)) as f64 / 1e3);
+            self.truth
+                .step_us
+                .push((step_end - step_start - us_ns(8.0)) as f64 / 1e3);
         }
         if top > 0 {
             let saved = self.python_id;
             self.python_id = top - 1;
-            self.frame("vllm/v1/worker/gpu_model_runner.py(1480): execute_model", step_start + us_ns(4.0), step_end - us_ns(4.0), 0, false)?;
+            self.frame(
+                "vllm/v1/worker/gpu_model_runner.py(1480): execute_model",
+                step_start + us_ns(4.0),
+                step_end - us_ns(4.0),
+                0,
+                false,
+            )?;
             self.python_id = saved;
         }
         self.step_frame = 0;
@@ -1132,7 +1359,19 @@ fn layer_annotations_counted(p: &DecodeParams) -> bool {
 /// `Concrete Inputs` as torch writes it: `""` for tensors, a value for scalars.
 fn concrete_inputs(types: &str) -> String {
     let n = types.matches('"').count() / 2;
-    let items: Vec<&str> = (0..n).map(|k| if types.split(',').nth(k).is_some_and(|t| t.contains("Scalar")) { "\"0\"" } else { "\"\"" }).collect();
+    let items: Vec<&str> = (0..n)
+        .map(|k| {
+            if types
+                .split(',')
+                .nth(k)
+                .is_some_and(|t| t.contains("Scalar"))
+            {
+                "\"0\""
+            } else {
+                "\"\""
+            }
+        })
+        .collect();
     format!("[{}]", items.join(", "))
 }
 
@@ -1142,14 +1381,23 @@ fn strides(shapes: &str) -> String {
     let out: Vec<String> = dims
         .iter()
         .map(|d| {
-            let v: Vec<u64> = d.as_array().map(|a| a.iter().filter_map(|x| x.as_u64()).collect()).unwrap_or_default();
+            let v: Vec<u64> = d
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                .unwrap_or_default();
             let mut st = vec![0u64; v.len()];
             let mut acc = 1u64;
             for k in (0..v.len()).rev() {
                 st[k] = acc;
                 acc = acc.saturating_mul(v[k].max(1));
             }
-            format!("[{}]", st.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                st.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         })
         .collect();
     format!("[{}]", out.join(", "))
@@ -1235,8 +1483,11 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
       "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 233472,
       "numSms": 132, "sharedMemPerBlockOptin": 232448
     }"#;
-    let devices: Vec<String> = (0..8).map(|i| device.replace("\"id\": 0", &format!("\"id\": {i}"))).collect();
-    let mut options = String::from("  \"record_shapes\": 1,\n  \"profile_memory\": 1,\n  \"with_flops\": 1,\n");
+    let devices: Vec<String> = (0..8)
+        .map(|i| device.replace("\"id\": 0", &format!("\"id\": {i}")))
+        .collect();
+    let mut options =
+        String::from("  \"record_shapes\": 1,\n  \"profile_memory\": 1,\n  \"with_flops\": 1,\n");
     if p.with_stack {
         options.push_str("  \"with_stack\": 1,\n");
     }
@@ -1297,7 +1548,10 @@ mod tests {
         write_decode_trace(&p, &mut b).unwrap();
         assert_eq!(a, b);
         let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
-        assert_eq!(v["traceEvents"].as_array().unwrap().len() as u64, truth.events);
+        assert_eq!(
+            v["traceEvents"].as_array().unwrap().len() as u64,
+            truth.events
+        );
         assert_eq!(truth.cast_calls, 6);
         assert_eq!(truth.json_bytes, a.len() as u64);
     }

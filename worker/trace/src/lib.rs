@@ -24,7 +24,11 @@ pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trac
 pub use kinetoscope_types::Summary;
 
 /// Reads and analyzes a trace file from disk.
-pub fn analyze_file(path: &std::path::Path, read: &ReadOptions, opts: &AnalysisOptions) -> Result<Summary, TraceError> {
+pub fn analyze_file(
+    path: &std::path::Path,
+    read: &ReadOptions,
+    opts: &AnalysisOptions,
+) -> Result<Summary, TraceError> {
     let t = read_trace_file(path, read)?;
     Ok(analyze(&t, opts))
 }

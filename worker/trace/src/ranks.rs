@@ -92,7 +92,13 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
         .iter()
         .max_by(|a, b| time_of(a).total_cmp(&time_of(b)).then(b.rank.cmp(&a.rank)));
     let slowest_by_pct = slowest
-        .map(|r| if med > 0.0 { 100.0 * (time_of(r) - med) / med } else { 0.0 })
+        .map(|r| {
+            if med > 0.0 {
+                100.0 * (time_of(r) - med) / med
+            } else {
+                0.0
+            }
+        })
         .unwrap_or(0.0);
 
     // Top ops by self device time summed over ranks.
@@ -127,7 +133,11 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
 
     let mut findings = Vec::new();
     if let Some(r) = slowest.filter(|_| stats.len() > 1 && slowest_by_pct >= 1.0) {
-        let what = if use_steps { "mean step" } else { "profiled window" };
+        let what = if use_steps {
+            "mean step"
+        } else {
+            "profiled window"
+        };
         findings.push(Finding {
             kind: "straggler".into(),
             text: format!(

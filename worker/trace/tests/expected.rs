@@ -13,19 +13,22 @@
 //! 2022 (External id = correlation, CUDA graphs), 2023 (CUDA graphs), 2024
 //! (3-decimal epoch timestamps), 2025 (H100) and AMD MI300X (hipGraphLaunch).
 
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use kinetoscope_trace::import::{read_trace_file, ReadOptions};
-use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 
 fn path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(name)
 }
 
 fn load_json(name: &str) -> Vec<Value> {
     let f = std::fs::File::open(path(name)).unwrap();
-    let v: Value = serde_json::from_reader(std::io::BufReader::new(flate2::read::GzDecoder::new(f))).unwrap();
+    let v: Value =
+        serde_json::from_reader(std::io::BufReader::new(flate2::read::GzDecoder::new(f))).unwrap();
     match v {
         Value::Array(a) => a,
         Value::Object(mut o) => match o.remove("traceEvents") {
@@ -59,7 +62,10 @@ fn key(v: Option<&Value>) -> String {
 }
 
 fn is_gpu_op(e: &Value) -> bool {
-    matches!(cat(e), "kernel" | "Kernel" | "gpu_memcpy" | "Memcpy" | "gpu_memset" | "Memset") && e["ph"] == "X"
+    matches!(
+        cat(e),
+        "kernel" | "Kernel" | "gpu_memcpy" | "Memcpy" | "gpu_memset" | "Memset"
+    ) && e["ph"] == "X"
 }
 
 fn is_op(e: &Value) -> bool {
@@ -74,7 +80,8 @@ fn is_runtime(e: &Value) -> bool {
 fn kernel_totals(events: &[Value]) -> HashMap<String, f64> {
     let mut m = HashMap::new();
     for e in events.iter().filter(|e| is_gpu_op(e)) {
-        *m.entry(e["name"].as_str().unwrap().to_string()).or_insert(0.0) += num(e, "dur");
+        *m.entry(e["name"].as_str().unwrap().to_string())
+            .or_insert(0.0) += num(e, "dur");
     }
     m
 }
@@ -86,24 +93,39 @@ fn op_device(events: &[Value], name: &str) -> (f64, f64) {
     use std::collections::BTreeMap;
     let mut by_thread: HashMap<(String, String), Vec<&Value>> = HashMap::new();
     for o in events.iter().filter(|e| is_op(e)) {
-        by_thread.entry((key(o.get("pid")), key(o.get("tid")))).or_default().push(o);
+        by_thread
+            .entry((key(o.get("pid")), key(o.get("tid"))))
+            .or_default()
+            .push(o);
     }
     let runtime: HashMap<i64, &Value> = events
         .iter()
         .filter(|e| is_runtime(e))
-        .filter_map(|e| e["args"].get("correlation").and_then(Value::as_i64).map(|c| (c, e)))
+        .filter_map(|e| {
+            e["args"]
+                .get("correlation")
+                .and_then(Value::as_i64)
+                .map(|c| (c, e))
+        })
         .collect();
     // Device time launched by each runtime event.
     let mut launched: HashMap<*const Value, f64> = HashMap::new();
     for k in events.iter().filter(|e| is_gpu_op(e)) {
-        if let Some(r) = k["args"].get("correlation").and_then(Value::as_i64).and_then(|c| runtime.get(&c)) {
+        if let Some(r) = k["args"]
+            .get("correlation")
+            .and_then(Value::as_i64)
+            .and_then(|c| runtime.get(&c))
+        {
             *launched.entry(*r as *const Value).or_default() += num(k, "dur");
         }
     }
     let mut launches_by_thread: HashMap<(String, String), Vec<(&Value, f64)>> = HashMap::new();
     for r in runtime.values() {
         if let Some(d) = launched.get(&(*r as *const Value)) {
-            launches_by_thread.entry((key(r.get("pid")), key(r.get("tid")))).or_default().push((r, *d));
+            launches_by_thread
+                .entry((key(r.get("pid")), key(r.get("tid"))))
+                .or_default()
+                .push((r, *d));
         }
     }
     let (mut self_dev, mut total_dev) = (0.0, 0.0);
@@ -122,7 +144,10 @@ fn op_device(events: &[Value], name: &str) -> (f64, f64) {
                 next += 1;
             }
             // Drop ops that ended at or before the launch.
-            let done: Vec<(u64, usize)> = open.range(..(ts.to_bits() + 1, 0)).map(|(k, _)| *k).collect();
+            let done: Vec<(u64, usize)> = open
+                .range(..(ts.to_bits() + 1, 0))
+                .map(|(k, _)| *k)
+                .collect();
             for k in done {
                 open.remove(&k);
             }
@@ -137,7 +162,9 @@ fn op_device(events: &[Value], name: &str) -> (f64, f64) {
             // A graph replay's GPU ops have a row of their own (`graph
             // replay: <context>`): they count in the total of the ops
             // around the launch, never in their self time.
-            let replay = r["name"].as_str().is_some_and(|n| n.contains("GraphLaunch"));
+            let replay = r["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("GraphLaunch"));
             if let Some(inner) = around.iter().max_by(|a, b| {
                 num(a, "ts")
                     .total_cmp(&num(b, "ts"))
@@ -183,33 +210,63 @@ fn check(name: &str, op: &str) {
     let totals = kernel_totals(&events);
     for k in s.kernels.iter().take(5) {
         let want = totals[&k.name];
-        assert!(close(k.total_us, want), "{name}: kernel {} total {} != reference {want}", k.short_name, k.total_us);
+        assert!(
+            close(k.total_us, want),
+            "{name}: kernel {} total {} != reference {want}",
+            k.short_name,
+            k.total_us
+        );
     }
     let mut ranked: Vec<(&String, &f64)> = totals.iter().collect();
     ranked.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
     assert_eq!(&s.kernels[0].name, ranked[0].0, "{name}: top kernel");
 
     let (self_dev, total_dev) = op_device(&events, op);
-    let row = s.ops.iter().find(|o| o.name == op).unwrap_or_else(|| panic!("{name}: no op {op}"));
-    assert!(close(row.self_device_us, self_dev), "{name}: {op} self device {} != reference {self_dev}", row.self_device_us);
-    assert!(close(row.device_total_us, total_dev), "{name}: {op} device total {} != reference {total_dev}", row.device_total_us);
-    assert!(self_dev > 0.0 || total_dev > 0.0, "{name}: pick an op with device time");
+    let row = s
+        .ops
+        .iter()
+        .find(|o| o.name == op)
+        .unwrap_or_else(|| panic!("{name}: no op {op}"));
+    assert!(
+        close(row.self_device_us, self_dev),
+        "{name}: {op} self device {} != reference {self_dev}",
+        row.self_device_us
+    );
+    assert!(
+        close(row.device_total_us, total_dev),
+        "{name}: {op} device total {} != reference {total_dev}",
+        row.device_total_us
+    );
+    assert!(
+        self_dev > 0.0 || total_dev > 0.0,
+        "{name}: pick an op with device time"
+    );
 
     let (n, mean) = steps(&events);
     assert_eq!(s.steps_stats.count as usize, n, "{name}: steps");
     if n > 0 {
-        assert!(close(s.steps_stats.mean_us, mean), "{name}: mean step {} != {mean}", s.steps_stats.mean_us);
+        assert!(
+            close(s.steps_stats.mean_us, mean),
+            "{name}: mean step {} != {mean}",
+            s.steps_stats.mean_us
+        );
     }
 }
 
 #[test]
 fn bare_array_2020() {
-    check("kineto-resnet50-2021-toplevel-list.json.gz", "aten::cudnn_convolution");
+    check(
+        "kineto-resnet50-2021-toplevel-list.json.gz",
+        "aten::cudnn_convolution",
+    );
 }
 
 #[test]
 fn record_shapes_2021() {
-    check("kineto-v100-resnet50-2021-record-shapes.json.gz", "aten::add_");
+    check(
+        "kineto-v100-resnet50-2021-record-shapes.json.gz",
+        "aten::add_",
+    );
 }
 
 #[test]
@@ -222,7 +279,10 @@ fn external_id_is_correlation_2022() {
 fn cuda_graphs_2022() {
     // 12 cudaGraphLaunch calls run 5,046 GPU ops; all belong to the op
     // around each launch.
-    check("hta-v100-train-rank1of2-2022.json.gz", "CompiledFunctionBackward");
+    check(
+        "hta-v100-train-rank1of2-2022.json.gz",
+        "CompiledFunctionBackward",
+    );
     let s = summary("hta-v100-train-rank1of2-2022.json.gz");
     assert_eq!(s.trace.attribution.graph_launches, 12);
     assert_eq!(s.trace.attribution.graph_gpu_ops, 5046);
@@ -230,7 +290,10 @@ fn cuda_graphs_2022() {
 
 #[test]
 fn cuda_graphs_2023() {
-    check("hta-a100-80g-cudagraph-rank0of16.json.gz", "CompiledFunctionBackward");
+    check(
+        "hta-a100-80g-cudagraph-rank0of16.json.gz",
+        "CompiledFunctionBackward",
+    );
     let s = summary("hta-a100-80g-cudagraph-rank0of16.json.gz");
     assert_eq!(s.trace.attribution.graph_launches, 70);
     assert_eq!(s.trace.attribution.graph_gpu_ops, 345);
@@ -240,7 +303,10 @@ fn cuda_graphs_2023() {
 
 #[test]
 fn nanosecond_epoch_timestamps_2024() {
-    check("hta-v100-resnet-ns-resolution-rank0.json.gz", "aten::convolution_backward");
+    check(
+        "hta-v100-resnet-ns-resolution-rank0.json.gz",
+        "aten::convolution_backward",
+    );
 }
 
 #[test]
@@ -260,7 +326,10 @@ fn amd_mi300x_hip_graph_replay() {
 
 #[test]
 fn amd_mi300x_eager() {
-    check("tracelens-mi300x-qwen1.5-0.5b-chat-infer.json.gz", "aten::mm");
+    check(
+        "tracelens-mi300x-qwen1.5-0.5b-chat-infer.json.gz",
+        "aten::mm",
+    );
 }
 
 /// Exact values read off the file by hand (FORMAT.md and SOURCES.md give
@@ -274,7 +343,10 @@ fn triton_example_by_hand() {
     assert_eq!(s.kernels[0].name, "triton_poi_fused_add_cos_sin_0");
     let chain = &s.kernels[0].launched_by[0];
     assert_eq!(chain.launch, "cuLaunchKernel");
-    assert_eq!(chain.chain.last().map(String::as_str), Some("triton_poi_fused_add_cos_sin_0"));
+    assert_eq!(
+        chain.chain.last().map(String::as_str),
+        Some("triton_poi_fused_add_cos_sin_0")
+    );
 }
 
 /// Reference for graph replays: (launches that ran GPU ops, their GPU ops,
@@ -283,8 +355,18 @@ fn triton_example_by_hand() {
 fn graph_reference(events: &[Value]) -> (usize, usize, f64) {
     let graph_launches: HashMap<i64, &Value> = events
         .iter()
-        .filter(|e| is_runtime(e) && e["name"].as_str().is_some_and(|n| n.contains("GraphLaunch")))
-        .filter_map(|e| e["args"].get("correlation").and_then(Value::as_i64).map(|c| (c, e)))
+        .filter(|e| {
+            is_runtime(e)
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("GraphLaunch"))
+        })
+        .filter_map(|e| {
+            e["args"]
+                .get("correlation")
+                .and_then(Value::as_i64)
+                .map(|c| (c, e))
+        })
         .collect();
     let mut used = std::collections::HashSet::new();
     let (mut ops, mut us) = (0, 0.0);
@@ -366,18 +448,42 @@ fn serving_steps_have_kinds_and_annotations_are_not_ops() {
     assert_eq!(s.steps_stats.by_kind.len(), 1);
     let s = summary("tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz");
     assert_eq!(s.steps[0].kind.map(|k| k.as_str()), Some("prefill"));
-    for name in ["tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz", "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz"] {
+    for name in [
+        "tracelens-mi300x-vllm-prefilldecode-graph-replay.json.gz",
+        "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz",
+    ] {
         let s = summary(name);
         for f in s.findings.iter().filter(|f| f.kind == "top_op") {
-            let op = s.ops.iter().find(|o| Some(&o.name) == f.name.as_ref()).unwrap();
+            let op = s
+                .ops
+                .iter()
+                .find(|o| Some(&o.name) == f.name.as_ref())
+                .unwrap();
             assert_eq!(op.kind.as_str(), "op", "{name}: {}", f.text);
         }
         let l = s.findings.iter().find(|f| f.kind == "layers").unwrap();
-        assert!(!l.text.contains("its top op is step["), "{name}: {}", l.text);
-        assert!(!l.text.contains("its top op is execute_"), "{name}: {}", l.text);
+        assert!(
+            !l.text.contains("its top op is step["),
+            "{name}: {}",
+            l.text
+        );
+        assert!(
+            !l.text.contains("its top op is execute_"),
+            "{name}: {}",
+            l.text
+        );
     }
     // Python frames above the ops reach the model code.
     let s = summary("tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz");
-    let mm = s.kernels.iter().flat_map(|k| &k.launched_by).find(|c| c.chain.last().map(String::as_str) == Some("aten::mm")).unwrap();
-    assert!(mm.python.iter().any(|f| f.contains("sglang/srt/models/")), "{:?}", mm.python);
+    let mm = s
+        .kernels
+        .iter()
+        .flat_map(|k| &k.launched_by)
+        .find(|c| c.chain.last().map(String::as_str) == Some("aten::mm"))
+        .unwrap();
+    assert!(
+        mm.python.iter().any(|f| f.contains("sglang/srt/models/")),
+        "{:?}",
+        mm.python
+    );
 }

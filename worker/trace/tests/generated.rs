@@ -4,10 +4,10 @@
 //! layers (dense then MoE) and the steps (its own accounting, not the
 //! analyzer's).
 
-use kinetoscope_types::units;
 use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Truth, Variant};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
+use kinetoscope_types::units;
 
 fn run(p: &DecodeParams) -> (Truth, Summary) {
     let mut json = Vec::new();
@@ -28,25 +28,59 @@ fn the_default_trace_has_the_real_mix() {
     };
     let (truth, s) = run(&p);
     let per = |cat: &str| {
-        s.trace.categories.iter().find(|c| c.category == cat).map_or(0, |c| c.events) as f64 / 20.0
+        s.trace
+            .categories
+            .iter()
+            .find(|c| c.category == cat)
+            .map_or(0, |c| c.events) as f64
+            / 20.0
     };
-    assert!((220.0..300.0).contains(&per("cpu_op")), "ops per layer-step {}", per("cpu_op"));
-    assert!((80.0..120.0).contains(&per("cuda_runtime")), "runtime calls {}", per("cuda_runtime"));
-    assert!((60.0..90.0).contains(&per("kernel")), "kernels {}", per("kernel"));
+    assert!(
+        (220.0..300.0).contains(&per("cpu_op")),
+        "ops per layer-step {}",
+        per("cpu_op")
+    );
+    assert!(
+        (80.0..120.0).contains(&per("cuda_runtime")),
+        "runtime calls {}",
+        per("cuda_runtime")
+    );
+    assert!(
+        (60.0..90.0).contains(&per("kernel")),
+        "kernels {}",
+        per("kernel")
+    );
     assert_eq!(per("python_function"), 0.0);
     assert_eq!(s.trace.kernels, truth.kernels);
     assert!(s.trace.profiler_options.iter().any(|o| o == "with_flops"));
     // About ten copies per layer, every cast to BF16 with one kernel name.
     let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
     assert_eq!(copy.calls, truth.copy_calls);
-    assert!(copy.calls_per_step.unwrap() / 10.0 >= 7.0, "{:?}", copy.calls_per_step);
-    let cast = s.kernels.iter().find(|k| k.groups.iter().any(|g| g.grid == Some(truth.cast_grid))).unwrap();
-    assert!(cast.calls > truth.cast_calls, "the cast shares its kernel name with other casts");
+    assert!(
+        copy.calls_per_step.unwrap() / 10.0 >= 7.0,
+        "{:?}",
+        copy.calls_per_step
+    );
+    let cast = s
+        .kernels
+        .iter()
+        .find(|k| k.groups.iter().any(|g| g.grid == Some(truth.cast_grid)))
+        .unwrap();
+    assert!(
+        cast.calls > truth.cast_calls,
+        "the cast shares its kernel name with other casts"
+    );
 }
 
 #[test]
 fn cast_finding_matches_the_generator_at_any_size() {
-    for (steps, layers, with_stack) in [(1, 1, false), (2, 7, true), (3, 32, false), (5, 78, false), (2, 126, true)] {
+    for (steps, layers, with_stack) in [
+        (1, 1, false),
+        (2, 7, true),
+        (3, 32, false),
+        (5, 78, false),
+        (2, 126, true),
+    ] {
         let p = DecodeParams {
             steps,
             layers,
@@ -60,33 +94,80 @@ fn cast_finding_matches_the_generator_at_any_size() {
         // the one with the most device time.
         let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
         let cast = &copy.input_shapes[0];
-        assert!(cast.dtypes.contains("Float8_e4m3fn"), "{what}: {:?}", copy.input_shapes);
-        assert_eq!(cast.conversion.as_deref(), Some("Float8_e4m3fn -> BFloat16"));
+        assert!(
+            cast.dtypes.contains("Float8_e4m3fn"),
+            "{what}: {:?}",
+            copy.input_shapes
+        );
+        assert_eq!(
+            cast.conversion.as_deref(),
+            Some("Float8_e4m3fn -> BFloat16")
+        );
         assert_eq!(cast.calls, truth.cast_calls, "{what}: cast calls");
         assert_eq!(cast.calls_per_step, Some(layers as f64), "{what}");
-        assert_eq!(cast.bytes_per_call, Some(truth.cast_bytes_per_call as f64), "{what}: bytes per call");
-        assert!((cast.device_pct - truth.cast_pct()).abs() < 0.2, "{what}: share {} vs {}", cast.device_pct, truth.cast_pct());
+        assert_eq!(
+            cast.bytes_per_call,
+            Some(truth.cast_bytes_per_call as f64),
+            "{what}: bytes per call"
+        );
+        assert!(
+            (cast.device_pct - truth.cast_pct()).abs() < 0.2,
+            "{what}: share {} vs {}",
+            cast.device_pct,
+            truth.cast_pct()
+        );
         assert!((cast.self_device_us - truth.cast_us).abs() < 1.0, "{what}");
-        assert_eq!(cast.parents.last().map(String::as_str), Some("aten::_to_copy"));
+        assert_eq!(
+            cast.parents.last().map(String::as_str),
+            Some("aten::_to_copy")
+        );
 
         // The first finding leads with the cast: op, conversion, calls per
         // step, bytes per call, its own share (not the op's).
         let f = &s.findings[0];
         assert_eq!(f.kind, "top_op", "{what}: {}", f.text);
         assert_eq!(f.name.as_deref(), Some("aten::copy_"));
-        assert!(f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"), "{what}: {}", f.text);
-        assert!(f.text.contains(&units::pct(cast.device_pct)), "{what}: {}", f.text);
-        assert!(f.text.contains(&format!("{layers} calls per step")), "{what}: {}", f.text);
-        assert!(f.text.contains(&units::bytes(truth.cast_bytes_per_call as f64)), "{what}: {}", f.text);
-        assert!(f.text.contains("aten::to > aten::_to_copy"), "{what}: {}", f.text);
+        assert!(
+            f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"),
+            "{what}: {}",
+            f.text
+        );
+        assert!(
+            f.text.contains(&units::pct(cast.device_pct)),
+            "{what}: {}",
+            f.text
+        );
+        assert!(
+            f.text.contains(&format!("{layers} calls per step")),
+            "{what}: {}",
+            f.text
+        );
+        assert!(
+            f.text
+                .contains(&units::bytes(truth.cast_bytes_per_call as f64)),
+            "{what}: {}",
+            f.text
+        );
+        assert!(
+            f.text.contains("aten::to > aten::_to_copy"),
+            "{what}: {}",
+            f.text
+        );
         if with_stack {
-            assert!(f.text.contains("in vllm/attention/layer.py(252): forward"), "{what}: {}", f.text);
+            assert!(
+                f.text.contains("in vllm/attention/layer.py(252): forward"),
+                "{what}: {}",
+                f.text
+            );
         }
 
         // Steps, and the cast kernel's own launch geometry.
         assert_eq!(s.steps_stats.count as u32, steps, "{what}");
         let mean = truth.mean_step_us();
-        assert!((s.steps_stats.mean_us - mean).abs() < 1e-3 * mean, "{what}: mean step");
+        assert!(
+            (s.steps_stats.mean_us - mean).abs() < 1e-3 * mean,
+            "{what}: mean step"
+        );
         let k = &s.kernels[0];
         assert_eq!(k.category.as_str(), "memory");
         let g = &k.groups[0];
@@ -96,18 +177,42 @@ fn cast_finding_matches_the_generator_at_any_size() {
         assert_eq!(g.bytes_per_call, Some(truth.cast_bytes_per_call as f64));
         let chain = &k.launched_by[0].chain;
         assert_eq!(chain.first().map(String::as_str), Some("ProfilerStep#*"));
-        assert_eq!(&chain[chain.len() - 3..], ["aten::to", "aten::_to_copy", "aten::copy_"], "{what}");
+        assert_eq!(
+            &chain[chain.len() - 3..],
+            ["aten::to", "aten::_to_copy", "aten::copy_"],
+            "{what}"
+        );
         if with_stack {
-            assert!(k.launched_by[0].python.iter().any(|f| f == "vllm/attention/layer.py(252): forward"));
+            assert!(k.launched_by[0]
+                .python
+                .iter()
+                .any(|f| f == "vllm/attention/layer.py(252): forward"));
         }
 
         // Layers: every one of them, the dense ones labelled.
         if layers >= 8 {
-            assert_eq!(s.layers.count, layers as u64, "{what}: {} ({})", s.layers.method, s.layers.detail);
-            let dense = s.layers.items.iter().filter(|l| l.kind.map(|k| k.as_str()) == Some("dense")).count();
-            assert_eq!(dense as u32, truth.dense_layers, "{what}: {}", s.layers.detail);
-            assert!(s.layers.items[..3].iter().all(|l| l.kind.map(|k| k.as_str()) == Some("dense")));
-            assert!(s.layers.items[3..].iter().all(|l| l.kind.map(|k| k.as_str()) == Some("moe")));
+            assert_eq!(
+                s.layers.count, layers as u64,
+                "{what}: {} ({})",
+                s.layers.method, s.layers.detail
+            );
+            let dense = s
+                .layers
+                .items
+                .iter()
+                .filter(|l| l.kind.map(|k| k.as_str()) == Some("dense"))
+                .count();
+            assert_eq!(
+                dense as u32, truth.dense_layers,
+                "{what}: {}",
+                s.layers.detail
+            );
+            assert!(s.layers.items[..3]
+                .iter()
+                .all(|l| l.kind.map(|k| k.as_str()) == Some("dense")));
+            assert!(s.layers.items[3..]
+                .iter()
+                .all(|l| l.kind.map(|k| k.as_str()) == Some("moe")));
         }
     }
 }
@@ -122,12 +227,29 @@ fn the_patch_moves_fewer_bytes_per_cast() {
     };
     let (truth, s) = run(&p);
     let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
-    let g = copy.input_shapes.iter().find(|g| g.dtypes.contains("Float8_e4m3fn")).unwrap();
+    let g = copy
+        .input_shapes
+        .iter()
+        .find(|g| g.dtypes.contains("Float8_e4m3fn"))
+        .unwrap();
     assert_eq!(g.bytes_per_call, Some(truth.cast_bytes_per_call as f64));
     // The gather of the FP8 cache (the embedding's index_select is another group).
-    let gather = s.ops.iter().find(|o| o.name == "aten::index_select").unwrap();
-    let g = gather.input_shapes.iter().find(|g| g.dtypes.contains("Float8_e4m3fn")).unwrap();
-    assert!((g.self_device_us - truth.gather_us).abs() < 0.01, "{} vs {}", g.self_device_us, truth.gather_us);
+    let gather = s
+        .ops
+        .iter()
+        .find(|o| o.name == "aten::index_select")
+        .unwrap();
+    let g = gather
+        .input_shapes
+        .iter()
+        .find(|g| g.dtypes.contains("Float8_e4m3fn"))
+        .unwrap();
+    assert!(
+        (g.self_device_us - truth.gather_us).abs() < 0.01,
+        "{} vs {}",
+        g.self_device_us,
+        truth.gather_us
+    );
 }
 
 /// One CUDA graph replay per step: the kernels belong to the replay, steps
@@ -144,26 +266,48 @@ fn full_graph_replays() {
     assert_eq!(truth.replays, 3);
     assert_eq!(s.trace.attribution.graph_launches, 3);
     assert_eq!(s.steps_stats.count, 3);
-    assert!(s.steps_stats.source.contains("execute_model"), "{}", s.steps_stats.source);
+    assert!(
+        s.steps_stats.source.contains("execute_model"),
+        "{}",
+        s.steps_stats.source
+    );
     let mean = truth.mean_step_us();
-    assert!((s.steps_stats.mean_us - mean).abs() < 1e-3 * mean, "{} vs {mean}", s.steps_stats.mean_us);
+    assert!(
+        (s.steps_stats.mean_us - mean).abs() < 1e-3 * mean,
+        "{} vs {mean}",
+        s.steps_stats.mean_us
+    );
     assert_eq!(s.graphs.mode.as_str(), "graph");
     assert!((s.graphs.device_us - truth.graph_us).abs() < 1.0);
     // The replay's device time has a row of its own, named by its context.
     let replay = s.ops.iter().find(|o| o.kind.as_str() == "graph").unwrap();
-    assert_eq!(replay.name, "graph replay: vllm/compilation/cuda_graph.py(208): __call__");
+    assert_eq!(
+        replay.name,
+        "graph replay: vllm/compilation/cuda_graph.py(208): __call__"
+    );
     assert!((replay.self_device_us - truth.graph_us).abs() < 1.0);
     assert_eq!(replay.calls, 3);
-    assert!(s.trace.attribution.unattributed_us < 1.0, "{}", s.trace.attribution.unattributed_us);
+    assert!(
+        s.trace.attribution.unattributed_us < 1.0,
+        "{}",
+        s.trace.attribution.unattributed_us
+    );
     // Layers come from the kernel sequence inside the graph.
     assert_eq!(s.layers.count, 12, "{}", s.layers.detail);
     // The cast kernel's chain is the replay and the code around it.
     let k = &s.kernels[0];
     assert_eq!(k.groups[0].grid, Some(truth.cast_grid));
     assert_eq!(k.launched_by[0].launch, "cudaGraphLaunch");
-    assert_eq!(k.launched_by[0].python.last().map(String::as_str), Some("<built-in method replay of PyCapsule object at 0x7f3a2c1b9f10>"));
+    assert_eq!(
+        k.launched_by[0].python.last().map(String::as_str),
+        Some("<built-in method replay of PyCapsule object at 0x7f3a2c1b9f10>")
+    );
     for f in &s.findings {
-        assert!(!f.text.contains("CUDA graphs or fusion would help"), "{}", f.text);
+        assert!(
+            !f.text.contains("CUDA graphs or fusion would help"),
+            "{}",
+            f.text
+        );
     }
     assert!(s.findings.iter().any(|f| f.kind == "graph_replay"));
 }
@@ -184,9 +328,21 @@ fn piecewise_graph_replays() {
     assert_eq!(s.graphs.mode.as_str(), "piecewise");
     assert!((s.graphs.eager_us - (truth.gpu_us - truth.graph_us)).abs() < 1.0);
     let f = &s.findings[0];
-    assert!(f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"), "{}", f.text);
-    let gf = s.findings.iter().find(|f| f.kind == "graph_replay").unwrap();
-    assert!(gf.text.contains("runs eagerly between the graphs"), "{}", gf.text);
+    assert!(
+        f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"),
+        "{}",
+        f.text
+    );
+    let gf = s
+        .findings
+        .iter()
+        .find(|f| f.kind == "graph_replay")
+        .unwrap();
+    assert!(
+        gf.text.contains("runs eagerly between the graphs"),
+        "{}",
+        gf.text
+    );
     assert!(s.findings.iter().all(|f| f.kind != "launch_bound"));
     assert_eq!(s.layers.count, 10, "{}", s.layers.detail);
 }

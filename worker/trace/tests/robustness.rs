@@ -2,13 +2,15 @@
 //! random byte flips, non-trace JSON, decompression bombs. Each gives a
 //! clear error (or, for flips that leave a valid trace, a summary).
 
-use std::io::{Read, Write};
-use std::path::PathBuf;
 use kinetoscope_trace::import::{read_trace, Limits, ReadOptions, TraceError};
 use kinetoscope_trace::{analyze, AnalysisOptions};
+use std::io::{Read, Write};
+use std::path::PathBuf;
 
 fn plain(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(name);
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
         .read_to_end(&mut out)
@@ -34,7 +36,10 @@ fn attempt(bytes: &[u8]) -> Result<(), TraceError> {
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
 }
@@ -43,13 +48,22 @@ impl Lcg {
 fn truncated_input_is_an_error_at_every_cut() {
     let json = plain("hta-a100-simple-add.json.gz");
     let end = json.iter().rposition(|c| *c == b'}').unwrap();
-    let encodings = [("json", json.clone()), ("gzip", gzip(&json)), ("zstd", zstd::encode_all(&json[..], 3).unwrap())];
+    let encodings = [
+        ("json", json.clone()),
+        ("gzip", gzip(&json)),
+        ("zstd", zstd::encode_all(&json[..], 3).unwrap()),
+    ];
     for (what, bytes) in encodings {
         let limit = if what == "json" { end } else { bytes.len() - 1 };
-        let cuts: Vec<usize> = (0..300).map(|k| k * limit / 300).chain([1, 2, 3, limit]).collect();
+        let cuts: Vec<usize> = (0..300)
+            .map(|k| k * limit / 300)
+            .chain([1, 2, 3, limit])
+            .collect();
         for cut in cuts {
             let r = attempt(&bytes[..cut]);
-            let err = r.err().unwrap_or_else(|| panic!("{what}: a cut at {cut} of {} was accepted", bytes.len()));
+            let err = r.err().unwrap_or_else(|| {
+                panic!("{what}: a cut at {cut} of {} was accepted", bytes.len())
+            });
             assert!(err.is_bad_input(), "{what} cut {cut}: {err}");
             assert!(!err.to_string().is_empty());
         }
@@ -63,7 +77,11 @@ fn random_byte_flips_never_panic() {
     let mut rng = Lcg(42);
     let (mut ok, mut bad) = (0, 0);
     for round in 0..400 {
-        let mut b = if round % 4 == 3 { zst.clone() } else { json.clone() };
+        let mut b = if round % 4 == 3 {
+            zst.clone()
+        } else {
+            json.clone()
+        };
         for _ in 0..1 + rng.next() % 4 {
             let at = (rng.next() as usize) % b.len();
             b[at] = match rng.next() % 4 {
@@ -81,7 +99,10 @@ fn random_byte_flips_never_panic() {
             }
         }
     }
-    assert!(ok > 0 && bad > 0, "flips should give both outcomes: {ok} ok, {bad} errors");
+    assert!(
+        ok > 0 && bad > 0,
+        "flips should give both outcomes: {ok} ok, {bad} errors"
+    );
 }
 
 #[test]
@@ -96,16 +117,34 @@ fn json_that_is_not_a_trace_is_refused_with_a_reason() {
         (b"{\"traceEvents\": []}", "no events"),
         (b"{\"traceEvents\": {}}", "not an array"),
         (b"{\"traceEvents\": [1, 2]}", "not an object"),
-        (b"{\"a\": [1, 2, 3], \"b\": {\"c\": null}}", "no traceEvents"),
-        (b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": \"abc\"}]", "ends"),
-        (b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1e999}]}", "bad time"),
-        (b"{\"traceEvents\": [{\"ph\": \"X\"}]} trailing", "after the end"),
+        (
+            b"{\"a\": [1, 2, 3], \"b\": {\"c\": null}}",
+            "no traceEvents",
+        ),
+        (
+            b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": \"abc\"}]",
+            "ends",
+        ),
+        (
+            b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1e999}]}",
+            "bad time",
+        ),
+        (
+            b"{\"traceEvents\": [{\"ph\": \"X\"}]} trailing",
+            "after the end",
+        ),
         (b"[{\"ph\": \"X\", \"name\": \"\\ud800\\", "ends"),
     ];
     for (doc, expect) in cases {
-        let err = attempt(doc).err().unwrap_or_else(|| panic!("{:?} was accepted", String::from_utf8_lossy(doc)));
+        let err = attempt(doc)
+            .err()
+            .unwrap_or_else(|| panic!("{:?} was accepted", String::from_utf8_lossy(doc)));
         let text = err.to_string();
-        assert!(text.contains(expect), "{:?}: {text} (expected to mention {expect:?})", String::from_utf8_lossy(doc));
+        assert!(
+            text.contains(expect),
+            "{:?}: {text} (expected to mention {expect:?})",
+            String::from_utf8_lossy(doc)
+        );
     }
 }
 
@@ -141,7 +180,10 @@ fn a_decompression_bomb_stops_at_the_limit() {
     let t0 = std::time::Instant::now();
     let err = read_trace(&bomb[..], &opts).err().unwrap();
     assert!(matches!(err, TraceError::TooLarge(_)), "{err}");
-    assert!(err.to_string().contains("decompresses to more than 64 MB"), "{err}");
+    assert!(
+        err.to_string().contains("decompresses to more than 64 MB"),
+        "{err}"
+    );
     assert!(t0.elapsed().as_secs() < 10);
 }
 

@@ -1,9 +1,9 @@
 //! Every trace in ../shared/traces analyzes without error, and the summary's
 //! invariants hold on each.
 
-use std::path::PathBuf;
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
+use std::path::PathBuf;
 
 fn shared_traces() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
@@ -13,7 +13,11 @@ fn shared_traces() -> Vec<PathBuf> {
         .filter(|p| p.to_string_lossy().ends_with(".json.gz"))
         .collect();
     files.sort();
-    assert!(files.len() >= 30, "expected the shared corpus in {}", dir.display());
+    assert!(
+        files.len() >= 30,
+        "expected the shared corpus in {}",
+        dir.display()
+    );
     files
 }
 
@@ -21,7 +25,8 @@ fn shared_traces() -> Vec<PathBuf> {
 fn every_shared_trace_analyzes_and_invariants_hold() {
     for path in shared_traces() {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let t = read_trace_file(&path, &ReadOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let t = read_trace_file(&path, &ReadOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let s = analyze(&t, &AnalysisOptions::default());
 
         // Kernel totals add up to the GPU-op durations in the trace.
@@ -30,14 +35,21 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             .map(|g| t.gpu.dur[g])
             .sum();
         let table_total: f64 = s.kernels.iter().map(|k| k.total_us).sum();
-        assert!((table_total - raw_total as f64 / 1e3).abs() < 1e-3 * (1.0 + table_total), "{name}: kernel totals");
+        assert!(
+            (table_total - raw_total as f64 / 1e3).abs() < 1e-3 * (1.0 + table_total),
+            "{name}: kernel totals"
+        );
         let calls: u64 = s.kernels.iter().map(|k| k.calls).sum();
         assert_eq!(calls, s.trace.attribution.gpu_ops, "{name}: kernel calls");
 
         // Every GPU op is attributed to an op or counted as unattributed.
         let a = &s.trace.attribution;
         let attributed: u64 = s.ops.iter().map(|o| o.gpu_ops).sum();
-        assert_eq!(attributed + a.without_launch + a.without_op, a.gpu_ops, "{name}: attribution");
+        assert_eq!(
+            attributed + a.without_launch + a.without_op,
+            a.gpu_ops,
+            "{name}: attribution"
+        );
         let self_dev: f64 = s.ops.iter().map(|o| o.self_device_us).sum();
         assert!(
             (self_dev + a.unattributed_us - table_total).abs() < 1e-3 * (1.0 + table_total),
@@ -50,16 +62,31 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             assert!(st.cpu_us > 0.0, "{name}: step {} has no duration", st.name);
         }
         for o in &s.ops {
-            assert!(o.self_cpu_us <= o.cpu_total_us + 1e-6, "{name}: {} self > total", o.name);
-            assert!(o.self_device_us <= o.device_total_us + 1e-6, "{name}: {} self device > total", o.name);
+            assert!(
+                o.self_cpu_us <= o.cpu_total_us + 1e-6,
+                "{name}: {} self > total",
+                o.name
+            );
+            assert!(
+                o.self_device_us <= o.device_total_us + 1e-6,
+                "{name}: {} self device > total",
+                o.name
+            );
             assert!((0.0..=100.0 + 1e-6).contains(&o.device_pct));
         }
-        assert!(s.gpu_time.busy_pct <= 100.0 + 1e-6, "{name}: busy {}", s.gpu_time.busy_pct);
+        assert!(
+            s.gpu_time.busy_pct <= 100.0 + 1e-6,
+            "{name}: busy {}",
+            s.gpu_time.busy_pct
+        );
 
         // The summary survives a JSON round trip unchanged.
         let json = serde_json::to_string(&s).unwrap();
         let back: kinetoscope_trace::Summary = serde_json::from_str(&json).unwrap();
-        assert!(back == s, "{name}: the summary changes in a JSON round trip");
+        assert!(
+            back == s,
+            "{name}: the summary changes in a JSON round trip"
+        );
 
         eprintln!(
             "{name}: {} events, {} kernels, {} ops, {} steps ({}), busy {:.1}%, layers {} {} (period {:?}, {}), top: {}",

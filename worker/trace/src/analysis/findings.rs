@@ -3,7 +3,9 @@
 //! name: each one looks at shares, counts, shapes and timings.
 
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
-use kinetoscope_types::{Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow, Summary};
+use kinetoscope_types::{
+    Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow, Summary,
+};
 
 /// Ops whose self device share makes them a finding on their own.
 const OP_SHARE_MIN: f64 = 10.0;
@@ -31,14 +33,24 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     // Ops that dominate device time: their input signature that carries
     // the time, with what it does per step and per call. Annotations and
     // graph replays have findings of their own: they are not ops.
-    let mut top_ops: Vec<&OpRow> = s.ops.iter().filter(|o| o.kind == OpKind::Op && o.self_device_us > 0.0).collect();
+    let mut top_ops: Vec<&OpRow> = s
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Op && o.self_device_us > 0.0)
+        .collect();
     top_ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us));
     for (k, op) in top_ops.iter().take(3).enumerate() {
         if (k > 0 && op.device_pct < OP_SHARE_MIN) || op.device_pct < 1.0 {
             break;
         }
         let (text, share) = op_sentence(op, has_steps, s.steps_stats.count);
-        out.push(finding("top_op", text, share, FindingTab::Ops, Some(&op.name)));
+        out.push(finding(
+            "top_op",
+            text,
+            share,
+            FindingTab::Ops,
+            Some(&op.name),
+        ));
     }
 
     // Graph replays: how much they run, and what bounds a step that
@@ -72,7 +84,11 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         let idle_pct = 100.0 - g.busy_pct;
         let impact = if g.busy_pct < BUSY_PCT_MAX {
-            let per = if has_steps { s.steps_stats.count as f64 } else { 1.0 };
+            let per = if has_steps {
+                s.steps_stats.count as f64
+            } else {
+                1.0
+            };
             text.push_str(&format!(
                 ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) bounds the step",
                 pct(idle_pct),
@@ -83,9 +99,19 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             idle_pct * 0.8
         } else {
             text.push_str(&format!("; the GPU is busy {}", pct(g.busy_pct)));
-            if gr.mode == GraphMode::Piecewise { eager_pct * 0.3 } else { gr.pct * 0.2 }
+            if gr.mode == GraphMode::Piecewise {
+                eager_pct * 0.3
+            } else {
+                gr.pct * 0.2
+            }
         };
-        out.push(finding("graph_replay", text, impact, FindingTab::Ops, top_ctx.map(|o| o.name.as_str())));
+        out.push(finding(
+            "graph_replay",
+            text,
+            impact,
+            FindingTab::Ops,
+            top_ctx.map(|o| o.name.as_str()),
+        ));
     }
 
     // The top kernel: its launch geometry that carries the time (kernels
@@ -129,7 +155,12 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         if let Some(chain) = k.launched_by.first().filter(|c| !c.chain.is_empty()) {
             // Chains differ by their Python stacks too: count every chain
             // that ends in the same op.
-            let calls: u64 = k.launched_by.iter().filter(|c| c.chain.last() == chain.chain.last()).map(|c| c.calls).sum();
+            let calls: u64 = k
+                .launched_by
+                .iter()
+                .filter(|c| c.chain.last() == chain.chain.last())
+                .map(|c| c.calls)
+                .sum();
             let share = 100.0 * calls as f64 / k.calls as f64;
             text.push_str(&format!(
                 "; {} of its calls come from {}",
@@ -137,15 +168,34 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 chain.chain.last().map(String::as_str).unwrap_or("?")
             ));
         } else if let Some(chain) = k.launched_by.first().filter(|c| !c.python.is_empty()) {
-            let frame = chain.python.iter().rev().find(|f| super::python::is_user_frame(f));
-            text.push_str(&format!("; launched by {} in {}", chain.launch, frame.unwrap_or(&chain.python[0])));
+            let frame = chain
+                .python
+                .iter()
+                .rev()
+                .find(|f| super::python::is_user_frame(f));
+            text.push_str(&format!(
+                "; launched by {} in {}",
+                chain.launch,
+                frame.unwrap_or(&chain.python[0])
+            ));
         }
         let impact = dominant.map_or(k.pct, |kg| kg.pct) * 0.9;
-        out.push(finding("top_kernel", text, impact, FindingTab::Kernels, Some(&k.name)));
+        out.push(finding(
+            "top_kernel",
+            text,
+            impact,
+            FindingTab::Kernels,
+            Some(&k.name),
+        ));
     }
 
     // A kernel category that dominates.
-    if let Some(c) = s.gpu_time.by_category.first().filter(|c| c.pct >= 40.0 && c.category != KernelCategory::Other) {
+    if let Some(c) = s
+        .gpu_time
+        .by_category
+        .first()
+        .filter(|c| c.pct >= 40.0 && c.category != KernelCategory::Other)
+    {
         out.push(finding(
             "top_category",
             format!(
@@ -179,7 +229,13 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         // With graph replays the replay finding says why the GPU idles.
         if gr.replays == 0 {
-            out.push(finding("gpu_idle", text, idle_pct * 0.8, FindingTab::Gpu, None));
+            out.push(finding(
+                "gpu_idle",
+                text,
+                idle_pct * 0.8,
+                FindingTab::Gpu,
+                None,
+            ));
         }
 
         let (small, all) = s
@@ -187,7 +243,14 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             .iter()
             .filter(|k| k.kind == GpuOpKind::Kernel)
             .fold((0u64, 0u64), |(sm, al), k| {
-                (sm + if k.avg_us < SMALL_KERNEL_US { k.calls } else { 0 }, al + k.calls)
+                (
+                    sm + if k.avg_us < SMALL_KERNEL_US {
+                        k.calls
+                    } else {
+                        0
+                    },
+                    al + k.calls,
+                )
             });
         // Graph traces already batch their launches: the replay finding
         // says what bounds them instead.
@@ -214,8 +277,16 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     } else {
         s.trace.span_us
     };
-    for op in s.ops.iter().filter(|o| o.kind == OpKind::Runtime && is_blocking(&o.name)) {
-        let share = if window > 0.0 { 100.0 * op.cpu_total_us / window } else { 0.0 };
+    for op in s
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Runtime && is_blocking(&o.name))
+    {
+        let share = if window > 0.0 {
+            100.0 * op.cpu_total_us / window
+        } else {
+            0.0
+        };
         if share < 10.0 {
             continue;
         }
@@ -245,14 +316,27 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 share * 0.5,
             )
         };
-        out.push(finding("sync", text, impact, FindingTab::Ops, Some(&op.name)));
+        out.push(finding(
+            "sync",
+            text,
+            impact,
+            FindingTab::Ops,
+            Some(&op.name),
+        ));
     }
 
     // Host copies from pageable memory.
-    let pageable: Vec<_> = s.kernels.iter().filter(|k| k.kind == GpuOpKind::Memcpy && k.name.contains("Pageable")).collect();
+    let pageable: Vec<_> = s
+        .kernels
+        .iter()
+        .filter(|k| k.kind == GpuOpKind::Memcpy && k.name.contains("Pageable"))
+        .collect();
     let pageable_us: f64 = pageable.iter().map(|k| k.total_us).sum();
     if gpu_total > 0.0 && pageable_us / gpu_total >= 0.01 {
-        let moved: f64 = pageable.iter().map(|k| k.bytes_per_call.unwrap_or(0.0) * k.calls as f64).sum();
+        let moved: f64 = pageable
+            .iter()
+            .map(|k| k.bytes_per_call.unwrap_or(0.0) * k.calls as f64)
+            .sum();
         out.push(finding(
             "pageable_copy",
             format!(
@@ -282,7 +366,9 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         // marker, say) or a graph replay context is not one.
         let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == OpKind::Op);
         let same_top_op = top_op.as_deref().is_some_and(is_op)
-            && l.items.iter().all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
+            && l.items
+                .iter()
+                .all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
         if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
             let share = 100.0 * us / total;
             let kinds = layer_kinds(l);
@@ -297,9 +383,19 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             );
             if same_top_op {
                 let op = &l.items[0].top_ops[0];
-                text.push_str(&format!(", and its top op is {} ({}) in every layer", op.name, time_us(op.us)));
+                text.push_str(&format!(
+                    ", and its top op is {} ({}) in every layer",
+                    op.name,
+                    time_us(op.us)
+                ));
             }
-            out.push(finding("layers", text, share * 0.3, FindingTab::Layers, None));
+            out.push(finding(
+                "layers",
+                text,
+                share * 0.3,
+                FindingTab::Layers,
+                None,
+            ));
         }
     }
 
@@ -321,7 +417,13 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                 )
             })
             .collect();
-        out.push(finding("step_kinds", parts.join("; "), 5.0, FindingTab::Steps, None));
+        out.push(finding(
+            "step_kinds",
+            parts.join("; "),
+            5.0,
+            FindingTab::Steps,
+            None,
+        ));
     }
 
     // Slow steps, against the median of steps of the same kind.
@@ -341,7 +443,11 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                         worst.name,
                         time_us(worst.cpu_us),
                         ratio,
-                        worst.kind.filter(|_| median != s.steps_stats.p50_us).map(|k| format!("{k} ")).unwrap_or_default(),
+                        worst
+                            .kind
+                            .filter(|_| median != s.steps_stats.p50_us)
+                            .map(|k| format!("{k} "))
+                            .unwrap_or_default(),
                         time_us(median)
                     ),
                     100.0 * (worst.cpu_us - median) / total,
@@ -383,21 +489,36 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             format!("{calls} calls")
         }
     };
-    let dominant = op.input_shapes.first().filter(|g| g.self_device_us >= 0.5 * op.self_device_us);
+    let dominant = op
+        .input_shapes
+        .first()
+        .filter(|g| g.self_device_us >= 0.5 * op.self_device_us);
     let Some(g) = dominant else {
         // No signature dominates (or shapes were not recorded).
-        let mut text = format!("{} takes {} of GPU time: {}", op.name, pct(op.device_pct), per_step(op.calls));
+        let mut text = format!(
+            "{} takes {} of GPU time: {}",
+            op.name,
+            pct(op.device_pct),
+            per_step(op.calls)
+        );
         match op.input_shapes.first() {
             Some(big) => text.push_str(&format!(
                 " over {}{} input signatures; the largest ({}) takes {} in {} calls of {} each",
-                if op.input_shapes.len() >= 8 { "at least " } else { "" },
+                if op.input_shapes.len() >= 8 {
+                    "at least "
+                } else {
+                    ""
+                },
                 op.input_shapes.len(),
                 big.conversion.clone().unwrap_or_else(|| big.shapes.clone()),
                 pct(big.device_pct),
                 big.calls,
                 time_us(big.device_per_call_us())
             )),
-            None => text.push_str(&format!(", {} of device time per call", time_us(op.self_device_us / op.calls.max(1) as f64))),
+            None => text.push_str(&format!(
+                ", {} of device time per call",
+                time_us(op.self_device_us / op.calls.max(1) as f64)
+            )),
         }
         return (text, op.device_pct);
     };
@@ -407,7 +528,11 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
         None if !g.shapes.is_empty() => text.push_str(&format!(" ({})", g.shapes)),
         None => {}
     }
-    text.push_str(&format!(" takes {} of GPU time: {}", pct(g.device_pct), per_step(g.calls)));
+    text.push_str(&format!(
+        " takes {} of GPU time: {}",
+        pct(g.device_pct),
+        per_step(g.calls)
+    ));
     match (g.bytes_per_call, g.achieved_gbps) {
         (Some(b), Some(r)) => text.push_str(&format!(
             ", {} per call in {} each ({})",
@@ -416,7 +541,10 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             rate_gbps(r)
         )),
         (Some(b), None) => text.push_str(&format!(", {} per call", bytes(b))),
-        _ => text.push_str(&format!(", {} of device time per call", time_us(g.device_per_call_us()))),
+        _ => text.push_str(&format!(
+            ", {} of device time per call",
+            time_us(g.device_per_call_us())
+        )),
     }
     if !g.parents.is_empty() {
         // The innermost few parents, step markers left out.
@@ -427,10 +555,18 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             .map(|p| short(p, 60))
             .collect();
         if !chain.is_empty() {
-            text.push_str(&format!("; launched from {}", chain[chain.len().saturating_sub(3)..].join(" > ")));
+            text.push_str(&format!(
+                "; launched from {}",
+                chain[chain.len().saturating_sub(3)..].join(" > ")
+            ));
         }
     }
-    if let Some(frame) = g.python.iter().rev().find(|f| super::python::is_user_frame(f)) {
+    if let Some(frame) = g
+        .python
+        .iter()
+        .rev()
+        .find(|f| super::python::is_user_frame(f))
+    {
         text.push_str(&format!(" in {frame}"));
     }
     let others = op.calls.saturating_sub(g.calls);
@@ -438,9 +574,17 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
         let rest = op.device_pct - g.device_pct;
         text.push_str(&format!(
             "; {} other {} calls{} with other inputs add {}",
-            if has_steps && steps > 0 { count(others as f64 / steps as f64) } else { others.to_string() },
+            if has_steps && steps > 0 {
+                count(others as f64 / steps as f64)
+            } else {
+                others.to_string()
+            },
             op.name,
-            if has_steps && steps > 0 { " per step" } else { "" },
+            if has_steps && steps > 0 {
+                " per step"
+            } else {
+                ""
+            },
             pct(rest.max(0.0))
         ));
     }
@@ -478,15 +622,25 @@ fn layer_kinds(l: &kinetoscope_types::Layers) -> String {
     let order = [LayerKind::Dense, LayerKind::Prefix, LayerKind::Moe];
     let parts: Vec<String> = order
         .iter()
-        .filter_map(|k| counts.get(k).map(|n| format!("{n} {}", if *k == LayerKind::Moe { "MoE" } else { k.as_str() })))
+        .filter_map(|k| {
+            counts.get(k).map(|n| {
+                format!(
+                    "{n} {}",
+                    if *k == LayerKind::Moe {
+                        "MoE"
+                    } else {
+                        k.as_str()
+                    }
+                )
+            })
+        })
         .collect();
     format!("{}; ", parts.join(", "))
 }
 
 /// Runtime calls that block the calling CPU thread until the GPU catches up.
 fn is_blocking(name: &str) -> bool {
-    name.contains("Synchronize")
-        || matches!(name, "cudaMemcpy" | "hipMemcpy" | "cudaMemcpy2D")
+    name.contains("Synchronize") || matches!(name, "cudaMemcpy" | "hipMemcpy" | "cudaMemcpy2D")
 }
 
 fn capitalize(s: &str) -> String {

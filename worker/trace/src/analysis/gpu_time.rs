@@ -92,18 +92,33 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
         .map(|(c, (us, calls))| CategoryTime {
             category: c,
             us,
-            pct: if gpu_op_us > 0.0 { 100.0 * us / gpu_op_us } else { 0.0 },
+            pct: if gpu_op_us > 0.0 {
+                100.0 * us / gpu_op_us
+            } else {
+                0.0
+            },
             calls,
         })
         .collect();
-    by_category.sort_by(|a, b| b.us.total_cmp(&a.us).then(a.category.as_str().cmp(b.category.as_str())));
+    by_category.sort_by(|a, b| {
+        b.us.total_cmp(&a.us)
+            .then(a.category.as_str().cmp(b.category.as_str()))
+    });
     let busy_us = busy_ns as f64 / 1e3;
     let capacity = span_us * devices.max(1) as f64;
     GpuTime {
         span_us,
         busy_us,
-        idle_us: if devices > 0 { (capacity - busy_us).max(0.0) } else { 0.0 },
-        busy_pct: if devices > 0 && capacity > 0.0 { 100.0 * busy_us / capacity } else { 0.0 },
+        idle_us: if devices > 0 {
+            (capacity - busy_us).max(0.0)
+        } else {
+            0.0
+        },
+        busy_pct: if devices > 0 && capacity > 0.0 {
+            100.0 * busy_us / capacity
+        } else {
+            0.0
+        },
         gpu_op_us,
         by_category,
         streams,
@@ -116,7 +131,10 @@ mod tests {
 
     #[test]
     fn union_merges_overlaps_and_touching() {
-        assert_eq!(union_ns([(0, 10), (5, 15), (15, 20), (30, 40)].into_iter()), 30);
+        assert_eq!(
+            union_ns([(0, 10), (5, 15), (15, 20), (30, 40)].into_iter()),
+            30
+        );
         assert_eq!(union_ns(std::iter::empty()), 0);
     }
 }

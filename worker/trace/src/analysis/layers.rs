@@ -114,7 +114,9 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
             cx.gpu_step[g] as usize
         };
         let next = groups.len() as u32;
-        let group = *groups.entry((gpu.name[g], gpu.grid[g], gpu.block[g])).or_insert(next);
+        let group = *groups
+            .entry((gpu.name[g], gpu.grid[g], gpu.block[g]))
+            .or_insert(next);
         seqs[s].push(GpuItem {
             g: g as u32,
             name: gpu.name[g],
@@ -145,7 +147,9 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
     let found = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
         by_override(cx, &seqs, opts)
     } else {
-        by_annotation(cx).or_else(|| by_module(cx)).or_else(|| by_repetition(cx, &seqs))
+        by_annotation(cx)
+            .or_else(|| by_module(cx))
+            .or_else(|| by_repetition(cx, &seqs))
     };
     let Some(a) = found else {
         return Layers {
@@ -165,7 +169,10 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
 fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assignment) -> Layers {
     let t = cx.t;
     let gpu = &t.gpu;
-    let category: HashMap<&str, &str> = kernels.iter().map(|k| (k.name.as_str(), k.category.as_str())).collect();
+    let category: HashMap<&str, &str> = kernels
+        .iter()
+        .map(|k| (k.name.as_str(), k.category.as_str()))
+        .collect();
     let steps = seqs.len().max(1) as f64;
     #[derive(Default)]
     struct Acc {
@@ -179,17 +186,28 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
     for it in seqs.iter().flatten() {
         let g = it.g as usize;
         let idx = a.layer.get(&it.g).copied().unwrap_or(-1);
-        let acc = if idx >= 0 { layers.entry(idx).or_default() } else { &mut outside };
+        let acc = if idx >= 0 {
+            layers.entry(idx).or_default()
+        } else {
+            &mut outside
+        };
         let d = gpu.dur[g];
         acc.ns += d;
-        let cat = category.get(t.name(gpu.name[g])).copied().unwrap_or("other");
+        let cat = category
+            .get(t.name(gpu.name[g]))
+            .copied()
+            .unwrap_or("other");
         *acc.by_cat.entry(cat.to_string()).or_default() += d;
         if let Some(owner) = cx.owner(g) {
             *acc.ops.entry(owner).or_default() += d;
         }
         *acc.kernels.entry(gpu.name[g]).or_default() += d;
     }
-    fn top<K: Ord + Copy + std::hash::Hash>(m: &HashMap<K, i64>, steps: f64, name: impl Fn(K) -> String) -> Vec<NameTime> {
+    fn top<K: Ord + Copy + std::hash::Hash>(
+        m: &HashMap<K, i64>,
+        steps: f64,
+        name: impl Fn(K) -> String,
+    ) -> Vec<NameTime> {
         let mut v: Vec<(&K, &i64)> = m.iter().collect();
         v.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
         v.into_iter()
@@ -204,12 +222,19 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         index,
         kind: None,
         device_us: acc.ns as f64 / 1e3 / steps,
-        by_category: acc.by_cat.iter().map(|(c, ns)| (c.clone(), *ns as f64 / 1e3 / steps)).collect(),
+        by_category: acc
+            .by_cat
+            .iter()
+            .map(|(c, ns)| (c.clone(), *ns as f64 / 1e3 / steps))
+            .collect(),
         top_ops: top(&acc.ops, steps, |o| cx.owner_name(o)),
         top_kernels: top(&acc.kernels, steps, |k| super::names::short_name(t.name(k))),
     };
     let mut items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
-    let kernels_of: Vec<hashbrown::HashSet<Sym>> = layers.values().map(|acc| acc.kernels.keys().copied().collect()).collect();
+    let kernels_of: Vec<hashbrown::HashSet<Sym>> = layers
+        .values()
+        .map(|acc| acc.kernels.keys().copied().collect())
+        .collect();
     let mut detail = a.detail;
     if let Some(note) = label_kinds(t, &mut items, &kernels_of, a.prefix) {
         detail.push_str(&note);
@@ -233,7 +258,11 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
     let t = cx.t;
     let cpu = &t.cpu;
     let mut index_of_name: HashMap<Sym, Option<i64>> = HashMap::new();
-    let mut index_of = |sym: Sym| *index_of_name.entry(sym).or_insert_with(|| layer_index(t.name(sym)));
+    let mut index_of = |sym: Sym| {
+        *index_of_name
+            .entry(sym)
+            .or_insert_with(|| layer_index(t.name(sym)))
+    };
     let mut layer: HashMap<u32, i64> = HashMap::new();
     let mut marker: Option<Sym> = None;
     for g in 0..t.gpu.len() {
@@ -274,7 +303,12 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
                 continue;
             }
             let k = spans.partition_point(|s| s.0 <= gpu.ts[g]);
-            if let Some(s) = spans[..k].iter().rev().take(64).find(|s| s.2 == gpu.track[g] && gpu.ts[g] < s.1) {
+            if let Some(s) = spans[..k]
+                .iter()
+                .rev()
+                .take(64)
+                .find(|s| s.2 == gpu.track[g] && gpu.ts[g] < s.1)
+            {
                 layer.insert(g as u32, s.3);
             }
         }
@@ -288,7 +322,10 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         confidence: 0.95,
         period: None,
         marker: marker.map(|m| t.name(m).to_string()),
-        detail: format!("layer indices read from annotation names such as {:?}", marker.map(|m| t.name(m)).unwrap_or("")),
+        detail: format!(
+            "layer indices read from annotation names such as {:?}",
+            marker.map(|m| t.name(m)).unwrap_or("")
+        ),
         layer,
         prefix: 0,
     })
@@ -319,7 +356,11 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         if cpu.kind[i] == CpuKind::Module {
             if let Some((c, n)) = module_instance(t.name(cpu.name[i])) {
                 if c == class {
-                    frames.entry(cpu.track[i]).or_default().push((cpu.ts[i], cpu.ts[i] + cpu.dur[i], n));
+                    frames.entry(cpu.track[i]).or_default().push((
+                        cpu.ts[i],
+                        cpu.ts[i] + cpu.dur[i],
+                        n,
+                    ));
                 }
             }
         }
@@ -340,7 +381,9 @@ fn by_module(cx: &Context) -> Option<Assignment> {
             continue;
         }
         let r = r as usize;
-        let Some(f) = frames.get(&cpu.track[r]) else { continue };
+        let Some(f) = frames.get(&cpu.track[r]) else {
+            continue;
+        };
         let ts = cpu.ts[r];
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
@@ -359,7 +402,10 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         confidence: 0.9,
         period: None,
         marker: Some(format!("nn.Module: {class}")),
-        detail: format!("{} instances of the module {class} (Python frames)", insts.len()),
+        detail: format!(
+            "{} instances of the module {class} (Python frames)",
+            insts.len()
+        ),
         layer,
         prefix: 0,
     })
@@ -406,7 +452,11 @@ fn layout(seq: &[GpuItem], pos: &[usize]) -> Option<Layout> {
     let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
     let p = *gaps.last()?;
     let prefix = gaps.iter().rposition(|&g| g != p).map_or(0, |k| k + 1);
-    if p < MIN_PERIOD || prefix > (n / 4).max(3) || n - prefix < MIN_LAYERS || gaps.iter().any(|&g| g < MIN_PERIOD) {
+    if p < MIN_PERIOD
+        || prefix > (n / 4).max(3)
+        || n - prefix < MIN_LAYERS
+        || gaps.iter().any(|&g| g < MIN_PERIOD)
+    {
         return None;
     }
     // Layers start `k` GPU ops before their markers: as many as every
@@ -429,13 +479,21 @@ fn layout(seq: &[GpuItem], pos: &[usize]) -> Option<Layout> {
     let (mut same, mut all) = (0usize, 0usize);
     for i in prefix + 1..n {
         let (a, b) = (starts[i - 1], starts[i]);
-        let len = if i + 1 < n { starts[i + 1] - b } else { end - b };
+        let len = if i + 1 < n {
+            starts[i + 1] - b
+        } else {
+            end - b
+        };
         for j in 0..len.min(b - a) {
             all += 1;
             same += (seq[a + j].name == seq[b + j].name) as usize;
         }
     }
-    let score = if all == 0 { 0.0 } else { same as f64 / all as f64 };
+    let score = if all == 0 {
+        0.0
+    } else {
+        same as f64 / all as f64
+    };
     Some(Layout {
         starts,
         end,
@@ -455,7 +513,10 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         *counts.entry(Key::Name(it.name)).or_default() += 1;
         *counts.entry(Key::Group(it.group)).or_default() += 1;
     }
-    let mut cands: Vec<(Key, usize)> = counts.into_iter().filter(|(_, c)| *c >= MIN_LAYERS).collect();
+    let mut cands: Vec<(Key, usize)> = counts
+        .into_iter()
+        .filter(|(_, c)| *c >= MIN_LAYERS)
+        .collect();
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     // Each candidate costs a pass over every step: look at the most
     // frequent ones only, so a trace with many kernel names stays linear.
@@ -472,7 +533,12 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         let mut ok = true;
         let (mut covered, mut total) = (0i64, 0i64);
         for seq in &steps {
-            let pos: Vec<usize> = seq.iter().enumerate().filter(|(_, it)| key.of(it)).map(|(k, _)| k).collect();
+            let pos: Vec<usize> = seq
+                .iter()
+                .enumerate()
+                .filter(|(_, it)| key.of(it))
+                .map(|(k, _)| k)
+                .collect();
             let Some(l) = (pos.len() == c).then(|| layout(seq, &pos)).flatten() else {
                 ok = false;
                 break;
@@ -487,7 +553,9 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
             covered += seq[l.starts[0]..l.end].iter().map(dur).sum::<i64>();
             total += seq.iter().map(dur).sum::<i64>();
         }
-        let Some((period, prefix)) = shape.filter(|_| ok) else { continue };
+        let Some((period, prefix)) = shape.filter(|_| ok) else {
+            continue;
+        };
         if (covered as f64) < MIN_COVERAGE * total as f64 {
             continue;
         }
@@ -496,14 +564,21 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         // placed differently in the first layer is no reason to split it
         // off); then the most regular.
         let rank = |l: usize, pre: usize, sc: f64| (l, std::cmp::Reverse(pre), (sc * 1e6) as u64);
-        if score >= MIN_PERIODICITY && best.is_none_or(|b| rank(c, prefix, score) > rank(b.0, b.4, b.1)) {
+        if score >= MIN_PERIODICITY
+            && best.is_none_or(|b| rank(c, prefix, score) > rank(b.0, b.4, b.1))
+        {
             best = Some((c, score, key, period, prefix));
         }
     }
     let (layers_n, score, marker, period, prefix) = best?;
     let mut layer = HashMap::new();
     for seq in &steps {
-        let pos: Vec<usize> = seq.iter().enumerate().filter(|(_, it)| marker.of(it)).map(|(k, _)| k).collect();
+        let pos: Vec<usize> = seq
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| marker.of(it))
+            .map(|(k, _)| k)
+            .collect();
         if let Some(l) = layout(seq, &pos) {
             for (i, &s) in l.starts.iter().enumerate() {
                 let e = l.starts.get(i + 1).copied().unwrap_or(l.end);
@@ -557,19 +632,27 @@ fn label_kinds(
     kernels_of: &[hashbrown::HashSet<Sym>],
     prefix: usize,
 ) -> Option<String> {
-    let moe: Vec<bool> = kernels_of.iter().map(|ks| ks.iter().any(|&k| is_moe_kernel(t.name(k)))).collect();
+    let moe: Vec<bool> = kernels_of
+        .iter()
+        .map(|ks| ks.iter().any(|&k| is_moe_kernel(t.name(k))))
+        .collect();
     let n_moe = moe.iter().filter(|&&m| m).count();
     if n_moe > 0 && n_moe < items.len() {
         for (item, m) in items.iter_mut().zip(&moe) {
             item.kind = Some(if *m { LayerKind::Moe } else { LayerKind::Dense });
         }
-        return Some(format!("; {} dense and {n_moe} MoE layers", items.len() - n_moe));
+        return Some(format!(
+            "; {} dense and {n_moe} MoE layers",
+            items.len() - n_moe
+        ));
     }
     if prefix > 0 {
         for item in items.iter_mut().take(prefix) {
             item.kind = Some(LayerKind::Prefix);
         }
-        return Some(format!("; the first {prefix} layers run a different op sequence"));
+        return Some(format!(
+            "; the first {prefix} layers run a different op sequence"
+        ));
     }
     None
 }
@@ -603,7 +686,8 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
             let mut v: Vec<usize> = Vec::new();
             for (k, it) in seq.iter().enumerate() {
                 // Consecutive GPU ops of one marker call start one layer.
-                if is_marker(it) && !(k > 0 && v.last() == Some(&(k - 1)) && is_marker(&seq[k - 1])) {
+                if is_marker(it) && !(k > 0 && v.last() == Some(&(k - 1)) && is_marker(&seq[k - 1]))
+                {
                     v.push(k);
                 }
             }
@@ -615,7 +699,10 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
             let start = (0..seq.len().saturating_sub(2 * p))
                 .find(|&s| (s..s + p).all(|k| seq[k].name == seq[k + p].name))
                 .unwrap_or(0);
-            (start..seq.len()).step_by(p).filter(|&s| s + p <= seq.len()).collect()
+            (start..seq.len())
+                .step_by(p)
+                .filter(|&s| s + p <= seq.len())
+                .collect()
         };
         if starts.is_empty() {
             continue;
@@ -626,7 +713,11 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
                 (None, Some(&next)) => next,
                 (None, None) => {
                     // The last layer is as long as the one before it.
-                    let prev = if i > 0 { s - starts[i - 1] } else { seq.len() - s };
+                    let prev = if i > 0 {
+                        s - starts[i - 1]
+                    } else {
+                        seq.len() - s
+                    };
                     (s + prev).min(seq.len())
                 }
             };
@@ -646,7 +737,9 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         detail: format!(
             "set by the user: {}{}",
             marker.map(|m| format!("marker {m:?}")).unwrap_or_default(),
-            period.map(|p| format!(" period {p} GPU ops per layer")).unwrap_or_default()
+            period
+                .map(|p| format!(" period {p} GPU ops per layer"))
+                .unwrap_or_default()
         ),
         layer,
         prefix: 0,
@@ -671,7 +764,10 @@ mod tests {
 
     #[test]
     fn module_instances() {
-        assert_eq!(module_instance("nn.Module: Qwen2DecoderLayer_12"), Some(("Qwen2DecoderLayer", 12)));
+        assert_eq!(
+            module_instance("nn.Module: Qwen2DecoderLayer_12"),
+            Some(("Qwen2DecoderLayer", 12))
+        );
         assert_eq!(module_instance("nn.Module: Linear"), None);
     }
 }

@@ -75,7 +75,8 @@ pub fn link(t: &Trace) -> Links {
             let ts = cpu.ts[ci];
             while let Some(&top) = stack.last() {
                 let ti = top as usize;
-                let inside = cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur[ti] || ts == cpu.ts[ti]);
+                let inside =
+                    cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur[ti] || ts == cpu.ts[ti]);
                 if inside {
                     break;
                 }
@@ -173,7 +174,11 @@ pub fn is_graph_launch(name: &str) -> bool {
 }
 
 /// Per GPU slice: its launch, the op behind it, and whether a graph replay ran it.
-fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
+fn gpu_links(
+    t: &Trace,
+    launcher: &[u32],
+    attribution: &mut Attribution,
+) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
     let cpu = &t.cpu;
     let gpu = &t.gpu;
     let mut by_corr: HashMap<i64, u32> = HashMap::with_capacity(cpu.len() / 4);
@@ -215,7 +220,9 @@ fn gpu_links(t: &Trace, launcher: &[u32], attribution: &mut Attribution) -> (Vec
             continue;
         }
         let sym = cpu.name[r as usize];
-        let is_graph = *is_graph_sym.entry(sym).or_insert_with(|| is_graph_launch(t.name(sym)));
+        let is_graph = *is_graph_sym
+            .entry(sym)
+            .or_insert_with(|| is_graph_launch(t.name(sym)));
         if is_graph {
             attribution.graph_gpu_ops += 1;
             graph_launches.insert(r);
@@ -247,7 +254,9 @@ fn flow_fallback(t: &Trace, launch: &mut [u32], attribution: &mut Attribution) {
     let mut runtime_at: HashMap<(u32, i64), u32> = HashMap::new();
     for i in 0..cpu.len() {
         if cpu.kind[i].is_runtime() {
-            runtime_at.entry((cpu.track[i], cpu.ts[i])).or_insert(i as u32);
+            runtime_at
+                .entry((cpu.track[i], cpu.ts[i]))
+                .or_insert(i as u32);
         }
     }
     let gpu = &t.gpu;

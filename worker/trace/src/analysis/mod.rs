@@ -122,7 +122,10 @@ impl Context<'_> {
     /// The Python stack (names) of an id, with install prefixes cut
     /// (`/opt/.../site-packages/vllm/x.py(1): f` -> `vllm/x.py(1): f`).
     pub fn py_names(&self, id: u32) -> Vec<String> {
-        self.py_stacks[id as usize].iter().map(|&s| python::short_frame(self.t.name(s)).to_string()).collect()
+        self.py_stacks[id as usize]
+            .iter()
+            .map(|&s| python::short_frame(self.t.name(s)).to_string())
+            .collect()
     }
 }
 
@@ -158,7 +161,9 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
     let mut py_stack_of: HashMap<u32, u32> = HashMap::new();
     let mut replay_frame: HashMap<u32, Sym> = HashMap::new();
     if !frames.is_empty() {
-        let mut slices: Vec<u32> = (0..cpu.len() as u32).filter(|&i| top_op[i as usize] == i).collect();
+        let mut slices: Vec<u32> = (0..cpu.len() as u32)
+            .filter(|&i| top_op[i as usize] == i)
+            .collect();
         for g in 0..gpu.len() {
             let r = links.launch[g];
             if r != NO && (links.graph[g] || links.op[g] == NO) {
@@ -167,7 +172,10 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
         }
         slices.sort_unstable();
         slices.dedup();
-        let queries: Vec<(u32, i64)> = slices.iter().map(|&i| (cpu.track[i as usize], cpu.ts[i as usize])).collect();
+        let queries: Vec<(u32, i64)> = slices
+            .iter()
+            .map(|&i| (cpu.track[i as usize], cpu.ts[i as usize]))
+            .collect();
         let inner = frames.innermost(t, &queries);
         let mut ids: HashMap<u32, u32> = HashMap::new();
         let mut by_names: HashMap<Vec<Sym>, u32> = HashMap::new();
@@ -233,7 +241,11 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
             }
         }
     }
-    let mut total_dev: Vec<i64> = self_dev.iter().zip(&graph_dev).map(|(s, g)| s + g).collect();
+    let mut total_dev: Vec<i64> = self_dev
+        .iter()
+        .zip(&graph_dev)
+        .map(|(s, g)| s + g)
+        .collect();
     for &op in links.preorder.iter().rev() {
         let p = links.parent[op as usize];
         if p != NO {
@@ -333,7 +345,9 @@ fn trace_info(cx: &Context) -> TraceInfo {
     categories.sort_by(|a, b| b.events.cmp(&a.events).then(a.category.cmp(&b.category)));
     let unknown_categories: Vec<String> = categories
         .iter()
-        .filter(|cc| cc.category != "(none)" && !crate::import::parse::is_known_category(&cc.category))
+        .filter(|cc| {
+            cc.category != "(none)" && !crate::import::parse::is_known_category(&cc.category)
+        })
         .map(|cc| cc.category.clone())
         .collect();
     let mut active: Vec<i64> = t
@@ -399,7 +413,12 @@ fn trace_info(cx: &Context) -> TraceInfo {
         world_size: t.meta.world_size,
         backend: t.meta.backend.clone(),
         profiler_options: t.meta.options.clone(),
-        layout: if t.meta.layout_array { "array" } else { "object" }.into(),
+        layout: if t.meta.layout_array {
+            "array"
+        } else {
+            "object"
+        }
+        .into(),
         schema_version: t.meta.schema_version,
         trace_name: t.meta.trace_name.clone(),
         base_time_ns: t.meta.base_time_ns,
@@ -472,7 +491,11 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
     let all: Vec<&StepRow> = rows.iter().collect();
     let (count, mean_us, p50_us, p90_us, min_us, max_us, mean_device_us) = stats(&all);
     let mut by_kind = Vec::new();
-    for kind in [steps::StepKind::Prefill, steps::StepKind::Decode, steps::StepKind::Mixed] {
+    for kind in [
+        steps::StepKind::Prefill,
+        steps::StepKind::Decode,
+        steps::StepKind::Mixed,
+    ] {
         let of: Vec<&StepRow> = rows.iter().filter(|r| r.kind == Some(kind)).collect();
         if !of.is_empty() {
             let (count, mean_us, p50_us, _, _, _, mean_device_us) = stats(&of);
@@ -556,15 +579,25 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
             a.calls_in_steps += 1;
         }
         if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
-            let gacc = groups.entry((cpu.name[i], cpu.shapes[i], cpu.dtypes[i])).or_default();
+            let gacc = groups
+                .entry((cpu.name[i], cpu.shapes[i], cpu.dtypes[i]))
+                .or_default();
             gacc.calls += 1;
             gacc.calls_in_steps += in_step as u64;
             gacc.self_cpu += self_cpu;
             gacc.self_dev += cx.self_dev[i];
             let parent = cx.links.parent[i];
-            let chain = if parent == NO { 0 } else { chains.of(cx, parent) };
+            let chain = if parent == NO {
+                0
+            } else {
+                chains.of(cx, parent)
+            };
             let top = cx.top_op[i];
-            let py = if top == NO { 0 } else { cx.py_stack_of.get(&top).copied().unwrap_or(0) };
+            let py = if top == NO {
+                0
+            } else {
+                cx.py_stack_of.get(&top).copied().unwrap_or(0)
+            };
             let e = gacc.parents.entry((chain, py)).or_default();
             e.0 += cx.self_dev[i];
             e.1 += 1;
@@ -597,7 +630,8 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
                 .map(|b| b as f64 * g.calls as f64 / self_dev_us / 1e3),
             calls_per_step: per_step(g.calls_in_steps),
             device_pct: pct(self_dev_us, total_gpu),
-            conversion: shapes::conversion(op, t.name(dtypes)).map(|(from, to)| format!("{from} -> {to}")),
+            conversion: shapes::conversion(op, t.name(dtypes))
+                .map(|(from, to)| format!("{from} -> {to}")),
             parents,
             python,
         });
@@ -759,7 +793,11 @@ fn graph_stats(cx: &Context) -> GraphStats {
     top.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     let total = cx.gpu_op_ns.max(1) as f64;
     GraphStats {
-        mode: if (eager_ns as f64) < 0.1 * total { GraphMode::Graph } else { GraphMode::Piecewise },
+        mode: if (eager_ns as f64) < 0.1 * total {
+            GraphMode::Graph
+        } else {
+            GraphMode::Piecewise
+        },
         replays: a.graph_launches,
         gpu_ops: a.graph_gpu_ops,
         device_us: us(graph_ns),
@@ -906,7 +944,9 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
         let op = cx.links.op[g];
         if op != NO && !cx.links.graph[g] {
             let o = op as usize;
-            *grp.ops.entry((cpu.name[o], cpu.shapes[o], cpu.dtypes[o])).or_default() += d;
+            *grp.ops
+                .entry((cpu.name[o], cpu.shapes[o], cpu.dtypes[o]))
+                .or_default() += d;
         }
         let r = cx.links.launch[g];
         if r != NO {
@@ -969,7 +1009,8 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
                         .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
                         .map(|(&sig, _)| sig);
                     let op_name = top.map(|(o, _, _)| t.name(o));
-                    let copy = top.and_then(|(o, s, d)| shapes::copy_bytes(t.name(o), t.name(s), t.name(d)));
+                    let copy = top
+                        .and_then(|(o, s, d)| shapes::copy_bytes(t.name(o), t.name(s), t.name(d)));
                     let bytes_per_call = match copy {
                         Some(b) => Some(b as f64),
                         None if k.bytes > 0 => Some(k.bytes as f64 / k.calls as f64),
@@ -986,8 +1027,12 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
                         avg_us: avg,
                         pct: pct(total, total_gpu),
                         op: op_name.map(str::to_string),
-                        shapes: top.map(|(_, s, _)| t.name(s).to_string()).filter(|s| !s.is_empty()),
-                        dtypes: top.map(|(_, _, d)| t.name(d).to_string()).filter(|s| !s.is_empty()),
+                        shapes: top
+                            .map(|(_, s, _)| t.name(s).to_string())
+                            .filter(|s| !s.is_empty()),
+                        dtypes: top
+                            .map(|(_, _, d)| t.name(d).to_string())
+                            .filter(|s| !s.is_empty()),
                         conversion: top
                             .and_then(|(o, _, d)| shapes::conversion(t.name(o), t.name(d)))
                             .map(|(from, to)| format!("{from} -> {to}")),

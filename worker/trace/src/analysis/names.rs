@@ -28,7 +28,12 @@ pub fn short_name(name: &str) -> String {
 
 /// Identifiers in template arguments that tell generic kernels apart.
 fn functor_hint(full: &str, base: &str) -> Option<String> {
-    let generic = ["elementwise_kernel", "reduce_kernel", "multi_tensor_apply_kernel", "index_elementwise_kernel"];
+    let generic = [
+        "elementwise_kernel",
+        "reduce_kernel",
+        "multi_tensor_apply_kernel",
+        "index_elementwise_kernel",
+    ];
     if !generic.iter().any(|g| base.ends_with(g)) {
         return None;
     }
@@ -89,7 +94,8 @@ pub fn normalized_name(name: &str) -> String {
         if !token.is_empty() {
             let is_hex_addr = token.starts_with("0x");
             let digits = token.chars().filter(|c| c.is_ascii_digit()).count();
-            let hexish = token.len() >= 8 && token.chars().all(|c| c.is_ascii_hexdigit()) && digits > 0;
+            let hexish =
+                token.len() >= 8 && token.chars().all(|c| c.is_ascii_hexdigit()) && digits > 0;
             if is_hex_addr || hexish || (digits > 0 && digits == token.len()) {
                 out.push('#');
             } else {
@@ -146,7 +152,9 @@ pub const CATEGORIES: [&str; 8] = [
 ///    `rotary`/`rope`, `add`, `mul`, `div`, `where`, `dropout`.
 /// 8. `other`: everything else.
 pub fn category(kind: &str, name: &str) -> kinetoscope_types::KernelCategory {
-    category_word(kind, name).parse().unwrap_or(kinetoscope_types::KernelCategory::Other)
+    category_word(kind, name)
+        .parse()
+        .unwrap_or(kinetoscope_types::KernelCategory::Other)
 }
 
 fn category_word(kind: &str, name: &str) -> &'static str {
@@ -156,16 +164,45 @@ fn category_word(kind: &str, name: &str) -> &'static str {
     let n = name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| n.contains(w));
     if has(&[
-        "nccl", "rccl", "allreduce", "all_reduce", "allgather", "all_gather", "reducescatter",
-        "reduce_scatter", "alltoall", "all_to_all", "cross_device_reduce", "sendrecv",
+        "nccl",
+        "rccl",
+        "allreduce",
+        "all_reduce",
+        "allgather",
+        "all_gather",
+        "reducescatter",
+        "reduce_scatter",
+        "alltoall",
+        "all_to_all",
+        "cross_device_reduce",
+        "sendrecv",
     ]) {
         "communication"
     } else if has(&[
-        "copy", "memcpy", "memset", "fill", "catarraybatched", "gather", "scatter", "index_select", "indexselect",
-        "reshape_and_cache", "kv_cache", "store_kvcache",
+        "copy",
+        "memcpy",
+        "memset",
+        "fill",
+        "catarraybatched",
+        "gather",
+        "scatter",
+        "index_select",
+        "indexselect",
+        "reshape_and_cache",
+        "kv_cache",
+        "store_kvcache",
     ]) {
         "memory"
-    } else if has(&["attention", "attn", "flash", "fmha", "mha", "sdpa", "paged", "mla_"]) {
+    } else if has(&[
+        "attention",
+        "attn",
+        "flash",
+        "fmha",
+        "mha",
+        "sdpa",
+        "paged",
+        "mla_",
+    ]) {
         "attention"
     } else if has(&[
         "gemm", "matmul", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "cijk_", "_mm", "conv",
@@ -175,13 +212,38 @@ fn category_word(kind: &str, name: &str) -> &'static str {
     } else if has(&["norm", "bn_fw", "bn_bw"]) {
         "norm"
     } else if has(&[
-        "reduce", "softmax", "sum", "argmax", "topk", "sort", "cumsum", "scan", "max_", "mean",
-        "triton_red", "triton_per",
+        "reduce",
+        "softmax",
+        "sum",
+        "argmax",
+        "topk",
+        "sort",
+        "cumsum",
+        "scan",
+        "max_",
+        "mean",
+        "triton_red",
+        "triton_per",
     ]) {
         "reduction"
     } else if has(&[
-        "elementwise", "vectorized", "pointwise", "triton_poi", "silu", "gelu", "relu", "act_and_mul",
-        "sigmoid", "tanh", "rotary", "rope", "add", "mul", "div", "where", "dropout",
+        "elementwise",
+        "vectorized",
+        "pointwise",
+        "triton_poi",
+        "silu",
+        "gelu",
+        "relu",
+        "act_and_mul",
+        "sigmoid",
+        "tanh",
+        "rotary",
+        "rope",
+        "add",
+        "mul",
+        "div",
+        "where",
+        "dropout",
     ]) {
         "elementwise"
     } else {
@@ -215,9 +277,20 @@ mod tests {
             short_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4> >(at::native::ReduceOp<c10::BFloat16, at::native::ArgMaxOps<c10::BFloat16>, unsigned int, long, 4>)"),
             "at::native::reduce_kernel (ArgMaxOps)"
         );
-        assert_eq!(short_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"), "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn");
-        assert_eq!(short_name("Memcpy DtoD (Device -> Device)"), "Memcpy DtoD (Device -> Device)");
-        assert_eq!(short_name("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"), "ncclDevKernel_AllReduce_Sum_bf16_RING_LL");
+        assert_eq!(
+            short_name("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"),
+            "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn"
+        );
+        assert_eq!(
+            short_name("Memcpy DtoD (Device -> Device)"),
+            "Memcpy DtoD (Device -> Device)"
+        );
+        assert_eq!(
+            short_name(
+                "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+            ),
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+        );
     }
 
     #[test]
@@ -231,15 +304,58 @@ mod tests {
 
     #[test]
     fn categories_follow_the_rules() {
-        assert_eq!(category("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)").as_str(), "communication");
-        assert_eq!(category("kernel", "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>").as_str(), "memory");
-        assert_eq!(category("memcpy", "Memcpy HtoD (Pageable -> Device)").as_str(), "memory");
-        assert_eq!(category("kernel", "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>").as_str(), "attention");
-        assert_eq!(category("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64").as_str(), "gemm");
-        assert_eq!(category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64").as_str(), "gemm");
-        assert_eq!(category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>").as_str(), "norm");
-        assert_eq!(category("kernel", "void at::native::reduce_kernel<512, 1>").as_str(), "reduction");
-        assert_eq!(category("kernel", "void vllm::act_and_mul_kernel<silu>").as_str(), "elementwise");
+        assert_eq!(
+            category(
+                "kernel",
+                "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+            )
+            .as_str(),
+            "communication"
+        );
+        assert_eq!(
+            category(
+                "kernel",
+                "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>"
+            )
+            .as_str(),
+            "memory"
+        );
+        assert_eq!(
+            category("memcpy", "Memcpy HtoD (Pageable -> Device)").as_str(),
+            "memory"
+        );
+        assert_eq!(
+            category(
+                "kernel",
+                "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>"
+            )
+            .as_str(),
+            "attention"
+        );
+        assert_eq!(
+            category(
+                "kernel",
+                "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+            )
+            .as_str(),
+            "gemm"
+        );
+        assert_eq!(
+            category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64").as_str(),
+            "gemm"
+        );
+        assert_eq!(
+            category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>").as_str(),
+            "norm"
+        );
+        assert_eq!(
+            category("kernel", "void at::native::reduce_kernel<512, 1>").as_str(),
+            "reduction"
+        );
+        assert_eq!(
+            category("kernel", "void vllm::act_and_mul_kernel<silu>").as_str(),
+            "elementwise"
+        );
         assert_eq!(category("kernel", "mystery").as_str(), "other");
     }
 }

@@ -170,7 +170,12 @@ mod tests {
         assert!(is_user_frame("vllm/compilation/backends.py(608): __call__"));
         assert!(!is_user_frame("torch/cuda/graphs.py(86): replay"));
         assert!(!is_user_frame("<built-in method replay of object at 0x7f>"));
-        assert!(!is_user_frame("/opt/conda/lib/python3.12/site-packages/torch/_ops.py(723): __call__"));
-        assert_eq!(short_frame("/opt/conda/lib/python3.12/site-packages/vllm/x.py(1): f"), "vllm/x.py(1): f");
+        assert!(!is_user_frame(
+            "/opt/conda/lib/python3.12/site-packages/torch/_ops.py(723): __call__"
+        ));
+        assert_eq!(
+            short_frame("/opt/conda/lib/python3.12/site-packages/vllm/x.py(1): f"),
+            "vllm/x.py(1): f"
+        );
     }
 }

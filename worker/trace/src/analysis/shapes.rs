@@ -6,11 +6,14 @@
 pub fn dtype_size(t: &str) -> Option<u64> {
     let t = t.strip_prefix("c10::").unwrap_or(t);
     Some(match t {
-        "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz" | "Float8_e8m0fnu"
-        | "Float4_e2m1fn_x2" | "signed char" | "unsigned char" | "bool" | "qint8" | "quint8"
-        | "int8_t" | "uint8_t" | "char" => 1,
-        "BFloat16" | "Half" | "short int" | "short" | "int16_t" | "unsigned short" | "uint16_t" => 2,
-        "float" | "int" | "unsigned int" | "qint32" | "int32_t" | "uint32_t" | "complex<c10::Half>" => 4,
+        "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz" | "Float8_e5m2fnuz"
+        | "Float8_e8m0fnu" | "Float4_e2m1fn_x2" | "signed char" | "unsigned char" | "bool"
+        | "qint8" | "quint8" | "int8_t" | "uint8_t" | "char" => 1,
+        "BFloat16" | "Half" | "short int" | "short" | "int16_t" | "unsigned short" | "uint16_t" => {
+            2
+        }
+        "float" | "int" | "unsigned int" | "qint32" | "int32_t" | "uint32_t"
+        | "complex<c10::Half>" => 4,
         "double" | "long int" | "long" | "long long" | "int64_t" | "unsigned long" | "uint64_t"
         | "complex<float>" => 8,
         "complex<double>" => 16,
@@ -61,8 +64,13 @@ pub fn inputs(shapes: &str, dtypes: &str) -> Vec<Input> {
 pub fn is_copy_like(op: &str) -> bool {
     matches!(
         op,
-        "aten::copy_" | "aten::clone" | "aten::contiguous" | "aten::_copy_from" | "aten::_to_copy"
-            | "aten::to" | "aten::copy"
+        "aten::copy_"
+            | "aten::clone"
+            | "aten::contiguous"
+            | "aten::_copy_from"
+            | "aten::_to_copy"
+            | "aten::to"
+            | "aten::copy"
     )
 }
 
@@ -116,10 +124,19 @@ mod tests {
         );
         assert_eq!(b, Some(2 * 1024 * 8 * 128 * 3));
         assert_eq!(
-            conversion("aten::copy_", r#"["c10::BFloat16", "c10::Float8_e4m3fn", "Scalar"]"#),
+            conversion(
+                "aten::copy_",
+                r#"["c10::BFloat16", "c10::Float8_e4m3fn", "Scalar"]"#
+            ),
             Some(("Float8_e4m3fn".into(), "BFloat16".into()))
         );
-        assert_eq!(copy_bytes("aten::mm", "[[2, 2], [2, 2]]", r#"["float", "float"]"#), None);
-        assert_eq!(copy_bytes("aten::clone", "[[10]]", r#"["float"]"#), Some(80));
+        assert_eq!(
+            copy_bytes("aten::mm", "[[2, 2], [2, 2]]", r#"["float", "float"]"#),
+            None
+        );
+        assert_eq!(
+            copy_bytes("aten::clone", "[[10]]", r#"["float"]"#),
+            Some(80)
+        );
     }
 }

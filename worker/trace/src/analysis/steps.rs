@@ -20,16 +20,22 @@ pub enum StepMarker {
 impl StepMarker {
     fn of(name: &str) -> Option<StepMarker> {
         if let Some(rest) = name.strip_prefix("ProfilerStep#") {
-            return rest.parse::<i64>().is_ok().then_some(StepMarker::ProfilerStep);
+            return rest
+                .parse::<i64>()
+                .is_ok()
+                .then_some(StepMarker::ProfilerStep);
         }
         if name.starts_with("step[") && name.ends_with(']') {
             return Some(StepMarker::ServingStep);
         }
-        if name.starts_with("execute_") && (name.contains("context") || name.contains("generation")) {
+        if name.starts_with("execute_") && (name.contains("context") || name.contains("generation"))
+        {
             return Some(StepMarker::Execute);
         }
         if let Some(rest) = name.strip_prefix("capture_") {
-            return rest.starts_with(|c: char| c.is_ascii_digit()).then_some(StepMarker::Capture);
+            return rest
+                .starts_with(|c: char| c.is_ascii_digit())
+                .then_some(StepMarker::Capture);
         }
         None
     }
@@ -65,7 +71,11 @@ pub fn kind_of(name: &str) -> Option<StepKind> {
         let count = |key: &str| -> u64 {
             name.split(key)
                 .nth(1)
-                .map(|r| r.chars().take_while(char::is_ascii_digit).collect::<String>())
+                .map(|r| {
+                    r.chars()
+                        .take_while(char::is_ascii_digit)
+                        .collect::<String>()
+                })
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(0)
         };
@@ -102,7 +112,11 @@ fn engine_frame_rank(name: &str) -> Option<u8> {
     let file = name.split('(').next().unwrap_or("");
     match func {
         "execute_model" if file.ends_with("model_runner.py") => Some(0),
-        "forward_decode" | "forward_extend" | "forward_idle" if file.ends_with("model_runner.py") => Some(0),
+        "forward_decode" | "forward_extend" | "forward_idle"
+            if file.ends_with("model_runner.py") =>
+        {
+            Some(0)
+        }
         "run_batch" if file.ends_with("scheduler.py") => Some(1),
         _ => None,
     }
@@ -137,7 +151,9 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Optio
                 let mut best: Option<u8> = None;
                 let mut class: HashMap<Sym, Option<u8>> = HashMap::new();
                 for &sym in &t.python.name {
-                    let c = *class.entry(sym).or_insert_with(|| engine_frame_rank(t.name(sym)));
+                    let c = *class
+                        .entry(sym)
+                        .or_insert_with(|| engine_frame_rank(t.name(sym)));
                     if let Some(c) = c {
                         best = Some(best.map_or(c, |b| b.min(c)));
                     }
@@ -146,7 +162,9 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Optio
                     None => (Vec::new(), None),
                     Some(rank) => {
                         let spans = spans_named(t, |name| engine_frame_rank(name) == Some(rank));
-                        let source = spans.first().map(|s| format!("frame: {}", frame_function(t.name(s.name))));
+                        let source = spans
+                            .first()
+                            .map(|s| format!("frame: {}", frame_function(t.name(s.name))));
                         (spans, source)
                     }
                 }
@@ -297,7 +315,8 @@ pub fn step_at(steps: &[StepSpan], ts: i64) -> Option<usize> {
 
 /// The step number in a marker name (`ProfilerStep#12` -> 12).
 pub fn step_number(name: &str) -> Option<i64> {
-    name.strip_prefix("ProfilerStep#").and_then(|n| n.parse().ok())
+    name.strip_prefix("ProfilerStep#")
+        .and_then(|n| n.parse().ok())
 }
 
 /// Percentile (0-100) of sorted values by linear interpolation.
@@ -318,9 +337,15 @@ mod tests {
 
     #[test]
     fn markers() {
-        assert_eq!(StepMarker::of("ProfilerStep#5"), Some(StepMarker::ProfilerStep));
+        assert_eq!(
+            StepMarker::of("ProfilerStep#5"),
+            Some(StepMarker::ProfilerStep)
+        );
         assert_eq!(StepMarker::of("ProfilerStep#x"), None);
-        assert_eq!(StepMarker::of("step[EXTEND bs=15 toks=15360]"), Some(StepMarker::ServingStep));
+        assert_eq!(
+            StepMarker::of("step[EXTEND bs=15 toks=15360]"),
+            Some(StepMarker::ServingStep)
+        );
         assert_eq!(StepMarker::of("capture_32_FULL"), Some(StepMarker::Capture));
         assert_eq!(StepMarker::of("aten::mm"), None);
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.5);
@@ -330,19 +355,37 @@ mod tests {
     #[test]
     fn kinds_and_engine_frames() {
         assert_eq!(kind_of("step[DECODE bs=32]"), Some(StepKind::Decode));
-        assert_eq!(kind_of("step[EXTEND bs=15 toks=15360]"), Some(StepKind::Prefill));
+        assert_eq!(
+            kind_of("step[EXTEND bs=15 toks=15360]"),
+            Some(StepKind::Prefill)
+        );
         assert_eq!(
             kind_of("execute_8192_context_9(sq8155)_generation_37(sq37)"),
             Some(StepKind::Mixed)
         );
-        assert_eq!(kind_of("execute_64_generation_64(sq1)"), Some(StepKind::Decode));
+        assert_eq!(
+            kind_of("execute_64_generation_64(sq1)"),
+            Some(StepKind::Decode)
+        );
         assert_eq!(
             kind_of("sglang/srt/model_executor/model_runner.py(1760): forward_decode"),
             Some(StepKind::Decode)
         );
-        assert_eq!(engine_frame_rank("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"), Some(0));
-        assert_eq!(engine_frame_rank("sglang/srt/managers/scheduler.py(1700): run_batch"), Some(1));
-        assert_eq!(engine_frame_rank("vllm/compilation/backends.py(608): __call__"), None);
-        assert_eq!(frame_function("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"), "gpu_model_runner.py execute_model");
+        assert_eq!(
+            engine_frame_rank("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"),
+            Some(0)
+        );
+        assert_eq!(
+            engine_frame_rank("sglang/srt/managers/scheduler.py(1700): run_batch"),
+            Some(1)
+        );
+        assert_eq!(
+            engine_frame_rank("vllm/compilation/backends.py(608): __call__"),
+            None
+        );
+        assert_eq!(
+            frame_function("vllm/v1/worker/gpu_model_runner.py(1002): execute_model"),
+            "gpu_model_runner.py execute_model"
+        );
     }
 }

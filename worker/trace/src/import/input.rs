@@ -42,7 +42,11 @@ pub fn read_head<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, Result<Encoding, St
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     while head_needs_more(&head) {
-        let want = if head.len() < HEAD_MIN { HEAD_MIN - head.len() } else { buf.len() };
+        let want = if head.len() < HEAD_MIN {
+            HEAD_MIN - head.len()
+        } else {
+            buf.len()
+        };
         let n = r.read(&mut buf[..want.min(4096)])?;
         if n == 0 {
             break;
@@ -142,10 +146,9 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
     let chained = io::Cursor::new(head[..n].to_vec()).chain(src);
     let decoder: Box<dyn Read + Send + '_> = match encoding {
         Encoding::Json => Box::new(chained),
-        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(
-            1 << 20,
-            chained,
-        ))),
+        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+            io::BufReader::with_capacity(1 << 20, chained),
+        )),
         Encoding::Zstd => Box::new(
             zstd::stream::read::Decoder::new(chained)
                 .map_err(|e| TraceError::Corrupt("zstd", e.to_string()))?,

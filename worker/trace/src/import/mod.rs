@@ -9,7 +9,9 @@ pub mod input;
 pub mod parse;
 pub mod store;
 
-pub use input::{head_needs_more, read_head, read_trace, read_trace_file, sniff, Encoding, ReadOptions};
+pub use input::{
+    head_needs_more, read_head, read_trace, read_trace_file, sniff, Encoding, ReadOptions,
+};
 pub use parse::Limits;
 pub use store::Trace;
 

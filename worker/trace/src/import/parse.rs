@@ -136,7 +136,9 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Step<()> {
             i += 1;
             continue;
         }
-        let e = *raw.get(i + 1).ok_or_else(|| Stop::Bad("bad escape".into()))?;
+        let e = *raw
+            .get(i + 1)
+            .ok_or_else(|| Stop::Bad("bad escape".into()))?;
         i += 2;
         let ch = match e {
             b'"' => '"',
@@ -190,7 +192,9 @@ fn scan_scalar(b: &[u8], i: usize) -> Step<(usize, usize)> {
         return bad(format!("unexpected {}", show_byte(c)));
     }
     let mut j = i + 1;
-    while j < b.len() && matches!(b[j], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-' | b'a'..=b'z') {
+    while j < b.len()
+        && matches!(b[j], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-' | b'a'..=b'z')
+    {
         j += 1;
     }
     if j >= b.len() {
@@ -245,7 +249,9 @@ pub fn parse_time_ns(s: &[u8]) -> Option<i64> {
     let mut int: i64 = 0;
     let mut i = 0;
     while i < digits.len() && digits[i].is_ascii_digit() {
-        int = int.checked_mul(10)?.checked_add((digits[i] - b'0') as i64)?;
+        int = int
+            .checked_mul(10)?
+            .checked_add((digits[i] - b'0') as i64)?;
         i += 1;
     }
     if i == 0 {
@@ -360,7 +366,12 @@ fn dim3_value(b: &[u8], i: usize, max_depth: usize) -> Step<(Option<[u32; 3]>, u
         match at(b, j)? {
             b',' => j = skip_ws(b, j + 1),
             b']' => {}
-            c => return bad(format!("expected ',' or ']' in a list, found {}", show_byte(c))),
+            c => {
+                return bad(format!(
+                    "expected ',' or ']' in a list, found {}",
+                    show_byte(c)
+                ))
+            }
         }
     }
 }
@@ -610,7 +621,10 @@ impl Parser {
                     self.state = State::Done;
                     Ok(Some(i + 1))
                 }
-                c => bad(format!("expected ',' or '}}' after a top-level value, found {}", show_byte(c))),
+                c => bad(format!(
+                    "expected ',' or '}}' after a top-level value, found {}",
+                    show_byte(c)
+                )),
             },
             State::EventsFirst if at(b, i)? == b']' => {
                 self.end_events();
@@ -636,13 +650,19 @@ impl Parser {
                     self.end_events();
                     Ok(Some(i + 1))
                 }
-                c => bad(format!("expected ',' or ']' between events, found {}", show_byte(c))),
+                c => bad(format!(
+                    "expected ',' or ']' between events, found {}",
+                    show_byte(c)
+                )),
             },
             State::Done => {
                 if i >= b.len() {
                     Ok(None)
                 } else {
-                    bad(format!("unexpected {} after the end of the JSON document", show_byte(b[i])))
+                    bad(format!(
+                        "unexpected {} after the end of the JSON document",
+                        show_byte(b[i])
+                    ))
                 }
             }
         }
@@ -725,7 +745,8 @@ impl Parser {
                     meta.world_size = d.world_size;
                 }
             }
-            b"record_shapes" | b"profile_memory" | b"with_stack" | b"with_flops" | b"with_modules" => {
+            b"record_shapes" | b"profile_memory" | b"with_stack" | b"with_flops"
+            | b"with_modules" => {
                 if matches!(value, b"1" | b"true") {
                     meta.options.push(String::from_utf8_lossy(key).into_owned());
                 }
@@ -802,7 +823,12 @@ impl Parser {
                     self.commit(b, ev)?;
                     return Ok(j + 1);
                 }
-                c => return bad(format!("expected ',' or '}}' in an event, found {}", show_byte(c))),
+                c => {
+                    return bad(format!(
+                        "expected ',' or '}}' in an event, found {}",
+                        show_byte(c)
+                    ))
+                }
             }
         }
     }
@@ -899,7 +925,12 @@ impl Parser {
             match at(b, j)? {
                 b',' => j = skip_ws(b, j + 1),
                 b'}' => return Ok(j + 1),
-                c => return bad(format!("expected ',' or '}}' in args, found {}", show_byte(c))),
+                c => {
+                    return bad(format!(
+                        "expected ',' or '}}' in args, found {}",
+                        show_byte(c)
+                    ))
+                }
             }
         }
     }
@@ -1105,7 +1136,15 @@ impl Parser {
         }
     }
 
-    fn push_cpu(&mut self, b: &[u8], ev: &RawEvent, kind: CpuKind, name: Sym, ts: i64, dur: i64) -> Step<()> {
+    fn push_cpu(
+        &mut self,
+        b: &[u8],
+        ev: &RawEvent,
+        kind: CpuKind,
+        name: Sym,
+        ts: i64,
+        dur: i64,
+    ) -> Step<()> {
         let track = self.track(b, ev.pid, ev.tid)?;
         let shapes = match ev.args.input_dims {
             Some((s, e)) => self.intern_compact(&b[s..e]),
@@ -1164,8 +1203,14 @@ mod tests {
 
     #[test]
     fn times_keep_nanoseconds() {
-        assert_eq!(parse_time_ns(b"1712195495519695.812"), Some(1712195495519695812));
-        assert_eq!(parse_time_ns(b"1694128201428460"), Some(1694128201428460000));
+        assert_eq!(
+            parse_time_ns(b"1712195495519695.812"),
+            Some(1712195495519695812)
+        );
+        assert_eq!(
+            parse_time_ns(b"1694128201428460"),
+            Some(1694128201428460000)
+        );
         assert_eq!(parse_time_ns(b"1428625731896.1"), Some(1428625731896100));
         assert_eq!(parse_time_ns(b"0.0005"), Some(1));
         assert_eq!(parse_time_ns(b"-2.5"), Some(-2500));
@@ -1219,7 +1264,15 @@ mod tests {
 
     #[test]
     fn rejects_garbage_clearly() {
-        for doc in [&b"hello"[..], b"{\"a\": 1}", b"[1, 2]", b"{\"traceEvents\": 5}", b"{\"traceEvents\": [{]}", b"[]", b"{\"traceEvents\": []}"] {
+        for doc in [
+            &b"hello"[..],
+            b"{\"a\": 1}",
+            b"[1, 2]",
+            b"{\"traceEvents\": 5}",
+            b"{\"traceEvents\": [{]}",
+            b"[]",
+            b"{\"traceEvents\": []}",
+        ] {
             let mut p = Parser::new(Limits::default());
             let r = p.feed(doc, true).and_then(|_| p.finish().map(|_| 0));
             assert!(r.is_err(), "{}", String::from_utf8_lossy(doc));

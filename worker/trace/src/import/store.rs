@@ -79,9 +79,7 @@ impl Interner {
     /// Looks up a string without adding it.
     pub fn find(&self, s: &str) -> Option<Sym> {
         let hash = self.hash(s.as_bytes());
-        self.table
-            .find(hash, |&id| self.get(id) == s)
-            .copied()
+        self.table.find(hash, |&id| self.get(id) == s).copied()
     }
 
     /// The string of an id.
