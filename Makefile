@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test tools browser s3-emulator app server bench bench-ui clean
+.PHONY: run test gates tools browser s3-emulator app server bench bench-ui clean
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 run: tools app server
@@ -25,7 +25,7 @@ run: tools app server
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
 ## Chromium, and the browser end-to-end tests against the built app.
-test: tools browser s3-emulator app
+test: tools browser s3-emulator app gates
 	cargo check --benches --locked
 	cargo test --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
@@ -36,6 +36,15 @@ test: tools browser s3-emulator app
 bench:
 	cargo bench -p kinetoscope-trace --bench analyze
 	cargo bench -p server --bench load
+
+## The gates: formatting, lints (host crates and the app on wasm32, warnings
+## denied, missing docs included), and the pure core's dependency tree.
+gates: tools
+	cargo fmt --all --check
+	cargo clippy --all-targets --locked -- -D warnings
+	cargo clippy -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
+	@if cargo tree -p kinetoscope-trace -e normal --prefix none --locked | grep -E '^(sqlx|tokio|object_store|reqwest|axum|hyper) '; then \
+	  echo "kinetoscope-trace must not depend on the service crates above"; exit 1; fi
 
 ## Time the run page in the browser on the summary of the generated 490 MB trace.
 bench-ui: tools browser app
@@ -49,6 +58,8 @@ server:
 
 ## Installs the wasm target, Trunk, wasm-bindgen-cli and wasm-opt when missing.
 tools:
+	@for c in rustfmt clippy; do if ! rustup component list --installed | grep -q "^$$c"; then \
+	  echo "installing the $$c component"; rustup component add $$c; fi; done
 	@if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then \
 	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
 	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \

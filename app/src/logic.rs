@@ -49,7 +49,9 @@ pub fn filter_kernels(rows: &[KernelRow], filter: &str) -> Vec<KernelRow> {
 /// One op row per (op, input shapes) for the "group by shapes" view.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShapeRow {
+    /// The op's name.
     pub op: String,
+    /// One of its input signatures.
     pub group: ShapeGroup,
 }
 

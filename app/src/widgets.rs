@@ -6,7 +6,13 @@ use leptos_router::NavigateOptions;
 
 /// A share shown as a bar behind a number (0-100).
 #[component]
-pub fn ShareBar(pct: f64, #[prop(optional)] color: Option<&'static str>) -> impl IntoView {
+pub fn ShareBar(
+    /// The share, 0-100.
+    pct: f64,
+    /// The bar's colour (a CSS value); the theme's accent when absent.
+    #[prop(optional)]
+    color: Option<&'static str>,
+) -> impl IntoView {
     let w = pct.clamp(0.0, 100.0);
     let style = match color {
         Some(c) => format!("width:{w:.1}%;background:{c}"),
@@ -23,10 +29,17 @@ pub fn ShareBar(pct: f64, #[prop(optional)] color: Option<&'static str>) -> impl
 /// A run's status, with a progress bar while it is being analyzed.
 #[component]
 pub fn Status(
+    /// The run's status word.
     status: String,
-    #[prop(optional)] stage: String,
-    #[prop(optional)] done: u64,
-    #[prop(optional)] total: u64,
+    /// Finer progress in words.
+    #[prop(optional)]
+    stage: String,
+    /// Bytes parsed so far.
+    #[prop(optional)]
+    done: u64,
+    /// Bytes to parse.
+    #[prop(optional)]
+    total: u64,
 ) -> impl IntoView {
     let busy = matches!(status.as_str(), "queued" | "analyzing" | "capturing");
     let frac = if total > 0 {
@@ -113,11 +126,17 @@ impl Default for UrlState {
 /// A table header that sorts by its column (state in the URL).
 #[component]
 pub fn SortHeader(
+    /// The column's key in the URL (`sort=`).
     key: &'static str,
+    /// The header text.
     label: &'static str,
+    /// The page's URL state.
     url: UrlState,
+    /// The column sorted by when the URL names none.
     default_sort: &'static str,
-    #[prop(optional)] numeric: bool,
+    /// Numbers sort descending first, text ascending.
+    #[prop(optional)]
+    numeric: bool,
 ) -> impl IntoView {
     let active = move || url.get("sort").as_deref().unwrap_or(default_sort) == key;
     let asc = move || url.get("dir").as_deref() == Some("asc");
@@ -159,7 +178,14 @@ pub fn SortHeader(
 
 /// Previous/next page controls.
 #[component]
-pub fn Pager(url: UrlState, pages: usize, rows: usize) -> impl IntoView {
+pub fn Pager(
+    /// The page's URL state (`page=`).
+    url: UrlState,
+    /// Number of pages.
+    pages: usize,
+    /// Number of rows over all pages.
+    rows: usize,
+) -> impl IntoView {
     let page = move || {
         url.get("page")
             .and_then(|p| p.parse::<usize>().ok())
@@ -181,7 +207,13 @@ pub fn Pager(url: UrlState, pages: usize, rows: usize) -> impl IntoView {
 
 /// A monospace name, shortened in the middle, with the full name on hover.
 #[component]
-pub fn Name(name: String, #[prop(default = 90)] max: usize) -> impl IntoView {
+pub fn Name(
+    /// The full name (shown on hover).
+    name: String,
+    /// Most characters shown; longer names are cut in the middle.
+    #[prop(default = 90)]
+    max: usize,
+) -> impl IntoView {
     let short = crate::logic::shorten(&name, max);
     view! { <span class="mono name" title=name>{short}</span> }
 }

@@ -84,6 +84,7 @@ impl StoreArgs {
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
     #[command(flatten)]
+    /// Store.
     pub store: StoreArgs,
     /// Address to listen on.
     #[arg(long, env = "KINETOSCOPE_LISTEN", default_value = "127.0.0.1:8080")]
@@ -111,6 +112,7 @@ pub struct ServeArgs {
 #[derive(Args, Clone, Debug)]
 pub struct WorkerArgs {
     #[command(flatten)]
+    /// Store.
     pub store: StoreArgs,
     /// Job loops in this process.
     #[arg(long, env = "KINETOSCOPE_WORKERS", default_value_t = 1)]

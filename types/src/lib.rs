@@ -93,6 +93,7 @@ pub struct Summary {
     /// Version of the analyzer that produced this summary; stored runs whose
     /// version differs from the running worker's are re-analyzed.
     pub analyzer_version: u32,
+    /// Facts about the trace as a whole.
     pub trace: TraceInfo,
     /// One row per distinct op name (torch `key_averages` semantics), sorted by
     /// self device time, then self CPU time. Complete: every name is listed.
@@ -102,8 +103,11 @@ pub struct Summary {
     pub kernels: Vec<KernelRow>,
     /// Profiler steps in trace order.
     pub steps: Vec<StepRow>,
+    /// Statistics over the steps.
     pub steps_stats: StepsStats,
+    /// Where GPU time went.
     pub gpu_time: GpuTime,
+    /// Per-layer attribution.
     pub layers: Layers,
     /// CUDA/HIP graph replays: how much of the device time they run.
     pub graphs: GraphStats,
@@ -161,15 +165,21 @@ pub struct TraceInfo {
     pub devices: Vec<String>,
     /// Device indices that ran GPU ops in this trace.
     pub active_devices: Vec<i64>,
+    /// The rank (process index in the job).
     pub rank: Option<i64>,
+    /// Number of ranks in the job, when the trace says.
     pub world_size: Option<i64>,
+    /// Collective backend (`nccl`, `gloo`), when the trace says.
     pub backend: Option<String>,
     /// Profiler options seen at the top level (`record_shapes`, `with_stack`, ...).
     pub profiler_options: Vec<String>,
     /// `object` (a `traceEvents` object) or `array` (the 2020 bare array).
     pub layout: String,
+    /// `schemaVersion` at the top level.
     pub schema_version: Option<i64>,
+    /// `traceName` at the top level (the file the profiler wrote).
     pub trace_name: Option<String>,
+    /// `baseTimeNanoseconds`: what timestamps are relative to.
     pub base_time_ns: Option<i64>,
     /// Decompressed JSON size in bytes.
     pub json_bytes: u64,
@@ -189,7 +199,9 @@ pub struct TraceInfo {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct CategoryCount {
+    /// The category.
     pub category: String,
+    /// Events of this category.
     pub events: u64,
 }
 
@@ -227,7 +239,9 @@ pub struct Attribution {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct PeakMemory {
+    /// Device.
     pub device: String,
+    /// Bytes.
     pub bytes: i64,
 }
 
@@ -235,12 +249,14 @@ pub struct PeakMemory {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct OpRow {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
     /// `op` (cpu_op), `annotation` (user_annotation / record_function),
     /// `runtime` (CUDA/HIP runtime and driver calls), or `graph` (a graph
     /// replay context: `graph replay: <op, annotation or Python frame>`,
     /// whose device time is the GPU ops its replays ran).
     pub kind: OpKind,
+    /// Number of calls.
     pub calls: u64,
     /// CPU time of the calls minus the time of their child events.
     pub self_cpu_us: f64,
@@ -295,11 +311,15 @@ pub struct ShapeGroup {
     pub shapes: String,
     /// `Input type` as written, e.g. `["c10::BFloat16", "c10::Float8_e4m3fn", "Scalar"]`.
     pub dtypes: String,
+    /// Number of calls.
     pub calls: u64,
+    /// Self CPU, µs.
     pub self_cpu_us: f64,
+    /// Self device, µs.
     pub self_device_us: f64,
     /// Bytes read plus written per call, for copy/cast-like ops.
     pub bytes_per_call: Option<f64>,
+    /// Bytes moved over device time, GB/s.
     pub achieved_gbps: Option<f64>,
     /// Calls per step, when the trace has steps.
     pub calls_per_step: Option<f64>,
@@ -327,6 +347,7 @@ impl ShapeGroup {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct KernelRow {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
     /// The name without template arguments, parameter list or return type.
     pub short_name: String,
@@ -334,15 +355,21 @@ pub struct KernelRow {
     pub category: KernelCategory,
     /// `kernel`, `memcpy` or `memset`.
     pub kind: GpuOpKind,
+    /// Number of calls.
     pub calls: u64,
+    /// Total, µs.
     pub total_us: f64,
+    /// Mean per call, µs.
     pub avg_us: f64,
+    /// Shortest call, µs.
     pub min_us: f64,
+    /// Longest call, µs.
     pub max_us: f64,
     /// Share of all GPU-op time.
     pub pct: f64,
     /// Most common launch grid and block.
     pub grid: Option<[u32; 3]>,
+    /// Most common launch block.
     pub block: Option<[u32; 3]>,
     /// Bytes moved per call (memcpy/memset, from `args.bytes`).
     pub bytes_per_call: Option<f64>,
@@ -359,22 +386,31 @@ pub struct KernelRow {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct KernelGroup {
+    /// Grid.
     pub grid: Option<[u32; 3]>,
+    /// Most common launch block.
     pub block: Option<[u32; 3]>,
+    /// Number of calls.
     pub calls: u64,
+    /// Calls per step.
     pub calls_per_step: Option<f64>,
+    /// Total, µs.
     pub total_us: f64,
+    /// Mean per call, µs.
     pub avg_us: f64,
     /// Share of all GPU-op time.
     pub pct: f64,
     /// The op that launched most of these calls, with its input signature.
     pub op: Option<String>,
+    /// Shapes.
     pub shapes: Option<String>,
+    /// Dtypes.
     pub dtypes: Option<String>,
     /// For casts: `source -> destination`.
     pub conversion: Option<String>,
     /// Bytes read plus written per call (copy/cast ops, memcpy, memset).
     pub bytes_per_call: Option<f64>,
+    /// Bytes moved over device time, GB/s.
     pub achieved_gbps: Option<f64>,
 }
 
@@ -405,7 +441,9 @@ pub struct LaunchChain {
     pub chain: Vec<String>,
     /// The runtime call that launched it (`cudaLaunchKernel`, `cudaGraphLaunch`, ...).
     pub launch: String,
+    /// Number of calls.
     pub calls: u64,
+    /// Total, µs.
     pub total_us: f64,
     /// Python frames above the outermost op (or, for a graph replay outside
     /// any op, above the launch), outermost first, innermost last; bounded
@@ -417,6 +455,7 @@ pub struct LaunchChain {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepRow {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
     /// Step number when the name carries one (`ProfilerStep#12` -> 12).
     pub number: Option<i64>,
@@ -438,16 +477,23 @@ pub struct StepRow {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepsStats {
+    /// Count.
     pub count: u64,
     /// What marked the steps: `ProfilerStep`, the serving framework's step
     /// annotation (`step[...]`, `execute_...`, `capture_...`), an engine's
     /// own Python frame (`frame: <name>`) or a frame the user named.
     pub source: String,
+    /// Mean, µs.
     pub mean_us: f64,
+    /// P50, µs.
     pub p50_us: f64,
+    /// P90, µs.
     pub p90_us: f64,
+    /// Shortest call, µs.
     pub min_us: f64,
+    /// Longest call, µs.
     pub max_us: f64,
+    /// Mean device, µs.
     pub mean_device_us: f64,
     /// The same statistics per step kind (prefill, decode, mixed), when
     /// steps have kinds.
@@ -458,10 +504,15 @@ pub struct StepsStats {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepKindStats {
+    /// Kind.
     pub kind: StepKind,
+    /// Count.
     pub count: u64,
+    /// Mean, µs.
     pub mean_us: f64,
+    /// P50, µs.
     pub p50_us: f64,
+    /// Mean device, µs.
     pub mean_device_us: f64,
 }
 
@@ -469,15 +520,20 @@ pub struct StepKindStats {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct GpuTime {
+    /// First start to last end, µs.
     pub span_us: f64,
     /// Time at least one GPU op ran (union over streams and devices' own
     /// timelines, summed over devices).
     pub busy_us: f64,
+    /// Idle, µs.
     pub idle_us: f64,
+    /// Share of the window the GPU was busy, %.
     pub busy_pct: f64,
     /// Sum of GPU-op durations (can exceed `busy_us` when streams overlap).
     pub gpu_op_us: f64,
+    /// By category.
     pub by_category: Vec<CategoryTime>,
+    /// Streams.
     pub streams: Vec<StreamTime>,
 }
 
@@ -485,9 +541,13 @@ pub struct GpuTime {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct CategoryTime {
+    /// The category.
     pub category: KernelCategory,
+    /// Time, µs.
     pub us: f64,
+    /// Share, %.
     pub pct: f64,
+    /// Number of calls.
     pub calls: u64,
 }
 
@@ -495,9 +555,13 @@ pub struct CategoryTime {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StreamTime {
+    /// Device.
     pub device: i64,
+    /// Stream.
     pub stream: i64,
+    /// Busy, µs.
     pub busy_us: f64,
+    /// GPU ops.
     pub gpu_ops: u64,
 }
 
@@ -519,6 +583,7 @@ pub struct Layers {
     pub detail: String,
     /// Steps the per-layer numbers are averaged over (1 without steps).
     pub steps: u64,
+    /// The rows of this page.
     pub items: Vec<LayerRow>,
     /// Device time outside any layer (embedding, sampling, communication outside layers), per step.
     pub outside: LayerRow,
@@ -528,14 +593,19 @@ pub struct Layers {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct LayerRow {
+    /// Index.
     pub index: i64,
     /// What sets this layer apart when the model's layers are not all alike:
     /// `dense` or `moe` where kernel names tell, else `prefix` for the first
     /// layers whose op sequence differs from the rest.
     pub kind: Option<LayerKind>,
+    /// Device, µs.
     pub device_us: f64,
+    /// By category.
     pub by_category: BTreeMap<String, f64>,
+    /// Top ops.
     pub top_ops: Vec<NameTime>,
+    /// Top kernels.
     pub top_kernels: Vec<NameTime>,
 }
 
@@ -543,7 +613,9 @@ pub struct LayerRow {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct NameTime {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Time, µs.
     pub us: f64,
 }
 
@@ -553,11 +625,13 @@ pub struct NameTime {
 pub struct Finding {
     /// Stable identifier of the rule that produced it (`top_op`, `gpu_idle`, ...).
     pub kind: String,
+    /// The sentence.
     pub text: String,
     /// How much it matters: the share of step or GPU time it speaks of (0-100).
     pub impact_pct: f64,
     /// The table row it speaks of, for linking: `ops`, `kernels`, `steps`, `gpu`, `layers`.
     pub tab: Option<FindingTab>,
+    /// The name, as written in the trace or given by the user.
     pub name: Option<String>,
 }
 
@@ -565,6 +639,7 @@ pub struct Finding {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RanksSummary {
+    /// Ranks.
     pub ranks: Vec<RankStats>,
     /// Rank with the largest mean step time (or span without steps).
     pub slowest_rank: Option<i64>,
@@ -572,6 +647,7 @@ pub struct RanksSummary {
     pub slowest_by_pct: f64,
     /// Per-rank self device share of the top ops (by total over ranks).
     pub top_ops: Vec<RankOpShare>,
+    /// Ranked sentences, most important first.
     pub findings: Vec<Finding>,
 }
 
@@ -579,15 +655,23 @@ pub struct RanksSummary {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RankStats {
+    /// The rank (process index in the job).
     pub rank: i64,
+    /// Steps.
     pub steps: u64,
+    /// Mean step time, µs.
     pub mean_step_us: f64,
+    /// P90 step, µs.
     pub p90_step_us: f64,
+    /// Step, µs.
     pub step_us: Vec<f64>,
+    /// First start to last end, µs.
     pub span_us: f64,
+    /// Share of the window the GPU was busy, %.
     pub busy_pct: f64,
     /// Device time of communication (nccl/rccl) GPU ops.
     pub collective_us: f64,
+    /// GPU op, µs.
     pub gpu_op_us: f64,
 }
 
@@ -595,9 +679,11 @@ pub struct RankStats {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RankOpShare {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
     /// Indexed like `RanksSummary::ranks`.
     pub pct: Vec<f64>,
+    /// Time, µs.
     pub us: Vec<f64>,
 }
 
@@ -607,22 +693,35 @@ pub struct RankOpShare {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Diff {
+    /// Run A.
     pub a: DiffSide,
+    /// Run B.
     pub b: DiffSide,
     /// `per step` when both runs have steps, else `per trace`.
     pub basis: String,
+    /// Steps.
     pub steps: StepsDiff,
+    /// GPU busy.
     pub gpu_busy: ValueDiff,
+    /// Ops.
     pub ops: Vec<DeltaRow>,
+    /// Kernels.
     pub kernels: Vec<DeltaRow>,
+    /// Categories.
     pub categories: Vec<DeltaRow>,
+    /// Per-layer attribution.
     pub layers: Vec<LayerDelta>,
+    /// Added ops.
     pub added_ops: Vec<String>,
+    /// Removed ops.
     pub removed_ops: Vec<String>,
+    /// Added kernels.
     pub added_kernels: Vec<String>,
+    /// Removed kernels.
     pub removed_kernels: Vec<String>,
     /// Per-rank comparison when both runs have several ranks.
     pub ranks: Vec<RankDelta>,
+    /// Ranked sentences, most important first.
     pub findings: Vec<DiffFinding>,
 }
 
@@ -630,14 +729,23 @@ pub struct Diff {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct DiffSide {
+    /// The run id (22 URL-safe characters).
     pub id: String,
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Devices.
     pub devices: Vec<String>,
+    /// Steps.
     pub steps: u64,
+    /// Mean step time, µs.
     pub mean_step_us: f64,
+    /// P50 step, µs.
     pub p50_step_us: f64,
+    /// Share of the window the GPU was busy, %.
     pub busy_pct: f64,
+    /// Per-layer attribution.
     pub layers: Vec<LayerRow>,
+    /// Layer method.
     pub layer_method: LayerMethod,
 }
 
@@ -645,11 +753,17 @@ pub struct DiffSide {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepsDiff {
+    /// Run A mean, µs.
     pub a_mean_us: f64,
+    /// Run B mean, µs.
     pub b_mean_us: f64,
+    /// Change from A to B, %.
     pub change_pct: f64,
+    /// Run A p50, µs.
     pub a_p50_us: f64,
+    /// Run B p50, µs.
     pub b_p50_us: f64,
+    /// P50 change, %.
     pub p50_change_pct: f64,
 }
 
@@ -657,9 +771,13 @@ pub struct StepsDiff {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct ValueDiff {
+    /// Value in run A (the baseline), µs.
     pub a_us: f64,
+    /// Value in run B (the patch), µs.
     pub b_us: f64,
+    /// B minus A, µs.
     pub delta_us: f64,
+    /// Change from A to B, %.
     pub change_pct: f64,
 }
 
@@ -667,18 +785,26 @@ pub struct ValueDiff {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct DeltaRow {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Value in run A (the baseline), µs.
     pub a_us: f64,
+    /// Value in run B (the patch), µs.
     pub b_us: f64,
+    /// B minus A, µs.
     pub delta_us: f64,
+    /// Change from A to B, %.
     pub change_pct: f64,
+    /// Run A calls.
     pub a_calls: f64,
+    /// Run B calls.
     pub b_calls: f64,
     /// `name` or `normalized` (kernels matched without template arguments,
     /// addresses and hashes), `added` or `removed`.
     pub matched_by: String,
     /// Kernels: the name on side b when it differs from side a.
     pub b_name: Option<String>,
+    /// The category.
     pub category: Option<KernelCategory>,
 }
 
@@ -686,9 +812,13 @@ pub struct DeltaRow {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct LayerDelta {
+    /// Index.
     pub index: i64,
+    /// Value in run A (the baseline), µs.
     pub a_us: f64,
+    /// Value in run B (the patch), µs.
     pub b_us: f64,
+    /// B minus A, µs.
     pub delta_us: f64,
 }
 
@@ -696,9 +826,13 @@ pub struct LayerDelta {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RankDelta {
+    /// The rank (process index in the job).
     pub rank: i64,
+    /// Run A mean step, µs.
     pub a_mean_step_us: f64,
+    /// Run B mean step, µs.
     pub b_mean_step_us: f64,
+    /// Change from A to B, %.
     pub change_pct: f64,
 }
 
@@ -706,6 +840,7 @@ pub struct RankDelta {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct DiffFinding {
+    /// The sentence.
     pub text: String,
 }
 
@@ -715,11 +850,15 @@ pub struct DiffFinding {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RunInfo {
+    /// The run id (22 URL-safe characters).
     pub id: String,
     /// Link to the run page, relative to the server (`/runs/{id}`).
     pub url: String,
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Free-form labels.
     pub tags: Vec<String>,
+    /// A free-form note.
     pub note: String,
     /// RFC 3339 UTC.
     pub created_at: String,
@@ -735,12 +874,17 @@ pub struct RunInfo {
     pub total_bytes: u64,
     /// `upload` or `capture`.
     pub source: RunSource,
+    /// Ranks.
     pub ranks: Vec<RankInfo>,
     /// Headline numbers once analyzed (from the first rank's summary).
     pub devices: Vec<String>,
+    /// Steps.
     pub steps: Option<u64>,
+    /// Mean step time, µs.
     pub mean_step_us: Option<f64>,
+    /// Top finding.
     pub top_finding: Option<String>,
+    /// Analyzer version.
     pub analyzer_version: Option<u32>,
 }
 
@@ -748,13 +892,19 @@ pub struct RunInfo {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RankInfo {
+    /// The rank (process index in the job).
     pub rank: i64,
+    /// File.
     pub file: String,
     /// `queued`, `analyzing`, `done` or `failed`.
     pub status: RunStatus,
+    /// Error.
     pub error: Option<String>,
+    /// Bytes.
     pub bytes: u64,
+    /// Progress, bytes.
     pub progress_bytes: u64,
+    /// Sha256.
     pub sha256: String,
     /// `json`, `gzip` or `zstd`.
     pub encoding: Encoding,
@@ -764,9 +914,13 @@ pub struct RankInfo {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct RunList {
+    /// Runs.
     pub runs: Vec<RunInfo>,
+    /// Rows in all, over every page.
     pub total: u64,
+    /// Index of the first row of this page.
     pub offset: u64,
+    /// Limit.
     pub limit: u64,
 }
 
@@ -774,8 +928,11 @@ pub struct RunList {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Created {
+    /// The run id (22 URL-safe characters).
     pub id: String,
+    /// Link to the page, relative to the server.
     pub url: String,
+    /// Where the run stands.
     pub status: RunStatus,
     /// Captures: the run the capture fills.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -796,11 +953,15 @@ pub struct ApiError {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct EngineInfo {
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Flavour.
     pub flavour: EngineFlavour,
+    /// Ranks.
     pub ranks: u32,
     /// Whether it answered just now.
     pub reachable: bool,
+    /// Detail.
     pub detail: Option<String>,
 }
 
@@ -808,11 +969,17 @@ pub struct EngineInfo {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct CaptureRequest {
+    /// Engine.
     pub engine: String,
+    /// Number of steps.
     pub num_steps: u32,
+    /// The name, as written in the trace or given by the user.
     pub name: String,
+    /// Activities.
     pub activities: Option<Vec<String>>,
+    /// Record shapes.
     pub record_shapes: Option<bool>,
+    /// With stack.
     pub with_stack: Option<bool>,
 }
 
@@ -821,11 +988,17 @@ pub struct CaptureRequest {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct SummaryView {
+    /// Summary.
     pub summary: Summary,
+    /// Ops total.
     pub ops_total: u64,
+    /// Kernels total.
     pub kernels_total: u64,
+    /// The rank (process index in the job).
     pub rank: i64,
+    /// Ranks.
     pub ranks: Vec<i64>,
+    /// Cross rank.
     pub cross_rank: Option<RanksSummary>,
 }
 
@@ -833,8 +1006,11 @@ pub struct SummaryView {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Page<T> {
+    /// The rows of this page.
     pub items: Vec<T>,
+    /// Rows in all, over every page.
     pub total: u64,
+    /// Index of the first row of this page.
     pub offset: u64,
 }
 

@@ -22,7 +22,9 @@ pub type DbResult<T> = Result<T, DbError>;
 /// Which database is behind the pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
+    /// Sqlite.
     Sqlite,
+    /// Postgres.
     Postgres,
 }
 
@@ -44,20 +46,33 @@ pub fn now_ms() -> i64 {
 /// A run as stored.
 #[derive(Clone, Debug, Default)]
 pub struct RunRecord {
+    /// Id.
     pub id: String,
+    /// Name.
     pub name: String,
+    /// Tags.
     pub tags: Vec<String>,
+    /// Note.
     pub note: String,
+    /// Created at.
     pub created_at: i64,
+    /// Status.
     pub status: RunStatus,
+    /// Stage.
     pub stage: String,
+    /// Error.
     pub error: Option<String>,
+    /// Source.
     pub source: RunSource,
+    /// Options.
     pub options: String,
+    /// Capture.
     pub capture: Option<String>,
+    /// Headline.
     pub headline: Option<Headline>,
     /// Sum over the run's traces.
     pub progress_bytes: i64,
+    /// Total, bytes.
     pub total_bytes: i64,
 }
 
@@ -66,59 +81,93 @@ pub struct RunRecord {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Headline {
+    /// Devices.
     pub devices: Vec<String>,
+    /// Steps.
     pub steps: Option<u64>,
+    /// Mean step, µs.
     pub mean_step_us: Option<f64>,
+    /// Top finding.
     pub top_finding: Option<String>,
 }
 
 /// One rank's trace as stored.
 #[derive(Clone, Debug, Default)]
 pub struct TraceRecord {
+    /// Run id.
     pub run_id: String,
+    /// Rank.
     pub rank: i64,
+    /// File name.
     pub file_name: String,
+    /// Blob key.
     pub blob_key: String,
+    /// Bytes.
     pub bytes: i64,
+    /// Sha256.
     pub sha256: String,
+    /// Encoding.
     pub encoding: Encoding,
+    /// Status.
     pub status: RunStatus,
+    /// Error.
     pub error: Option<String>,
+    /// Progress, bytes.
     pub progress_bytes: i64,
+    /// Analyzer version.
     pub analyzer_version: Option<i64>,
+    /// Analyses.
     pub analyses: i64,
 }
 
 /// A run to create.
 #[derive(Clone, Debug, Default)]
 pub struct NewRun {
+    /// Id.
     pub id: String,
+    /// Name.
     pub name: String,
+    /// Tags.
     pub tags: Vec<String>,
+    /// Source.
     pub source: RunSource,
+    /// Capture.
     pub capture: Option<String>,
 }
 
 /// A stored trace to attach to a new run.
 #[derive(Clone, Debug, Default)]
 pub struct NewTrace {
+    /// Rank.
     pub rank: i64,
+    /// File name.
     pub file_name: String,
+    /// Blob key.
     pub blob_key: String,
+    /// Bytes.
     pub bytes: i64,
+    /// Sha256.
     pub sha256: String,
+    /// Encoding.
     pub encoding: Encoding,
 }
 
 /// A claimed job.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// Id.
     pub id: i64,
+    /// Kind.
     pub kind: JobKind,
+    /// Run id.
     pub run_id: String,
+    /// Rank.
     pub rank: i64,
+    /// Attempts.
     pub attempts: i64,
+    /// Largest attempts.
     pub max_attempts: i64,
+    /// Worker.
     pub worker: String,
 }
 
@@ -127,9 +176,13 @@ pub struct Job {
 pub struct RunFilter {
     /// Substring of the name, case-insensitive.
     pub name: Option<String>,
+    /// Tag.
     pub tag: Option<String>,
+    /// Status.
     pub status: Option<RunStatus>,
+    /// Offset.
     pub offset: i64,
+    /// Limit.
     pub limit: i64,
 }
 
@@ -137,8 +190,11 @@ pub struct RunFilter {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct RunPatch {
+    /// Name.
     pub name: Option<String>,
+    /// Tags.
     pub tags: Option<Vec<String>>,
+    /// Note.
     pub note: Option<String>,
 }
 

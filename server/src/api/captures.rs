@@ -76,7 +76,7 @@ pub async fn engines(State(state): State<AppState>) -> ApiResult<Json<Vec<Engine
             let (reachable, detail) = worker::engines::probe(&http, e).await;
             EngineInfo {
                 name: e.name.clone(),
-                flavour: e.flavour.clone(),
+                flavour: e.flavour,
                 ranks: e.ranks,
                 reachable,
                 detail,

@@ -31,16 +31,21 @@ use worker::engines::Engine;
 /// Shared state of the handlers.
 #[derive(Clone)]
 pub struct AppState {
+    /// Db.
     pub db: Db,
+    /// Blobs.
     pub blobs: Blobs,
     /// Wakes this process's embedded worker when a job is queued.
     pub wake: Arc<Notify>,
+    /// Largest upload, bytes.
     pub max_upload_bytes: u64,
+    /// Engines.
     pub engines: Arc<Vec<Engine>>,
     /// Serialized views and diffs, keyed by what they were computed from.
     pub cache: Arc<quick_cache::sync::Cache<String, Arc<Vec<u8>>>>,
     /// Parsed stored summaries, keyed by run, rank and analysis count.
     pub summaries: Arc<quick_cache::sync::Cache<String, Arc<kinetoscope_types::Summary>>>,
+    /// Http.
     pub http: reqwest::Client,
 }
 

@@ -32,23 +32,23 @@ pub fn run_info(r: &RunRecord, traces: &[TraceRecord]) -> RunInfo {
         tags: r.tags.clone(),
         note: r.note.clone(),
         created_at: rfc3339(r.created_at),
-        status: r.status.clone(),
+        status: r.status,
         stage: r.stage.clone(),
         error: r.error.clone(),
         progress_bytes: r.progress_bytes.max(0) as u64,
         total_bytes: r.total_bytes.max(0) as u64,
-        source: r.source.clone(),
+        source: r.source,
         ranks: traces
             .iter()
             .map(|t| RankInfo {
                 rank: t.rank,
                 file: t.file_name.clone(),
-                status: t.status.clone(),
+                status: t.status,
                 error: t.error.clone(),
                 bytes: t.bytes.max(0) as u64,
                 progress_bytes: t.progress_bytes.max(0) as u64,
                 sha256: t.sha256.clone(),
-                encoding: t.encoding.clone(),
+                encoding: t.encoding,
             })
             .collect(),
         devices: h.devices,
@@ -67,11 +67,17 @@ pub fn run_info(r: &RunRecord, traces: &[TraceRecord]) -> RunInfo {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct ListQuery {
+    /// Q.
     pub q: Option<String>,
+    /// Name.
     pub name: Option<String>,
+    /// Tag.
     pub tag: Option<String>,
+    /// Status.
     pub status: Option<String>,
+    /// Offset.
     pub offset: Option<i64>,
+    /// Limit.
     pub limit: Option<i64>,
 }
 
@@ -175,6 +181,7 @@ pub async fn delete(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct RankQuery {
+    /// Rank.
     pub rank: Option<i64>,
 }
 
@@ -295,8 +302,11 @@ pub async fn view(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct PageQuery {
+    /// Rank.
     pub rank: Option<i64>,
+    /// Offset.
     pub offset: Option<usize>,
+    /// Limit.
     pub limit: Option<usize>,
     /// Column to sort by.
     pub sort: Option<String>,
@@ -387,6 +397,7 @@ pub async fn ranks(State(state): State<AppState>, RunId(id): RunId) -> ApiResult
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct DownloadQuery {
+    /// Rank.
     pub rank: Option<i64>,
     /// `perfetto`: a form Perfetto's UI can open (zstd is decompressed to
     /// JSON on the fly; gzip and JSON are sent as stored).

@@ -22,6 +22,7 @@ use worker::db::{NewRun, NewTrace};
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub struct UploadQuery {
+    /// Name.
     pub name: Option<String>,
     /// Comma-separated tags.
     pub tags: Option<String>,
@@ -31,6 +32,7 @@ pub struct UploadQuery {
 pub const MAX_NAME: usize = 200;
 /// Most tags and longest tag accepted.
 pub const MAX_TAGS: usize = 32;
+/// Largest tag.
 pub const MAX_TAG: usize = 64;
 /// Most files (ranks) in one upload.
 pub const MAX_FILES: usize = 1024;

@@ -34,6 +34,7 @@ pub const LEASE: Duration = Duration::from_secs(30);
 pub struct RunnerConfig {
     /// Identifies this worker in job claims (host, pid and a random suffix).
     pub worker_id: String,
+    /// Limits.
     pub limits: Limits,
     /// How long to sleep when no job is queued (a notify wakes it earlier).
     pub poll: Duration,
@@ -54,8 +55,11 @@ pub struct RunnerConfig {
 /// What the runner needs: the database, the blobs, and a wake-up signal.
 #[derive(Clone)]
 pub struct Runner {
+    /// Db.
     pub db: Db,
+    /// Blobs.
     pub blobs: Blobs,
+    /// Config.
     pub config: Arc<RunnerConfig>,
     /// Notified when a job is queued by this process.
     pub wake: Arc<Notify>,

@@ -18,8 +18,11 @@ const MAX_NAMES: usize = 200;
 
 /// A summary with the identity of its run.
 pub struct Side<'a> {
+    /// Id.
     pub id: &'a str,
+    /// Name.
     pub name: &'a str,
+    /// Summary.
     pub summary: &'a Summary,
 }
 
@@ -87,7 +90,7 @@ fn delta_rows(
                 b_calls: bc,
                 matched_by: "name".into(),
                 b_name: None,
-                category: cat.clone(),
+                category: *cat,
             }),
             None => removed.push(name.clone()),
         }
@@ -168,7 +171,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
             e.0 += us;
             e.1 += calls;
             e.2.push(n.clone());
-            e.3 = cat.clone();
+            e.3 = *cat;
         }
         g
     };
@@ -188,7 +191,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
                 b_calls: *bc,
                 matched_by: "normalized".into(),
                 b_name: Some(names_b[0].clone()),
-                category: cat.clone(),
+                category: *cat,
             }),
             None => removed_kernels.extend(names_a.iter().cloned()),
         }

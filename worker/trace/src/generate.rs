@@ -80,16 +80,21 @@ impl std::str::FromStr for Mode {
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct DecodeParams {
+    /// Steps.
     pub steps: u32,
+    /// Layers.
     pub layers: u32,
     /// The first layers are dense (an MLP); the rest are MoE.
     pub dense_layers: u32,
+    /// Variant.
     pub variant: Variant,
+    /// Mode.
     pub mode: Mode,
     /// Emit Python frames (`with_stack=True`), including `nn.Module` frames.
     pub with_stack: bool,
     /// Emit a `layers.N` record_function annotation around each layer.
     pub layer_annotations: bool,
+    /// Seed.
     pub seed: u64,
 }
 
@@ -112,7 +117,9 @@ impl Default for DecodeParams {
 /// the analyzer), for tests to compare with.
 #[derive(Clone, Debug, Default)]
 pub struct Truth {
+    /// Events.
     pub events: u64,
+    /// JSON, bytes.
     pub json_bytes: u64,
     /// Duration of each step, µs (the `ProfilerStep` or, in graph modes,
     /// the model runner's `execute_model` frame).
@@ -121,6 +128,7 @@ pub struct Truth {
     pub gpu_us: f64,
     /// Device time of the FP8 -> BF16 KV-cache casts, µs.
     pub cast_us: f64,
+    /// Cast calls.
     pub cast_calls: u64,
     /// Bytes read plus written by one cast call.
     pub cast_bytes_per_call: u64,
@@ -130,15 +138,19 @@ pub struct Truth {
     pub copy_calls: u64,
     /// Device time of the gather kernels (patch only), µs.
     pub gather_us: f64,
+    /// Kernels.
     pub kernels: u64,
     /// CPU ops and annotations.
     pub ops: u64,
     /// Runtime calls (launches and others).
     pub runtime_calls: u64,
+    /// Layers.
     pub layers: u32,
+    /// Dense layers.
     pub dense_layers: u32,
     /// Graph launches, and the device time of the GPU ops they ran, µs.
     pub replays: u64,
+    /// Graph, µs.
     pub graph_us: f64,
 }
 

@@ -38,6 +38,7 @@ pub struct Links {
     pub op: Vec<u32>,
     /// Per GPU slice: whether a graph launch (replay) ran it.
     pub graph: Vec<bool>,
+    /// Attribution.
     pub attribution: Attribution,
 }
 

@@ -903,9 +903,12 @@ struct KernelAcc {
     max: i64,
     bytes: u64,
     groups: HashMap<([u32; 3], [u32; 3]), KernelGroupAcc>,
-    /// (op chain, launch name) -> (calls, ns, Python stack -> ns).
-    chains: HashMap<(u32, Sym), (u64, i64, HashMap<u32, i64>)>,
+    /// (op chain, launch name) -> its calls.
+    chains: HashMap<(u32, Sym), ChainAcc>,
 }
+
+/// Calls of one launch chain: (calls, ns, Python stack -> ns).
+type ChainAcc = (u64, i64, HashMap<u32, i64>);
 
 fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
     let t = cx.t;

@@ -31,6 +31,7 @@ pub fn dtype_label(t: &str) -> &str {
 pub struct Input {
     /// Element count (product of dims), `None` if not a plain tensor shape.
     pub numel: Option<u64>,
+    /// Dtype.
     pub dtype: String,
 }
 

@@ -125,9 +125,13 @@ fn engine_frame_rank(name: &str) -> Option<u8> {
 /// One step's span.
 #[derive(Clone, Copy, Debug)]
 pub struct StepSpan {
+    /// Name.
     pub name: Sym,
+    /// Start.
     pub ts: i64,
+    /// End.
     pub end: i64,
+    /// Kind.
     pub kind: Option<StepKind>,
 }
 

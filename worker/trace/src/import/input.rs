@@ -85,6 +85,7 @@ pub fn sniff(head: &[u8]) -> Result<Encoding, String> {
 /// Options for [`read_trace`].
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
+    /// Limits.
     pub limits: Limits,
     /// Incremented with the number of source (compressed) bytes consumed.
     pub progress: Option<Arc<AtomicU64>>,

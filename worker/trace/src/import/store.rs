@@ -118,7 +118,9 @@ pub const NONE: i64 = i64::MIN;
 /// One (pid, tid) pair: a CPU thread or a GPU stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Track {
+    /// Process id.
     pub pid: TrackId,
+    /// Thread id.
     pub tid: TrackId,
 }
 
@@ -152,10 +154,15 @@ impl CpuKind {
 /// CPU-side slices (`X` events on CPU threads), one column per field.
 #[derive(Default)]
 pub struct CpuTable {
+    /// Start.
     pub ts: Vec<i64>,
+    /// Duration.
     pub dur: Vec<i64>,
+    /// Name.
     pub name: Vec<Sym>,
+    /// Track.
     pub track: Vec<u32>,
+    /// Kind.
     pub kind: Vec<CpuKind>,
     /// `args.correlation` (runtime and driver calls), else [`NONE`].
     pub correlation: Vec<i64>,
@@ -182,8 +189,11 @@ impl CpuTable {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum GpuKind {
+    /// Kernel.
     Kernel = 0,
+    /// Memcpy.
     Memcpy = 1,
+    /// Memset.
     Memset = 2,
     /// `gpu_user_annotation`: the GPU projection of a record_function range;
     /// not device work, never counted as GPU-op time.
@@ -209,19 +219,29 @@ impl GpuKind {
 /// GPU-side slices, one column per field.
 #[derive(Default)]
 pub struct GpuTable {
+    /// Start.
     pub ts: Vec<i64>,
+    /// Duration.
     pub dur: Vec<i64>,
+    /// Name.
     pub name: Vec<Sym>,
+    /// Kind.
     pub kind: Vec<GpuKind>,
+    /// Device.
     pub device: Vec<i64>,
+    /// Stream.
     pub stream: Vec<i64>,
+    /// Correlation.
     pub correlation: Vec<i64>,
+    /// External id.
     pub external_id: Vec<i64>,
     /// Launch grid, `[0, 0, 0]` when absent.
     pub grid: Vec<[u32; 3]>,
+    /// Block.
     pub block: Vec<[u32; 3]>,
     /// `args.bytes` of memcpy/memset, else 0.
     pub bytes: Vec<u64>,
+    /// Track.
     pub track: Vec<u32>,
 }
 
@@ -242,8 +262,11 @@ impl GpuTable {
 pub struct FlowTable {
     /// `true` for a start (`s`, at the launch), `false` for an end (`f`).
     pub is_start: Vec<bool>,
+    /// Id.
     pub id: Vec<i64>,
+    /// Track.
     pub track: Vec<u32>,
+    /// Start.
     pub ts: Vec<i64>,
 }
 
@@ -252,9 +275,13 @@ pub struct FlowTable {
 /// events of such traces, and only their nesting and names matter.
 #[derive(Default)]
 pub struct PythonTable {
+    /// Start.
     pub ts: Vec<i64>,
+    /// Duration.
     pub dur: Vec<i64>,
+    /// Name.
     pub name: Vec<Sym>,
+    /// Track.
     pub track: Vec<u32>,
 }
 
@@ -273,33 +300,51 @@ impl PythonTable {
 /// `cuda_profiler_range`, `mtia_runtime`, ...): kept so nothing is lost.
 #[derive(Default)]
 pub struct OtherTable {
+    /// Cat.
     pub cat: Vec<Sym>,
+    /// Start.
     pub ts: Vec<i64>,
+    /// Duration.
     pub dur: Vec<i64>,
+    /// Name.
     pub name: Vec<Sym>,
+    /// Track.
     pub track: Vec<u32>,
 }
 
 /// One entry of `deviceProperties`.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceProps {
+    /// Id.
     pub id: i64,
+    /// Name.
     pub name: String,
+    /// Number of SMs.
     pub num_sms: Option<i64>,
+    /// Total global memory.
     pub total_global_mem: Option<i64>,
 }
 
 /// Top-level metadata of the trace file.
 #[derive(Clone, Debug, Default)]
 pub struct TraceMeta {
+    /// Layout array.
     pub layout_array: bool,
+    /// Schema version.
     pub schema_version: Option<i64>,
+    /// Devices.
     pub devices: Vec<DeviceProps>,
+    /// Rank.
     pub rank: Option<i64>,
+    /// World size.
     pub world_size: Option<i64>,
+    /// Backend.
     pub backend: Option<String>,
+    /// Base time, ns.
     pub base_time_ns: Option<i64>,
+    /// Trace name.
     pub trace_name: Option<String>,
+    /// Display time unit.
     pub display_time_unit: Option<String>,
     /// Profiler options set to 1 at the top level (`record_shapes`, ...).
     pub options: Vec<String>,
@@ -320,14 +365,23 @@ pub struct Counters {
 
 /// A parsed trace: the input of the analysis.
 pub struct Trace {
+    /// Meta.
     pub meta: TraceMeta,
+    /// Names.
     pub names: Interner,
+    /// Tracks.
     pub tracks: Vec<Track>,
+    /// CPU.
     pub cpu: CpuTable,
+    /// GPU.
     pub gpu: GpuTable,
+    /// Flows.
     pub flows: FlowTable,
+    /// Python.
     pub python: PythonTable,
+    /// Other.
     pub other: OtherTable,
+    /// Counters.
     pub counters: Counters,
 }
 
