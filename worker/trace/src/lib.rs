@@ -8,6 +8,8 @@
 //! - [`diff`]: the before/after comparison of two summaries.
 //! - [`ranks`]: rank order of files and the cross-rank summary.
 //! - [`generate`]: the founding story's decode trace, with its own truth.
+//! - [`timeline`]: the timeline index (an analysis artifact) and its
+//!   window, event and search queries.
 //!
 //! The service (`worker`: jobs, database, blobs, capture) calls into this
 //! crate; this crate knows nothing of it. The compiler keeps it so: its
@@ -18,8 +20,9 @@ pub mod diff;
 pub mod generate;
 pub mod import;
 pub mod ranks;
+pub mod timeline;
 
-pub use analysis::{analyze, AnalysisOptions, ANALYZER_VERSION};
+pub use analysis::{analyze, analyze_all, Analysis, AnalysisOptions, ANALYZER_VERSION};
 pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trace, TraceError};
 pub use kinetoscope_types::Summary;
 

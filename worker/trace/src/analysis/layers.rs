@@ -142,7 +142,12 @@ struct Assignment {
 }
 
 /// Attributes device time to layers.
-pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOptions) -> Layers {
+/// A layer's span in one step: (layer index, first start, last end), ns.
+pub type LayerSpan = (i64, i64, i64);
+
+/// Attributes device time to layers; also returns where each layer lies in
+/// each step (for the timeline's layers band).
+pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOptions) -> (Layers, Vec<LayerSpan>) {
     let seqs = step_sequences(cx);
     let found = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
         by_override(cx, &seqs, opts)
@@ -152,7 +157,7 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
             .or_else(|| by_repetition(cx, &seqs))
     };
     let Some(a) = found else {
-        return Layers {
+        return (Layers {
             method: LayerMethod::None,
             detail: if cx.t.gpu.is_empty() {
                 "the trace has no GPU ops".into()
@@ -160,9 +165,31 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
                 "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
             },
             ..Default::default()
-        };
+        }, Vec::new());
     };
-    summarize(cx, kernels, &seqs, a)
+    let spans = spans(cx, &seqs, &a);
+    (summarize(cx, kernels, &seqs, a), spans)
+}
+
+/// Where each layer lies in each step: the first start and last end of its
+/// GPU ops.
+fn spans(cx: &Context, seqs: &[Vec<GpuItem>], a: &Assignment) -> Vec<LayerSpan> {
+    let gpu = &cx.t.gpu;
+    let mut out = Vec::new();
+    for seq in seqs {
+        let mut by_layer: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+        for it in seq {
+            if let Some(&l) = a.layer.get(&it.g) {
+                let g = it.g as usize;
+                let e = by_layer.entry(l).or_insert((i64::MAX, i64::MIN));
+                e.0 = e.0.min(gpu.ts[g]);
+                e.1 = e.1.max(gpu.ts[g] + gpu.dur[g]);
+            }
+        }
+        out.extend(by_layer.into_iter().map(|(l, (s, e))| (l, s, e)));
+    }
+    out.sort_by_key(|&(l, s, _)| (s, l));
+    out
 }
 
 /// Per-layer numbers (mean per step) from an assignment.

@@ -134,8 +134,30 @@ pub fn replay_row_name(context: &str) -> String {
     format!("graph replay: {}", python::short_frame(context))
 }
 
-/// Analyzes a parsed trace.
+/// Everything an analysis produces: the summary, and the artifacts stored
+/// beside it.
+pub struct Analysis {
+    /// The summary (tables, findings).
+    pub summary: Summary,
+    /// The timeline index.
+    pub timeline: crate::timeline::TimelineIndex,
+}
+
+/// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
+    analyze_inner(t, opts, false).0
+}
+
+/// Analyzes a parsed trace: the summary and every artifact.
+pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
+    let (summary, timeline) = analyze_inner(t, opts, true);
+    Analysis {
+        summary,
+        timeline: timeline.unwrap_or_default(),
+    }
+}
+
+fn analyze_inner(t: &Trace, opts: &AnalysisOptions, with_timeline: bool) -> (Summary, Option<crate::timeline::TimelineIndex>) {
     let mut links = links::link(t);
     let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
@@ -274,8 +296,17 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
     sort_ops(&mut ops);
     let kernels = kernel_rows(&cx, &mut chains);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
-    let layers = layers::attribute(&cx, &kernels, opts);
+    let (layers, layer_spans) = layers::attribute(&cx, &kernels, opts);
     let graphs = graph_stats(&cx);
+    let timeline = with_timeline.then(|| {
+        crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
+            trace: t,
+            parent: &cx.links.parent,
+            launch: &cx.links.launch,
+            steps: cx.steps.iter().map(|s| (t.name(s.name).to_string(), s.ts, s.end)).collect(),
+            layers: layer_spans,
+        })
+    });
     let mut summary = Summary {
         analyzer_version: ANALYZER_VERSION,
         trace,
@@ -289,7 +320,7 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
         findings: Vec::new(),
     };
     summary.findings = findings::find(&summary);
-    summary
+    (summary, timeline)
 }
 
 fn us(ns: i64) -> f64 {

@@ -1,0 +1,925 @@
+//! The timeline index: every CPU-side slice (ops, annotations, runtime
+//! calls) and every GPU op of a trace, laid out for drawing, built once at
+//! analysis time and stored as an artifact, so the timeline never re-parses
+//! a trace.
+//!
+//! Layout: tracks (a CPU thread, a GPU stream), each with rows. CPU slices
+//! go to the row of their nesting depth; GPU ops to the first row where they
+//! do not overlap the one before; a slice that partly overlaps its row's
+//! previous slice goes to an extra row rather than being dropped. Within a
+//! row, slices are sorted by start and never overlap.
+//!
+//! Columns per slice: start (ns), duration (ns, clamped to `u32`), name and
+//! kind (packed), a link (a GPU op's launch, a CPU slice's parent) and an
+//! args reference: 24 bytes at most. Every 64 slices of a row also keep
+//! their total duration and their longest slice, so a window query answers
+//! "what is in each pixel" in O(pixels x log n) per row: each pixel bucket
+//! is found by binary search, and its busy time and longest slice come from
+//! whole blocks plus at most two partial ones.
+//!
+//! Event ids are positions in that layout (track by track, row by row), so
+//! an id names one slice for the lifetime of the artifact.
+
+use crate::import::store::{CpuKind, Trace};
+use hashbrown::HashMap;
+use std::io::{self, Read, Write};
+
+/// Slices per summary block.
+const BLOCK: usize = 64;
+/// "No link".
+pub const NONE: u32 = u32::MAX;
+/// Bits of the packed name that hold the kind.
+const KIND_SHIFT: u32 = 28;
+/// Format version of the stored index.
+const FORMAT: u32 = 1;
+
+/// What a slice is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SliceKind {
+    /// An ATen or custom op (`cpu_op`).
+    Op = 0,
+    /// A `record_function` range (`user_annotation`).
+    Annotation = 1,
+    /// A runtime or driver call.
+    Runtime = 2,
+    /// A GPU kernel.
+    Kernel = 3,
+    /// A GPU memory copy.
+    Memcpy = 4,
+    /// A GPU memory set.
+    Memset = 5,
+}
+
+impl SliceKind {
+    fn from_u8(k: u8) -> SliceKind {
+        match k {
+            0 => SliceKind::Op,
+            1 => SliceKind::Annotation,
+            2 => SliceKind::Runtime,
+            3 => SliceKind::Kernel,
+            4 => SliceKind::Memcpy,
+            _ => SliceKind::Memset,
+        }
+    }
+
+    /// The word used in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SliceKind::Op => "op",
+            SliceKind::Annotation => "annotation",
+            SliceKind::Runtime => "runtime",
+            SliceKind::Kernel => "kernel",
+            SliceKind::Memcpy => "memcpy",
+            SliceKind::Memset => "memset",
+        }
+    }
+
+    /// Whether it runs on the GPU.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset)
+    }
+}
+
+/// Arguments shown in an event's details.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Args {
+    /// A CPU slice's `Input Dims` and `Input type` (name-pool ids).
+    Inputs {
+        /// `Input Dims`.
+        shapes: u32,
+        /// `Input type`.
+        dtypes: u32,
+    },
+    /// A GPU op's launch geometry and bytes.
+    Launch {
+        /// Grid.
+        grid: [u32; 3],
+        /// Block.
+        block: [u32; 3],
+        /// Bytes moved (memcpy, memset).
+        bytes: u64,
+    },
+}
+
+/// One track: a CPU thread or a GPU stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrackInfo {
+    /// `true` for a GPU stream.
+    pub gpu: bool,
+    /// A label for people (`thread 38211`, `GPU 0 stream 7`).
+    pub label: String,
+    /// Process id as written (a number, or text for string pids).
+    pub pid: String,
+    /// Thread id as written.
+    pub tid: String,
+    /// GPU device, for GPU tracks.
+    pub device: Option<i64>,
+    /// GPU stream, for GPU tracks.
+    pub stream: Option<i64>,
+    /// First row (index into the index's rows) and number of rows.
+    pub first_row: u32,
+    /// Number of rows.
+    pub rows: u32,
+    /// Slices on the track.
+    pub events: u64,
+}
+
+/// A named time span (a step, a layer).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// The step's name, or the layer's index as text.
+    pub name: String,
+    /// Layer index, for layers.
+    pub index: i64,
+    /// Start, ns.
+    pub start_ns: i64,
+    /// End, ns.
+    pub end_ns: i64,
+}
+
+/// One row of a track: slices sorted by start, never overlapping.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Row {
+    track: u32,
+    first_event: u32,
+    start: Vec<i64>,
+    dur: Vec<u32>,
+    /// Name-pool id in the low 28 bits, [`SliceKind`] above.
+    name: Vec<u32>,
+    /// GPU: the launch's event id; CPU: the parent's; or [`NONE`].
+    link: Vec<u32>,
+    /// Index into the args pool, or [`NONE`].
+    args: Vec<u32>,
+    /// Per block of [`BLOCK`] slices: total duration and longest slice.
+    block_sum: Vec<i64>,
+    block_max: Vec<u32>,
+}
+
+impl Row {
+    fn len(&self) -> usize {
+        self.start.len()
+    }
+
+    fn end(&self, i: usize) -> i64 {
+        self.start[i] + self.dur[i] as i64
+    }
+
+    fn summarize(&mut self) {
+        self.block_sum.clear();
+        self.block_max.clear();
+        for b in 0..self.len().div_ceil(BLOCK) {
+            let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(self.len()));
+            self.block_sum.push(self.dur[lo..hi].iter().map(|&d| d as i64).sum());
+            let best = (lo..hi).max_by_key(|&i| (self.dur[i], std::cmp::Reverse(i))).unwrap_or(lo);
+            self.block_max.push(best as u32);
+        }
+    }
+
+    /// Total duration of slices `lo..hi`.
+    fn sum(&self, lo: usize, hi: usize) -> i64 {
+        let mut s = 0i64;
+        let mut i = lo;
+        while i < hi {
+            if i % BLOCK == 0 && i + BLOCK <= hi {
+                s += self.block_sum[i / BLOCK];
+                i += BLOCK;
+            } else {
+                s += self.dur[i] as i64;
+                i += 1;
+            }
+        }
+        s
+    }
+
+    /// The longest slice of `lo..hi` (first of equals).
+    fn longest(&self, lo: usize, hi: usize) -> usize {
+        let mut best = lo;
+        let mut i = lo;
+        let better = |a: usize, b: usize| self.dur[a] > self.dur[b] || (self.dur[a] == self.dur[b] && a < b);
+        while i < hi {
+            if i % BLOCK == 0 && i + BLOCK <= hi {
+                let m = self.block_max[i / BLOCK] as usize;
+                if better(m, best) {
+                    best = m;
+                }
+                i += BLOCK;
+            } else {
+                if better(i, best) {
+                    best = i;
+                }
+                i += 1;
+            }
+        }
+        best
+    }
+}
+
+/// One slice of a window answer: a single event, or several merged into
+/// one pixel bucket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowSlice {
+    /// Start of the first event, ns.
+    pub start_ns: i64,
+    /// First start to last end, ns.
+    pub dur_ns: i64,
+    /// Row within the track.
+    pub row: u32,
+    /// The event's name, or the longest merged event's.
+    pub name: u32,
+    /// Events merged (1: a single event).
+    pub count: u32,
+    /// Total duration of the merged events, ns.
+    pub busy_ns: i64,
+    /// The event's id when `count` is 1, else the longest one's.
+    pub event: u32,
+}
+
+/// Where an event lies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EventRef {
+    /// The track.
+    pub track: u32,
+    /// The row within the track.
+    pub row: u32,
+    /// Index within the row.
+    index: usize,
+    /// Index of the row in the index.
+    global_row: usize,
+}
+
+/// The timeline index of one trace (one rank).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimelineIndex {
+    /// First start over all slices, ns.
+    pub start_ns: i64,
+    /// Last end, ns.
+    pub end_ns: i64,
+    /// The tracks, CPU threads first.
+    pub tracks: Vec<TrackInfo>,
+    /// Steps (ProfilerStep or the engine's).
+    pub steps: Vec<Span>,
+    /// Layers, per step, where layers were found (device time).
+    pub layers: Vec<Span>,
+    names: Vec<String>,
+    args: Vec<Args>,
+    rows: Vec<Row>,
+}
+
+/// What the analysis hands the index builder.
+pub struct Inputs<'a> {
+    /// The parsed trace.
+    pub trace: &'a Trace,
+    /// Per CPU slice: its parent op, or `u32::MAX`.
+    pub parent: &'a [u32],
+    /// Per GPU slice: its launch (a CPU slice), or `u32::MAX`.
+    pub launch: &'a [u32],
+    /// Steps: (name, start, end).
+    pub steps: Vec<(String, i64, i64)>,
+    /// Layers: (index, start, end).
+    pub layers: Vec<(i64, i64, i64)>,
+}
+
+/// Interns strings into the index's name pool.
+#[derive(Default)]
+struct Pool {
+    ids: HashMap<u32, u32>,
+    names: Vec<String>,
+}
+
+impl Pool {
+    fn id(&mut self, t: &Trace, sym: u32) -> u32 {
+        let next = self.names.len() as u32;
+        *self.ids.entry(sym).or_insert_with(|| {
+            self.names.push(t.name(sym).to_string());
+            next
+        })
+    }
+}
+
+impl TimelineIndex {
+    /// Builds the index of a parsed trace. Pure: no I/O.
+    pub fn build(inp: &Inputs) -> TimelineIndex {
+        let t = inp.trace;
+        let cpu = &t.cpu;
+        let gpu = &t.gpu;
+        let mut pool = Pool::default();
+        let mut args: Vec<Args> = Vec::new();
+        let mut args_ids: HashMap<Args, u32> = HashMap::new();
+        let mut args_id = |a: Args| -> u32 {
+            let next = args.len() as u32;
+            *args_ids.entry(a.clone()).or_insert_with(|| {
+                args.push(a);
+                next
+            })
+        };
+
+        // Depth of every CPU slice (parents come before children in time).
+        let mut depth = vec![0u16; cpu.len()];
+        let mut order: Vec<u32> = (0..cpu.len() as u32).filter(|&i| cpu.kind[i as usize] != CpuKind::Module).collect();
+        order.sort_by_key(|&i| (cpu.ts[i as usize], std::cmp::Reverse(cpu.dur[i as usize]), i));
+        for &i in &order {
+            let p = inp.parent[i as usize];
+            if p != u32::MAX {
+                depth[i as usize] = depth[p as usize].saturating_add(1);
+            }
+        }
+
+        // Slices per track: CPU threads, then GPU streams.
+        #[derive(Clone, Copy)]
+        enum Src {
+            Cpu(u32),
+            Gpu(u32),
+        }
+        let mut cpu_tracks: Vec<(u32, Vec<u32>)> = Vec::new();
+        let mut cpu_track_of: HashMap<u32, usize> = HashMap::new();
+        for &i in &order {
+            let tr = cpu.track[i as usize];
+            let k = *cpu_track_of.entry(tr).or_insert_with(|| {
+                cpu_tracks.push((tr, Vec::new()));
+                cpu_tracks.len() - 1
+            });
+            cpu_tracks[k].1.push(i);
+        }
+        let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
+        let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();
+        let mut gpu_order: Vec<u32> = (0..gpu.len() as u32).filter(|&g| gpu.kind[g as usize].is_gpu_op()).collect();
+        gpu_order.sort_by_key(|&g| (gpu.ts[g as usize], std::cmp::Reverse(gpu.dur[g as usize]), g));
+        for &g in &gpu_order {
+            let key = (gpu.device[g as usize], gpu.stream[g as usize], gpu.track[g as usize]);
+            let k = *gpu_track_of.entry(key).or_insert_with(|| {
+                gpu_tracks.push((key, Vec::new()));
+                gpu_tracks.len() - 1
+            });
+            gpu_tracks[k].1.push(g);
+        }
+        cpu_tracks.sort_by_key(|(tr, _)| {
+            let track = &t.tracks[*tr as usize];
+            (track.pid, track.tid)
+        });
+        gpu_tracks.sort_by_key(|(key, _)| (key.0, key.1, key.2));
+
+        // Rows: CPU slices by depth, each depth split where slices overlap;
+        // GPU ops greedily into the first row they fit.
+        let mut tracks: Vec<TrackInfo> = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
+        let mut slot: Vec<Src> = Vec::new(); // per event id, its source (for links)
+        let mut cpu_event = vec![NONE; cpu.len()];
+        let layout = |items: &[(Src, u16, i64, i64)]| -> Vec<Vec<usize>> {
+            // (row index per depth group), returns rows of item indices.
+            let mut out: Vec<Vec<usize>> = Vec::new();
+            let mut by_depth: std::collections::BTreeMap<u16, Vec<(usize, i64)>> = Default::default();
+            for (k, it) in items.iter().enumerate() {
+                let rows = by_depth.entry(it.1).or_default();
+                match rows.iter_mut().find(|(_, last_end)| *last_end <= it.2) {
+                    Some(r) => {
+                        out[r.0].push(k);
+                        r.1 = it.3;
+                    }
+                    None => {
+                        out.push(vec![k]);
+                        rows.push((out.len() - 1, it.3));
+                    }
+                }
+            }
+            // Rows in depth order, then creation order.
+            let mut order: Vec<(u16, usize)> = Vec::new();
+            for (d, rs) in &by_depth {
+                for r in rs {
+                    order.push((*d, r.0));
+                }
+            }
+            order.into_iter().map(|(_, r)| std::mem::take(&mut out[r])).collect()
+        };
+        let mut push_track = |info: TrackInfo, items: Vec<(Src, u16, i64, i64)>, rows: &mut Vec<Row>, slot: &mut Vec<Src>| {
+            let mut info = info;
+            info.first_row = rows.len() as u32;
+            let laid = layout(&items);
+            info.rows = laid.len() as u32;
+            info.events = items.len() as u64;
+            let track = tracks.len() as u32;
+            for r in laid {
+                let mut row = Row {
+                    track,
+                    first_event: slot.len() as u32,
+                    ..Default::default()
+                };
+                for k in r {
+                    let (src, _, start, end) = items[k];
+                    row.start.push(start);
+                    row.dur.push((end - start).clamp(0, u32::MAX as i64) as u32);
+                    slot.push(src);
+                    // Names, kinds and args are filled below, once ids exist.
+                    row.name.push(0);
+                    row.link.push(NONE);
+                    row.args.push(NONE);
+                }
+                rows.push(row);
+            }
+            tracks.push(info);
+        };
+        for (tr, slices) in &cpu_tracks {
+            let track = &t.tracks[*tr as usize];
+            let items: Vec<(Src, u16, i64, i64)> = slices
+                .iter()
+                .map(|&i| {
+                    let i_ = i as usize;
+                    (Src::Cpu(i), depth[i_], cpu.ts[i_], cpu.ts[i_] + cpu.dur[i_])
+                })
+                .collect();
+            let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
+            push_track(
+                TrackInfo {
+                    gpu: false,
+                    label: format!("thread {tid} (pid {pid})"),
+                    pid,
+                    tid,
+                    device: None,
+                    stream: None,
+                    first_row: 0,
+                    rows: 0,
+                    events: 0,
+                },
+                items,
+                &mut rows,
+                &mut slot,
+            );
+        }
+        for ((device, stream, tr), ops) in &gpu_tracks {
+            let track = &t.tracks[*tr as usize];
+            let items: Vec<(Src, u16, i64, i64)> = ops
+                .iter()
+                .map(|&g| {
+                    let g_ = g as usize;
+                    (Src::Gpu(g), 0, gpu.ts[g_], gpu.ts[g_] + gpu.dur[g_])
+                })
+                .collect();
+            push_track(
+                TrackInfo {
+                    gpu: true,
+                    label: format!("GPU {device} stream {stream}"),
+                    pid: t.track_id_text(track.pid),
+                    tid: t.track_id_text(track.tid),
+                    device: Some(*device),
+                    stream: Some(*stream),
+                    first_row: 0,
+                    rows: 0,
+                    events: 0,
+                },
+                items,
+                &mut rows,
+                &mut slot,
+            );
+        }
+        for (id, s) in slot.iter().enumerate() {
+            if let Src::Cpu(i) = s {
+                cpu_event[*i as usize] = id as u32;
+            }
+        }
+        // Names, kinds, links, args.
+        for row in rows.iter_mut() {
+            for k in 0..row.len() {
+                let id = row.first_event as usize + k;
+                match slot[id] {
+                    Src::Cpu(i) => {
+                        let i = i as usize;
+                        let kind = match cpu.kind[i] {
+                            CpuKind::Annotation => SliceKind::Annotation,
+                            CpuKind::Op => SliceKind::Op,
+                            _ => SliceKind::Runtime,
+                        };
+                        row.name[k] = pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT;
+                        let p = inp.parent[i];
+                        row.link[k] = if p == u32::MAX { NONE } else { cpu_event[p as usize] };
+                        if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
+                            let (shapes, dtypes) = (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
+                            row.args[k] = args_id(Args::Inputs { shapes, dtypes });
+                        }
+                    }
+                    Src::Gpu(g) => {
+                        let g = g as usize;
+                        let kind = match gpu.kind[g] {
+                            crate::import::store::GpuKind::Memcpy => SliceKind::Memcpy,
+                            crate::import::store::GpuKind::Memset => SliceKind::Memset,
+                            _ => SliceKind::Kernel,
+                        };
+                        row.name[k] = pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT;
+                        let r = inp.launch[g];
+                        row.link[k] = if r == u32::MAX { NONE } else { cpu_event[r as usize] };
+                        if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
+                            row.args[k] = args_id(Args::Launch {
+                                grid: gpu.grid[g],
+                                block: gpu.block[g],
+                                bytes: gpu.bytes[g],
+                            });
+                        }
+                    }
+                }
+            }
+            row.summarize();
+        }
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for row in &rows {
+            if let (Some(&s), Some(_)) = (row.start.first(), row.start.last()) {
+                lo = lo.min(s);
+                hi = hi.max((0..row.len()).map(|i| row.end(i)).max().unwrap_or(s));
+            }
+        }
+        if lo > hi {
+            (lo, hi) = (0, 0);
+        }
+        // The end is exclusive: an event of zero duration at the very end
+        // is still inside [start_ns, end_ns).
+        let hi = hi + 1;
+        TimelineIndex {
+            start_ns: lo,
+            end_ns: hi,
+            tracks,
+            steps: inp
+                .steps
+                .iter()
+                .map(|(name, s, e)| Span {
+                    name: name.clone(),
+                    index: 0,
+                    start_ns: *s,
+                    end_ns: *e,
+                })
+                .collect(),
+            layers: inp
+                .layers
+                .iter()
+                .map(|&(index, s, e)| Span {
+                    name: index.to_string(),
+                    index,
+                    start_ns: s,
+                    end_ns: e,
+                })
+                .collect(),
+            names: pool.names,
+            args,
+            rows,
+        }
+    }
+
+    /// Number of events over every track.
+    pub fn events(&self) -> u64 {
+        self.tracks.iter().map(|t| t.events).sum()
+    }
+
+    /// Bytes the in-memory columns take (the budget is 24 per event).
+    pub fn column_bytes(&self) -> usize {
+        self.rows
+            .iter()
+            .map(|r| r.len() * (8 + 4 + 4 + 4 + 4) + r.block_sum.len() * 12)
+            .sum::<usize>()
+    }
+
+    /// A name of the pool.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get((id & ((1 << KIND_SHIFT) - 1)) as usize).map_or("", String::as_str)
+    }
+
+    /// Where an event lies, if the id is valid.
+    pub fn locate(&self, event: u32) -> Option<EventRef> {
+        let k = self.rows.partition_point(|r| r.first_event <= event);
+        let global_row = k.checked_sub(1)?;
+        let row = &self.rows[global_row];
+        let index = (event - row.first_event) as usize;
+        (index < row.len()).then(|| EventRef {
+            track: row.track,
+            row: global_row as u32 - self.tracks[row.track as usize].first_row,
+            index,
+            global_row,
+        })
+    }
+
+    /// An event's columns: (kind, name, start, duration, link, args).
+    pub fn event(&self, r: EventRef) -> (SliceKind, &str, i64, i64, u32, Option<&Args>) {
+        let row = &self.rows[r.global_row];
+        let i = r.index;
+        let packed = row.name[i];
+        (
+            SliceKind::from_u8((packed >> KIND_SHIFT) as u8),
+            self.name(packed),
+            row.start[i],
+            row.dur[i] as i64,
+            row.link[i],
+            (row.args[i] != NONE).then(|| &self.args[row.args[i] as usize]),
+        )
+    }
+
+    /// The events linked to `event` (its children on the CPU side, or the
+    /// GPU ops a launch produced), in id order.
+    pub fn linked_to(&self, event: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        for row in &self.rows {
+            for (k, &l) in row.link.iter().enumerate() {
+                if l == event {
+                    out.push(row.first_event + k as u32);
+                }
+            }
+        }
+        out
+    }
+
+    /// What is in each pixel bucket of `[start, end)` split in `px`, per row
+    /// of a track: single events, or merged blocks with their count, busy
+    /// time and longest event. Every event of the track that intersects the
+    /// window is in exactly one slice.
+    pub fn window(&self, track: u32, start: i64, end: i64, px: u32) -> Vec<WindowSlice> {
+        let mut out = Vec::new();
+        let Some(info) = self.tracks.get(track as usize) else { return out };
+        let width = ((end - start) as f64 / px.max(1) as f64).max(1.0);
+        let bucket = |ts: i64| -> i64 { (((ts.max(start) - start) as f64) / width).floor() as i64 };
+        for r in 0..info.rows {
+            let row = &self.rows[(info.first_row + r) as usize];
+            let n = row.len();
+            // The first event that ends after the window starts (rows do
+            // not overlap, so ends are sorted too).
+            let mut i = row.start.partition_point(|&s| s < start);
+            while i > 0 && row.end(i - 1) > start {
+                i -= 1;
+            }
+            while i < n && row.start[i] < end {
+                let b = bucket(row.start[i]);
+                let b_end = start + ((b + 1) as f64 * width).ceil() as i64;
+                // Every event that starts in this bucket.
+                let k = i + row.start[i..].partition_point(|&s| s < b_end.min(end));
+                let k = k.max(i + 1);
+                if k - i == 1 {
+                    out.push(WindowSlice {
+                        start_ns: row.start[i],
+                        dur_ns: row.dur[i] as i64,
+                        row: r,
+                        name: row.name[i] & ((1 << KIND_SHIFT) - 1),
+                        count: 1,
+                        busy_ns: row.dur[i] as i64,
+                        event: row.first_event + i as u32,
+                    });
+                } else {
+                    let last_end = (i..k).map(|j| row.end(j)).max().unwrap_or(row.start[i]);
+                    let longest = row.longest(i, k);
+                    out.push(WindowSlice {
+                        start_ns: row.start[i],
+                        dur_ns: last_end - row.start[i],
+                        row: r,
+                        name: row.name[longest] & ((1 << KIND_SHIFT) - 1),
+                        count: (k - i) as u32,
+                        busy_ns: row.sum(i, k),
+                        event: row.first_event + longest as u32,
+                    });
+                }
+                i = k;
+            }
+        }
+        out
+    }
+
+    /// Events whose name contains `needle` (case-insensitive): their count,
+    /// per track a density over `px` buckets of the whole trace, and the
+    /// earliest one.
+    pub fn search(&self, needle: &str, px: u32) -> (u64, Vec<(u32, Vec<u32>)>, Option<(u32, i64)>) {
+        let needle = needle.to_lowercase();
+        let hit: Vec<bool> = self.names.iter().map(|n| !needle.is_empty() && n.to_lowercase().contains(&needle)).collect();
+        let mut total = 0u64;
+        let mut first: Option<(u32, i64)> = None;
+        let mut tracks = Vec::new();
+        let span = (self.end_ns - self.start_ns).max(1) as f64;
+        let px = px.max(1);
+        for (tid, info) in self.tracks.iter().enumerate() {
+            let mut density = vec![0u32; px as usize];
+            let mut any = false;
+            for r in info.first_row..info.first_row + info.rows {
+                let row = &self.rows[r as usize];
+                for (k, &packed) in row.name.iter().enumerate() {
+                    if hit[(packed & ((1 << KIND_SHIFT) - 1)) as usize] {
+                        any = true;
+                        total += 1;
+                        let b = (((row.start[k] - self.start_ns) as f64 / span) * px as f64) as usize;
+                        density[b.min(px as usize - 1)] += 1;
+                        if first.is_none_or(|(_, s)| row.start[k] < s) {
+                            first = Some((row.first_event + k as u32, row.start[k]));
+                        }
+                    }
+                }
+            }
+            if any {
+                tracks.push((tid as u32, density));
+            }
+        }
+        (total, tracks, first)
+    }
+
+    // ------------------------------------------------------------ storage
+
+    /// Writes the index (zstd-compressed binary columns).
+    pub fn write<W: Write>(&self, out: W) -> io::Result<()> {
+        let mut z = zstd::stream::write::Encoder::new(out, 3)?;
+        let w = &mut z;
+        put_u32(w, FORMAT)?;
+        put_i64(w, self.start_ns)?;
+        put_i64(w, self.end_ns)?;
+        put_u32(w, self.names.len() as u32)?;
+        for n in &self.names {
+            put_str(w, n)?;
+        }
+        put_u32(w, self.args.len() as u32)?;
+        for a in &self.args {
+            match a {
+                Args::Inputs { shapes, dtypes } => {
+                    w.write_all(&[0])?;
+                    put_u32(w, *shapes)?;
+                    put_u32(w, *dtypes)?;
+                }
+                Args::Launch { grid, block, bytes } => {
+                    w.write_all(&[1])?;
+                    for v in grid.iter().chain(block) {
+                        put_u32(w, *v)?;
+                    }
+                    put_i64(w, *bytes as i64)?;
+                }
+            }
+        }
+        put_u32(w, self.tracks.len() as u32)?;
+        for t in &self.tracks {
+            w.write_all(&[t.gpu as u8])?;
+            put_str(w, &t.label)?;
+            put_str(w, &t.pid)?;
+            put_str(w, &t.tid)?;
+            put_i64(w, t.device.unwrap_or(i64::MIN))?;
+            put_i64(w, t.stream.unwrap_or(i64::MIN))?;
+            put_u32(w, t.first_row)?;
+            put_u32(w, t.rows)?;
+            put_i64(w, t.events as i64)?;
+        }
+        for spans in [&self.steps, &self.layers] {
+            put_u32(w, spans.len() as u32)?;
+            for s in spans {
+                put_str(w, &s.name)?;
+                put_i64(w, s.index)?;
+                put_i64(w, s.start_ns)?;
+                put_i64(w, s.end_ns)?;
+            }
+        }
+        put_u32(w, self.rows.len() as u32)?;
+        for r in &self.rows {
+            put_u32(w, r.track)?;
+            put_u32(w, r.first_event)?;
+            put_u32(w, r.len() as u32)?;
+            // Starts as deltas: small numbers compress well.
+            let mut prev = 0i64;
+            for &s in &r.start {
+                put_i64(w, s - prev)?;
+                prev = s;
+            }
+            for col in [&r.dur, &r.name, &r.link, &r.args] {
+                for &v in col.iter() {
+                    put_u32(w, v)?;
+                }
+            }
+        }
+        z.finish()?.flush()
+    }
+
+    /// Reads an index written by [`write`](Self::write).
+    pub fn read<R: Read>(input: R) -> io::Result<TimelineIndex> {
+        let mut z = zstd::stream::read::Decoder::new(input)?;
+        let r = &mut z;
+        if get_u32(r)? != FORMAT {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "unknown timeline index format"));
+        }
+        let start_ns = get_i64(r)?;
+        let end_ns = get_i64(r)?;
+        let n = get_len(r)?;
+        let mut names = Vec::with_capacity(n);
+        for _ in 0..n {
+            names.push(get_str(r)?);
+        }
+        let n = get_len(r)?;
+        let mut args = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut tag = [0u8];
+            r.read_exact(&mut tag)?;
+            args.push(if tag[0] == 0 {
+                Args::Inputs {
+                    shapes: get_u32(r)?,
+                    dtypes: get_u32(r)?,
+                }
+            } else {
+                let mut v = [0u32; 6];
+                for x in v.iter_mut() {
+                    *x = get_u32(r)?;
+                }
+                Args::Launch {
+                    grid: [v[0], v[1], v[2]],
+                    block: [v[3], v[4], v[5]],
+                    bytes: get_i64(r)? as u64,
+                }
+            });
+        }
+        let n = get_len(r)?;
+        let mut tracks = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut gpu = [0u8];
+            r.read_exact(&mut gpu)?;
+            let label = get_str(r)?;
+            let pid = get_str(r)?;
+            let tid = get_str(r)?;
+            let device = Some(get_i64(r)?).filter(|&d| d != i64::MIN);
+            let stream = Some(get_i64(r)?).filter(|&d| d != i64::MIN);
+            tracks.push(TrackInfo {
+                gpu: gpu[0] != 0,
+                label,
+                pid,
+                tid,
+                device,
+                stream,
+                first_row: get_u32(r)?,
+                rows: get_u32(r)?,
+                events: get_i64(r)? as u64,
+            });
+        }
+        let mut spans = [Vec::new(), Vec::new()];
+        for s in spans.iter_mut() {
+            let n = get_len(r)?;
+            for _ in 0..n {
+                s.push(Span {
+                    name: get_str(r)?,
+                    index: get_i64(r)?,
+                    start_ns: get_i64(r)?,
+                    end_ns: get_i64(r)?,
+                });
+            }
+        }
+        let [steps, layers] = spans;
+        let n = get_len(r)?;
+        let mut rows = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut row = Row {
+                track: get_u32(r)?,
+                first_event: get_u32(r)?,
+                ..Default::default()
+            };
+            let len = get_len(r)?;
+            let mut prev = 0i64;
+            row.start.reserve_exact(len);
+            for _ in 0..len {
+                prev += get_i64(r)?;
+                row.start.push(prev);
+            }
+            for col in [&mut row.dur, &mut row.name, &mut row.link, &mut row.args] {
+                col.reserve_exact(len);
+                for _ in 0..len {
+                    col.push(get_u32(r)?);
+                }
+            }
+            row.summarize();
+            rows.push(row);
+        }
+        Ok(TimelineIndex {
+            start_ns,
+            end_ns,
+            tracks,
+            steps,
+            layers,
+            names,
+            args,
+            rows,
+        })
+    }
+}
+
+fn put_u32<W: Write>(w: &mut W, v: u32) -> io::Result<()> {
+    w.write_all(&v.to_le_bytes())
+}
+fn put_i64<W: Write>(w: &mut W, v: i64) -> io::Result<()> {
+    w.write_all(&v.to_le_bytes())
+}
+fn put_str<W: Write>(w: &mut W, s: &str) -> io::Result<()> {
+    put_u32(w, s.len() as u32)?;
+    w.write_all(s.as_bytes())
+}
+fn get_u32<R: Read>(r: &mut R) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+fn get_i64<R: Read>(r: &mut R) -> io::Result<i64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(i64::from_le_bytes(b))
+}
+/// A count, bounded so a damaged index cannot ask for absurd allocations.
+fn get_len<R: Read>(r: &mut R) -> io::Result<usize> {
+    let n = get_u32(r)? as usize;
+    if n > 1 << 28 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"));
+    }
+    Ok(n)
+}
+fn get_str<R: Read>(r: &mut R) -> io::Result<String> {
+    let n = get_len(r)?;
+    let mut b = vec![0u8; n];
+    r.read_exact(&mut b)?;
+    String::from_utf8(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"))
+}

@@ -1,0 +1,100 @@
+//! The timeline index: every event accounted for at every resolution, on
+//! every shared trace and on generated ones; it survives storage unchanged;
+//! details link kernels to their launches and ops.
+
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
+use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
+use kinetoscope_trace::{analyze_all, read_trace, read_trace_file, AnalysisOptions, ReadOptions};
+use std::path::PathBuf;
+
+fn shared_traces() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.gz"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 30, "{}", dir.display());
+    v
+}
+
+/// Over the whole trace, at any px, the counts of a track add up to its events.
+fn check_counts(what: &str, ix: &TimelineIndex) {
+    for (k, t) in ix.tracks.iter().enumerate() {
+        for px in [1, 7, 640, 1920, 16384] {
+            let slices = ix.window(k as u32, ix.start_ns, ix.end_ns, px);
+            let n: u64 = slices.iter().map(|s| s.count as u64).sum();
+            assert_eq!(n, t.events, "{what}: track {k} ({}) at {px} px", t.label);
+            // At most one slice per pixel bucket per row.
+            let width = (ix.end_ns - ix.start_ns) as f64 / px as f64;
+            let mut seen = std::collections::HashSet::new();
+            for s in slices.iter().filter(|s| s.count > 1) {
+                let b = ((s.start_ns.max(ix.start_ns) - ix.start_ns) as f64 / width) as i64;
+                assert!(seen.insert((s.row, b)), "{what}: two merged slices in one bucket");
+                assert!(s.busy_ns <= s.dur_ns * s.count as i64);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_event_is_accounted_for_on_every_shared_trace() {
+    for path in shared_traces() {
+        let what = path.file_name().unwrap().to_string_lossy().to_string();
+        let t = read_trace_file(&path, &ReadOptions::default()).unwrap();
+        let a = analyze_all(&t, &AnalysisOptions::default());
+        let ix = &a.timeline;
+        let gpu_ops = a.summary.trace.attribution.gpu_ops;
+        let on_gpu: u64 = ix.tracks.iter().filter(|t| t.gpu).map(|t| t.events).sum();
+        assert_eq!(on_gpu, gpu_ops, "{what}: every GPU op is on a GPU track");
+        check_counts(&what, ix);
+        // Stored and read back, it is the same index.
+        let mut bytes = Vec::new();
+        ix.write(&mut bytes).unwrap();
+        let back = TimelineIndex::read(&bytes[..]).unwrap();
+        assert!(back == *ix, "{what}: the stored index differs");
+        if ix.events() > 1000 {
+            let per = ix.column_bytes() as f64 / ix.events() as f64;
+            assert!(per <= 24.5, "{what}: {per:.1} bytes per event");
+        }
+    }
+}
+
+#[test]
+fn a_kernel_links_to_its_launch_and_its_op() {
+    let p = DecodeParams {
+        steps: 2,
+        layers: 8,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    let truth = write_decode_trace(&p, &mut json).unwrap();
+    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let a = analyze_all(&t, &AnalysisOptions::default());
+    let ix = &a.timeline;
+    check_counts("generated", ix);
+    assert_eq!(ix.steps.len(), 2);
+    assert_eq!(ix.layers.len(), 2 * 8, "layers band: every layer of every step");
+    // Search: the cast kernel's name matches every cast to BF16, and the
+    // kernels table counts the same calls.
+    let k = &a.summary.kernels[0];
+    let (n, tracks, first) = ix.search(&k.name, 100);
+    assert_eq!(n, k.calls);
+    assert_eq!(tracks.iter().map(|(_, d)| d.iter().map(|&x| x as u64).sum::<u64>()).sum::<u64>(), n);
+    let (event, _) = first.unwrap();
+    let r = ix.locate(event).unwrap();
+    let (kind, name, _, _, launch, args) = ix.event(r);
+    assert_eq!((kind, name), (SliceKind::Kernel, k.name.as_str()));
+    assert!(args.is_some());
+    // kernel -> launch -> op chain.
+    let lr = ix.locate(launch).unwrap();
+    let (kind, name, _, _, op, _) = ix.event(lr);
+    assert_eq!(kind, SliceKind::Runtime);
+    assert_eq!(name, "cudaLaunchKernel");
+    let (kind, name, ..) = ix.event(ix.locate(op).unwrap());
+    assert_eq!((kind, name), (SliceKind::Op, "aten::copy_"));
+    // launch -> kernels.
+    assert_eq!(ix.linked_to(launch), vec![event]);
+    assert!(ix.events() as f64 >= 0.5 * truth.events as f64);
+}
