@@ -41,6 +41,7 @@ async fn main() {
         static_dir: "/nonexistent".into(),
         max_upload_bytes: 8 << 30,
         orphan_age_secs: 3600,
+        timeline_cache_mb: 512,
     };
     let running = server::start(args).await.unwrap();
     let url = format!("http://{}", running.addr);

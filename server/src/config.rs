@@ -99,6 +99,9 @@ pub struct ServeArgs {
         default_value = "app/dist"
     )]
     pub static_dir: PathBuf,
+    /// Memory for loaded timeline indexes, in MB (least recently used go first).
+    #[arg(long, env = "KINETOSCOPE_TIMELINE_CACHE_MB", default_value_t = 512)]
+    pub timeline_cache_mb: u64,
     /// Largest upload accepted, in bytes (compressed, all files together).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOAD_BYTES", default_value_t = 8 << 30)]
     pub max_upload_bytes: u64,

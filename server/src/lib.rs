@@ -129,6 +129,8 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         engines: Arc::new(engines),
         cache: Arc::new(quick_cache::sync::Cache::new(256)),
         summaries: Arc::new(quick_cache::sync::Cache::new(32)),
+        artifacts: worker::artifacts::Artifacts::new(db.clone(), blobs.clone()),
+        timelines: Arc::new(api::timeline::index_cache(args.timeline_cache_mb << 20)),
         http: reqwest::Client::new(),
     };
     let app = api::router(state, args.static_dir.clone());

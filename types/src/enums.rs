@@ -242,6 +242,16 @@ string_enum! {
 }
 
 string_enum! {
+    /// A named output of an analysis job.
+    ArtifactName ("artifact") {
+        /// The summary: tables and findings (kept in the database).
+        Summary => "summary",
+        /// The timeline index (in the blob store).
+        Timeline => "timeline",
+    }
+}
+
+string_enum! {
     /// How a trace's GPU work was issued.
     GraphMode ("graph mode") {
         /// Every kernel launched one by one.

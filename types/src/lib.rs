@@ -910,6 +910,22 @@ pub struct RankInfo {
     pub encoding: Encoding,
 }
 
+/// One stored output of a run's analysis (`GET /api/runs/{id}/artifacts`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ArtifactInfo {
+    /// The rank it belongs to.
+    pub rank: i64,
+    /// Which output.
+    pub name: ArtifactName,
+    /// Stored size in bytes.
+    pub bytes: u64,
+    /// The analyzer version that produced it.
+    pub analyzer_version: u32,
+    /// `database` or `blob`.
+    pub stored_in: String,
+}
+
 /// A page of runs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -1114,4 +1130,185 @@ pub mod units {
             assert_eq!(change_pct(-29.14), "-29.1%");
         }
     }
+}
+
+// ---------------------------------------------------------------- timeline
+
+/// `GET /api/runs/{id}/timeline`: what the timeline of one rank holds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineInfo {
+    /// First start over every event, ns (trace clock).
+    pub start_ns: i64,
+    /// Last end (exclusive), ns.
+    pub end_ns: i64,
+    /// CPU threads first, then GPU streams.
+    pub tracks: Vec<TimelineTrack>,
+    /// The steps band.
+    pub steps: Vec<TimelineStep>,
+    /// The layers band (every layer of every step), where layers were found.
+    pub layers: Vec<TimelineLayer>,
+    /// The rank this is.
+    pub rank: i64,
+    /// Every rank of the run.
+    pub ranks: Vec<i64>,
+}
+
+/// One track of the timeline.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineTrack {
+    /// The track's id in window queries.
+    pub id: u32,
+    /// `cpu` or `gpu`.
+    pub kind: String,
+    /// A label for people.
+    pub label: String,
+    /// Process id as written in the trace.
+    pub pid: String,
+    /// Thread id as written in the trace.
+    pub tid: String,
+    /// GPU device, for GPU tracks.
+    pub device: Option<i64>,
+    /// GPU stream, for GPU tracks.
+    pub stream: Option<i64>,
+    /// Rows (nesting depth, or overlap) the track needs.
+    pub rows: u32,
+    /// Every event on the track.
+    pub events: u64,
+}
+
+/// A step in the steps band.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineStep {
+    /// The step's name.
+    pub name: String,
+    /// Start, ns.
+    pub start_ns: i64,
+    /// End, ns.
+    pub end_ns: i64,
+}
+
+/// A layer in the layers band.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineLayer {
+    /// The layer's index.
+    pub index: i64,
+    /// First start of its GPU ops, ns.
+    pub start_ns: i64,
+    /// Last end, ns.
+    pub end_ns: i64,
+}
+
+/// `GET /api/runs/{id}/timeline/window`: one track between two times.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineWindow {
+    /// The track.
+    pub track: u32,
+    /// At most one slice per pixel bucket per row.
+    pub slices: Vec<TimelineSlice>,
+}
+
+/// One event, or several merged into one pixel bucket of one row.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineSlice {
+    /// Start of the first event, ns.
+    pub start_ns: i64,
+    /// First start to last end, ns.
+    pub dur_ns: i64,
+    /// Row within the track.
+    pub row: u32,
+    /// The event's name, or the longest merged event's.
+    pub name: String,
+    /// Events merged (1: a single event).
+    pub count: u32,
+    /// Total duration of the merged events, ns.
+    pub busy_ns: i64,
+    /// The event's id when `count` is 1, else the longest one's.
+    pub event: u32,
+}
+
+/// A reference to an event, with its name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineRef {
+    /// The event's id.
+    pub event: u32,
+    /// Its name.
+    pub name: String,
+    /// `op`, `annotation`, `runtime`, `kernel`, `memcpy` or `memset`.
+    pub kind: String,
+    /// Its track.
+    pub track: u32,
+    /// Its start, ns.
+    pub start_ns: i64,
+}
+
+/// `GET /api/runs/{id}/timeline/event/{event}`: one event's details.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineEvent {
+    /// The event's id.
+    pub event: u32,
+    /// Its name.
+    pub name: String,
+    /// `op`, `annotation`, `runtime`, `kernel`, `memcpy` or `memset`.
+    pub kind: String,
+    /// Start, ns.
+    pub start_ns: i64,
+    /// Duration, ns.
+    pub dur_ns: i64,
+    /// Its track and row.
+    pub track: u32,
+    /// Its row.
+    pub row: u32,
+    /// The track's label.
+    pub track_label: String,
+    /// Arguments: `Input Dims`, `Input type`, `grid`, `block`, `bytes`, and
+    /// bytes moved and bandwidth for copies and casts.
+    pub args: BTreeMap<String, String>,
+    /// A GPU op's launch (the runtime call).
+    pub launch: Option<TimelineRef>,
+    /// The op that made the launch, then its parents, innermost first
+    /// (for a CPU slice: its parents).
+    pub parents: Vec<TimelineRef>,
+    /// GPU ops this launch, or the launches under this op, produced.
+    pub kernels: Vec<TimelineRef>,
+}
+
+/// `GET /api/runs/{id}/timeline/search`: where a name occurs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineSearch {
+    /// Events whose name contains the text (case-insensitive).
+    pub matches: u64,
+    /// Per track with matches, their count in each of `px` buckets over the
+    /// whole trace.
+    pub tracks: Vec<TimelineDensity>,
+    /// The earliest match.
+    pub first: Option<TimelineFirst>,
+}
+
+/// Matches of one track over the whole trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineDensity {
+    /// The track.
+    pub id: u32,
+    /// Matches per bucket.
+    pub density: Vec<u32>,
+}
+
+/// The earliest match of a search.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineFirst {
+    /// Its id.
+    pub event: u32,
+    /// Its start, ns.
+    pub start_ns: i64,
 }

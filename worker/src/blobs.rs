@@ -139,12 +139,38 @@ impl Blobs {
         }
     }
 
-    /// Writes a whole blob from memory (small objects, tests).
+    /// Reads a whole blob into memory (artifacts: tens of MB at most).
+    pub async fn get(&self, key: &str) -> Result<Bytes, BlobError> {
+        self.store.get(&StorePath::from(key)).await?.bytes().await
+    }
+
+    /// Writes a whole blob from memory (artifacts, tests).
     pub async fn put(&self, key: &str, data: Bytes) -> Result<(), BlobError> {
         self.store
             .put(&StorePath::from(key), data.into())
             .await
             .map(|_| ())
+    }
+
+    /// Removes the empty folders a deleted run leaves in a local store
+    /// (object stores have no folders; nothing to do there).
+    pub fn remove_empty_run_folders(&self, run_id: &str) {
+        fn prune(dir: &std::path::Path) -> bool {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return false;
+            };
+            let mut empty = true;
+            for e in entries.flatten() {
+                let p = e.path();
+                if !(p.is_dir() && prune(&p)) {
+                    empty = false;
+                }
+            }
+            empty && std::fs::remove_dir(dir).is_ok()
+        }
+        if let Some(root) = &self.local_root {
+            prune(&root.join("runs").join(run_id));
+        }
     }
 
     /// Deletes blobs of runs for which `run_exists` says no, and local staging

@@ -109,5 +109,14 @@ impl From<worker::blobs::BlobError> for ApiError {
     }
 }
 
+impl From<worker::artifacts::ArtifactError> for ApiError {
+    fn from(e: worker::artifacts::ArtifactError) -> Self {
+        match e {
+            worker::artifacts::ArtifactError::Db(e) => e.into(),
+            worker::artifacts::ArtifactError::Blob(e) => e.into(),
+        }
+    }
+}
+
 /// Result of an API handler.
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -9,6 +9,7 @@ pub mod diff;
 pub mod error;
 pub mod misc;
 pub mod runs;
+pub mod timeline;
 pub mod upload;
 
 use crate::web;
@@ -45,18 +46,20 @@ pub struct AppState {
     pub cache: Arc<quick_cache::sync::Cache<String, Arc<Vec<u8>>>>,
     /// Parsed stored summaries, keyed by run, rank and analysis count.
     pub summaries: Arc<quick_cache::sync::Cache<String, Arc<kinetoscope_types::Summary>>>,
+    /// Every analysis output, wherever it is kept (summaries, timeline indexes).
+    pub artifacts: worker::artifacts::Artifacts,
+    /// Loaded timeline indexes, bounded in bytes.
+    pub timelines: Arc<timeline::IndexCache>,
     /// Http.
     pub http: reqwest::Client,
 }
 
 /// Builds the whole router: health, metrics, `/api`, and the app.
 pub fn router(state: AppState, static_dir: PathBuf) -> Router {
+    let one_run = get(runs::get).patch(runs::patch).delete(runs::delete);
     let api = Router::new()
         .route("/runs", get(runs::list).post(upload::create))
-        .route(
-            "/runs/{id}",
-            get(runs::get).patch(runs::patch).delete(runs::delete),
-        )
+        .route("/runs/{id}", one_run)
         .route("/runs/{id}/summary", get(runs::summary))
         .route("/runs/{id}/view", get(runs::view))
         .route("/runs/{id}/ops", get(runs::ops_page))
@@ -64,6 +67,11 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/runs/{id}/ranks", get(runs::ranks))
         .route("/runs/{id}/trace", get(runs::download))
         .route("/runs/{id}/reanalyze", post(runs::reanalyze))
+        .route("/runs/{id}/artifacts", get(runs::artifacts))
+        .route("/runs/{id}/timeline", get(timeline::info))
+        .route("/runs/{id}/timeline/window", get(timeline::window))
+        .route("/runs/{id}/timeline/event/{event}", get(timeline::event))
+        .route("/runs/{id}/timeline/search", get(timeline::search))
         .route("/diff/{a}/{b}", get(diff::diff))
         .route("/captures", post(captures::create))
         .route("/engines", get(captures::engines))

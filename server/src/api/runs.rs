@@ -174,6 +174,7 @@ pub async fn delete(
             tracing::warn!(key = %k, error = %e, "could not delete a blob");
         }
     }
+    state.blobs.remove_empty_run_folders(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -185,17 +186,17 @@ pub struct RankQuery {
     pub rank: Option<i64>,
 }
 
-fn json_response(body: Vec<u8>) -> Response {
+pub(crate) fn json_response(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn not_ready(run: &RunRecord) -> ApiError {
-    match run.status.as_str() {
-        "failed" => ApiError::Conflict(format!(
+pub(crate) fn not_ready(run: &RunRecord) -> ApiError {
+    match run.status {
+        RunStatus::Failed => ApiError::Conflict(format!(
             "the run failed: {}",
             run.error.as_deref().unwrap_or("no reason recorded")
         )),
-        s => ApiError::Conflict(format!("the run is {s}: its summary is not ready yet")),
+        s => ApiError::Conflict(format!("the run is {s}: its analysis is not ready yet")),
     }
 }
 
@@ -206,8 +207,12 @@ pub async fn summary(
     Q(q): Q<RankQuery>,
 ) -> ApiResult<Response> {
     let rank = q.rank.unwrap_or(0);
-    match state.db.summary(&id, rank).await? {
-        Some(json) => Ok(json_response(json.into_bytes())),
+    match state
+        .artifacts
+        .read(&id, rank, ArtifactName::Summary)
+        .await?
+    {
+        Some(json) => Ok(json_response(json.to_vec())),
         None => {
             let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
             let traces = state.db.traces(&id).await?;
@@ -246,11 +251,15 @@ pub async fn parsed_summary_of(
     if let Some(s) = state.summaries.get(&key) {
         return Ok(s);
     }
-    let Some(json) = state.db.summary(id, rank).await? else {
+    let Some(json) = state
+        .artifacts
+        .read(id, rank, ArtifactName::Summary)
+        .await?
+    else {
         let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
         return Err(not_ready(&run));
     };
-    let s: Summary = serde_json::from_str(&json)
+    let s: Summary = serde_json::from_slice(&json)
         .map_err(|e| ApiError::Internal(format!("stored summary does not parse: {e}")))?;
     let s = Arc::new(s);
     state.summaries.insert(key, s.clone());
@@ -373,6 +382,17 @@ pub async fn kernels_page(
     )
     .map_err(ApiError::BadRequest)?;
     Ok(Json(page(rows, offset, limit)))
+}
+
+/// `GET /api/runs/{id}/artifacts`: the stored outputs of the run's analysis.
+pub async fn artifacts(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+) -> ApiResult<Json<Vec<ArtifactInfo>>> {
+    if !state.db.run_exists(&id).await? {
+        return Err(ApiError::no_run());
+    }
+    Ok(Json(state.artifacts.list(&id).await?))
 }
 
 /// `GET /api/runs/{id}/ranks`: the cross-rank summary of a multi-rank run.

@@ -124,6 +124,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
         static_dir: repo().join("app/dist"),
         max_upload_bytes: o.max_upload_bytes,
         orphan_age_secs: o.orphan_age_secs,
+        timeline_cache_mb: 64,
     }
 }
 

@@ -2,10 +2,13 @@
 //! summary, and complete the run when it was the last rank.
 
 use super::{JobError, Runner};
+use crate::artifacts::artifact_key;
 use crate::db::Job;
-use kinetoscope_trace::analysis::{analyze, ANALYZER_VERSION};
+use crate::db::NewArtifact;
+use kinetoscope_trace::analysis::{analyze_all, ANALYZER_VERSION};
 use kinetoscope_trace::import::{read_trace, ReadOptions, TraceError};
 use kinetoscope_types::AnalysisOptions;
+use kinetoscope_types::ArtifactName;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,17 +65,21 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             std::thread::sleep(delay);
         }
         read_trace(reader, &read).map(|t| {
-            let s = analyze(&t, &opts);
-            serde_json::to_string(&s).map(|json| (s, json))
+            let a = analyze_all(&t, &opts);
+            drop(t);
+            let mut timeline = Vec::new();
+            let index = a.timeline.write(&mut timeline).map_err(|e| e.to_string());
+            let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string());
+            index.and(json).map(|json| (a.summary, json, timeline))
         })
     })
     .await;
     beat.abort();
-    let (summary, json) = match outcome {
+    let (summary, json, timeline) = match outcome {
         Ok(Ok(Ok(pair))) => pair,
         Ok(Ok(Err(e))) => {
             return Err(JobError::Transient(format!(
-                "encoding the summary failed: {e}"
+                "encoding the analysis failed: {e}"
             )))
         }
         Ok(Err(e)) => {
@@ -100,17 +107,53 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             )));
         }
     };
-    let stored = runner
+    // The artifacts go to the blob store first; the transaction that stores
+    // the summary records them, so a run never points at a missing blob.
+    let key = artifact_key(
+        &job.run_id,
+        job.rank,
+        ArtifactName::Timeline,
+        ANALYZER_VERSION,
+        job.id,
+        job.attempts,
+    );
+    let artifact = NewArtifact {
+        name: ArtifactName::Timeline,
+        blob_key: key.clone(),
+        bytes: timeline.len() as i64,
+    };
+    let mut w = runner.blobs.writer(&key);
+    let written = match w.write(&timeline).await {
+        Ok(()) => w.finish().await.map(|_| ()),
+        Err(e) => {
+            w.abort().await;
+            Err(e)
+        }
+    };
+    written.map_err(|e| JobError::Transient(format!("storing the timeline index failed: {e}")))?;
+    let stored = match runner
         .db
-        .finish_analysis(job, &json, ANALYZER_VERSION)
+        .finish_analysis(job, &json, ANALYZER_VERSION, &[artifact])
         .await
-        .map_err(|e| transient(&e))?;
-    if !stored {
+    {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = runner.blobs.delete(&key).await;
+            return Err(transient(&e));
+        }
+    };
+    let Some(replaced) = stored else {
         tracing::warn!(
             job = job.id,
             "job was reclaimed by another worker; result dropped"
         );
+        let _ = runner.blobs.delete(&key).await;
         return Ok(());
+    };
+    for old in replaced {
+        if let Err(e) = runner.blobs.delete(&old).await {
+            tracing::warn!(key = %old, error = %e, "could not remove a replaced artifact");
+        }
     }
     crate::metrics::trace_analyzed(trace.bytes as u64, summary.trace.json_bytes);
     runner

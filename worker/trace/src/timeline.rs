@@ -77,7 +77,10 @@ impl SliceKind {
 
     /// Whether it runs on the GPU.
     pub fn is_gpu(self) -> bool {
-        matches!(self, SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset)
+        matches!(
+            self,
+            SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset
+        )
     }
 }
 
@@ -170,8 +173,11 @@ impl Row {
         self.block_max.clear();
         for b in 0..self.len().div_ceil(BLOCK) {
             let (lo, hi) = (b * BLOCK, ((b + 1) * BLOCK).min(self.len()));
-            self.block_sum.push(self.dur[lo..hi].iter().map(|&d| d as i64).sum());
-            let best = (lo..hi).max_by_key(|&i| (self.dur[i], std::cmp::Reverse(i))).unwrap_or(lo);
+            self.block_sum
+                .push(self.dur[lo..hi].iter().map(|&d| d as i64).sum());
+            let best = (lo..hi)
+                .max_by_key(|&i| (self.dur[i], std::cmp::Reverse(i)))
+                .unwrap_or(lo);
             self.block_max.push(best as u32);
         }
     }
@@ -181,7 +187,7 @@ impl Row {
         let mut s = 0i64;
         let mut i = lo;
         while i < hi {
-            if i % BLOCK == 0 && i + BLOCK <= hi {
+            if i.is_multiple_of(BLOCK) && i + BLOCK <= hi {
                 s += self.block_sum[i / BLOCK];
                 i += BLOCK;
             } else {
@@ -196,9 +202,10 @@ impl Row {
     fn longest(&self, lo: usize, hi: usize) -> usize {
         let mut best = lo;
         let mut i = lo;
-        let better = |a: usize, b: usize| self.dur[a] > self.dur[b] || (self.dur[a] == self.dur[b] && a < b);
+        let better =
+            |a: usize, b: usize| self.dur[a] > self.dur[b] || (self.dur[a] == self.dur[b] && a < b);
         while i < hi {
-            if i % BLOCK == 0 && i + BLOCK <= hi {
+            if i.is_multiple_of(BLOCK) && i + BLOCK <= hi {
                 let m = self.block_max[i / BLOCK] as usize;
                 if better(m, best) {
                     best = m;
@@ -247,6 +254,10 @@ pub struct EventRef {
     /// Index of the row in the index.
     global_row: usize,
 }
+
+/// A search's answer: matches, per-track densities `(track, counts)`, and
+/// the earliest match `(event, start)`.
+pub type SearchResult = (u64, Vec<(u32, Vec<u32>)>, Option<(u32, i64)>);
 
 /// The timeline index of one trace (one rank).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -316,8 +327,16 @@ impl TimelineIndex {
 
         // Depth of every CPU slice (parents come before children in time).
         let mut depth = vec![0u16; cpu.len()];
-        let mut order: Vec<u32> = (0..cpu.len() as u32).filter(|&i| cpu.kind[i as usize] != CpuKind::Module).collect();
-        order.sort_by_key(|&i| (cpu.ts[i as usize], std::cmp::Reverse(cpu.dur[i as usize]), i));
+        let mut order: Vec<u32> = (0..cpu.len() as u32)
+            .filter(|&i| cpu.kind[i as usize] != CpuKind::Module)
+            .collect();
+        order.sort_by_key(|&i| {
+            (
+                cpu.ts[i as usize],
+                std::cmp::Reverse(cpu.dur[i as usize]),
+                i,
+            )
+        });
         for &i in &order {
             let p = inp.parent[i as usize];
             if p != u32::MAX {
@@ -343,10 +362,22 @@ impl TimelineIndex {
         }
         let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
         let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();
-        let mut gpu_order: Vec<u32> = (0..gpu.len() as u32).filter(|&g| gpu.kind[g as usize].is_gpu_op()).collect();
-        gpu_order.sort_by_key(|&g| (gpu.ts[g as usize], std::cmp::Reverse(gpu.dur[g as usize]), g));
+        let mut gpu_order: Vec<u32> = (0..gpu.len() as u32)
+            .filter(|&g| gpu.kind[g as usize].is_gpu_op())
+            .collect();
+        gpu_order.sort_by_key(|&g| {
+            (
+                gpu.ts[g as usize],
+                std::cmp::Reverse(gpu.dur[g as usize]),
+                g,
+            )
+        });
         for &g in &gpu_order {
-            let key = (gpu.device[g as usize], gpu.stream[g as usize], gpu.track[g as usize]);
+            let key = (
+                gpu.device[g as usize],
+                gpu.stream[g as usize],
+                gpu.track[g as usize],
+            );
             let k = *gpu_track_of.entry(key).or_insert_with(|| {
                 gpu_tracks.push((key, Vec::new()));
                 gpu_tracks.len() - 1
@@ -368,7 +399,8 @@ impl TimelineIndex {
         let layout = |items: &[(Src, u16, i64, i64)]| -> Vec<Vec<usize>> {
             // (row index per depth group), returns rows of item indices.
             let mut out: Vec<Vec<usize>> = Vec::new();
-            let mut by_depth: std::collections::BTreeMap<u16, Vec<(usize, i64)>> = Default::default();
+            let mut by_depth: std::collections::BTreeMap<u16, Vec<(usize, i64)>> =
+                Default::default();
             for (k, it) in items.iter().enumerate() {
                 let rows = by_depth.entry(it.1).or_default();
                 match rows.iter_mut().find(|(_, last_end)| *last_end <= it.2) {
@@ -389,9 +421,15 @@ impl TimelineIndex {
                     order.push((*d, r.0));
                 }
             }
-            order.into_iter().map(|(_, r)| std::mem::take(&mut out[r])).collect()
+            order
+                .into_iter()
+                .map(|(_, r)| std::mem::take(&mut out[r]))
+                .collect()
         };
-        let mut push_track = |info: TrackInfo, items: Vec<(Src, u16, i64, i64)>, rows: &mut Vec<Row>, slot: &mut Vec<Src>| {
+        let mut push_track = |info: TrackInfo,
+                              items: Vec<(Src, u16, i64, i64)>,
+                              rows: &mut Vec<Row>,
+                              slot: &mut Vec<Src>| {
             let mut info = info;
             info.first_row = rows.len() as u32;
             let laid = layout(&items);
@@ -490,9 +528,14 @@ impl TimelineIndex {
                         };
                         row.name[k] = pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT;
                         let p = inp.parent[i];
-                        row.link[k] = if p == u32::MAX { NONE } else { cpu_event[p as usize] };
+                        row.link[k] = if p == u32::MAX {
+                            NONE
+                        } else {
+                            cpu_event[p as usize]
+                        };
                         if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
-                            let (shapes, dtypes) = (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
+                            let (shapes, dtypes) =
+                                (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
                             row.args[k] = args_id(Args::Inputs { shapes, dtypes });
                         }
                     }
@@ -505,7 +548,11 @@ impl TimelineIndex {
                         };
                         row.name[k] = pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT;
                         let r = inp.launch[g];
-                        row.link[k] = if r == u32::MAX { NONE } else { cpu_event[r as usize] };
+                        row.link[k] = if r == u32::MAX {
+                            NONE
+                        } else {
+                            cpu_event[r as usize]
+                        };
                         if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
                             row.args[k] = args_id(Args::Launch {
                                 grid: gpu.grid[g],
@@ -576,7 +623,9 @@ impl TimelineIndex {
 
     /// A name of the pool.
     pub fn name(&self, id: u32) -> &str {
-        self.names.get((id & ((1 << KIND_SHIFT) - 1)) as usize).map_or("", String::as_str)
+        self.names
+            .get((id & ((1 << KIND_SHIFT) - 1)) as usize)
+            .map_or("", String::as_str)
     }
 
     /// Where an event lies, if the id is valid.
@@ -628,7 +677,9 @@ impl TimelineIndex {
     /// window is in exactly one slice.
     pub fn window(&self, track: u32, start: i64, end: i64, px: u32) -> Vec<WindowSlice> {
         let mut out = Vec::new();
-        let Some(info) = self.tracks.get(track as usize) else { return out };
+        let Some(info) = self.tracks.get(track as usize) else {
+            return out;
+        };
         let width = ((end - start) as f64 / px.max(1) as f64).max(1.0);
         let bucket = |ts: i64| -> i64 { (((ts.max(start) - start) as f64) / width).floor() as i64 };
         for r in 0..info.rows {
@@ -678,9 +729,13 @@ impl TimelineIndex {
     /// Events whose name contains `needle` (case-insensitive): their count,
     /// per track a density over `px` buckets of the whole trace, and the
     /// earliest one.
-    pub fn search(&self, needle: &str, px: u32) -> (u64, Vec<(u32, Vec<u32>)>, Option<(u32, i64)>) {
+    pub fn search(&self, needle: &str, px: u32) -> SearchResult {
         let needle = needle.to_lowercase();
-        let hit: Vec<bool> = self.names.iter().map(|n| !needle.is_empty() && n.to_lowercase().contains(&needle)).collect();
+        let hit: Vec<bool> = self
+            .names
+            .iter()
+            .map(|n| !needle.is_empty() && n.to_lowercase().contains(&needle))
+            .collect();
         let mut total = 0u64;
         let mut first: Option<(u32, i64)> = None;
         let mut tracks = Vec::new();
@@ -695,7 +750,8 @@ impl TimelineIndex {
                     if hit[(packed & ((1 << KIND_SHIFT) - 1)) as usize] {
                         any = true;
                         total += 1;
-                        let b = (((row.start[k] - self.start_ns) as f64 / span) * px as f64) as usize;
+                        let b =
+                            (((row.start[k] - self.start_ns) as f64 / span) * px as f64) as usize;
                         density[b.min(px as usize - 1)] += 1;
                         if first.is_none_or(|(_, s)| row.start[k] < s) {
                             first = Some((row.first_event + k as u32, row.start[k]));
@@ -786,7 +842,10 @@ impl TimelineIndex {
         let mut z = zstd::stream::read::Decoder::new(input)?;
         let r = &mut z;
         if get_u32(r)? != FORMAT {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "unknown timeline index format"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "unknown timeline index format",
+            ));
         }
         let start_ns = get_i64(r)?;
         let end_ns = get_i64(r)?;
@@ -913,7 +972,10 @@ fn get_i64<R: Read>(r: &mut R) -> io::Result<i64> {
 fn get_len<R: Read>(r: &mut R) -> io::Result<usize> {
     let n = get_u32(r)? as usize;
     if n > 1 << 28 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "damaged timeline index",
+        ));
     }
     Ok(n)
 }
@@ -921,5 +983,6 @@ fn get_str<R: Read>(r: &mut R) -> io::Result<String> {
     let n = get_len(r)?;
     let mut b = vec![0u8; n];
     r.read_exact(&mut b)?;
-    String::from_utf8(b).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"))
+    String::from_utf8(b)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"))
 }

@@ -31,7 +31,10 @@ fn check_counts(what: &str, ix: &TimelineIndex) {
             let mut seen = std::collections::HashSet::new();
             for s in slices.iter().filter(|s| s.count > 1) {
                 let b = ((s.start_ns.max(ix.start_ns) - ix.start_ns) as f64 / width) as i64;
-                assert!(seen.insert((s.row, b)), "{what}: two merged slices in one bucket");
+                assert!(
+                    seen.insert((s.row, b)),
+                    "{what}: two merged slices in one bucket"
+                );
                 assert!(s.busy_ns <= s.dur_ns * s.count as i64);
             }
         }
@@ -75,13 +78,23 @@ fn a_kernel_links_to_its_launch_and_its_op() {
     let ix = &a.timeline;
     check_counts("generated", ix);
     assert_eq!(ix.steps.len(), 2);
-    assert_eq!(ix.layers.len(), 2 * 8, "layers band: every layer of every step");
+    assert_eq!(
+        ix.layers.len(),
+        2 * 8,
+        "layers band: every layer of every step"
+    );
     // Search: the cast kernel's name matches every cast to BF16, and the
     // kernels table counts the same calls.
     let k = &a.summary.kernels[0];
     let (n, tracks, first) = ix.search(&k.name, 100);
     assert_eq!(n, k.calls);
-    assert_eq!(tracks.iter().map(|(_, d)| d.iter().map(|&x| x as u64).sum::<u64>()).sum::<u64>(), n);
+    assert_eq!(
+        tracks
+            .iter()
+            .map(|(_, d)| d.iter().map(|&x| x as u64).sum::<u64>())
+            .sum::<u64>(),
+        n
+    );
     let (event, _) = first.unwrap();
     let r = ix.locate(event).unwrap();
     let (kind, name, _, _, launch, args) = ix.event(r);

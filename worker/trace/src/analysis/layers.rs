@@ -147,7 +147,11 @@ pub type LayerSpan = (i64, i64, i64);
 
 /// Attributes device time to layers; also returns where each layer lies in
 /// each step (for the timeline's layers band).
-pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOptions) -> (Layers, Vec<LayerSpan>) {
+pub(crate) fn attribute(
+    cx: &Context,
+    kernels: &[KernelRow],
+    opts: &AnalysisOptions,
+) -> (Layers, Vec<LayerSpan>) {
     let seqs = step_sequences(cx);
     let found = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
         by_override(cx, &seqs, opts)
@@ -157,15 +161,18 @@ pub(crate) fn attribute(cx: &Context, kernels: &[KernelRow], opts: &AnalysisOpti
             .or_else(|| by_repetition(cx, &seqs))
     };
     let Some(a) = found else {
-        return (Layers {
-            method: LayerMethod::None,
-            detail: if cx.t.gpu.is_empty() {
-                "the trace has no GPU ops".into()
-            } else {
-                "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
+        return (
+            Layers {
+                method: LayerMethod::None,
+                detail: if cx.t.gpu.is_empty() {
+                    "the trace has no GPU ops".into()
+                } else {
+                    "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
+                },
+                ..Default::default()
             },
-            ..Default::default()
-        }, Vec::new());
+            Vec::new(),
+        );
     };
     let spans = spans(cx, &seqs, &a);
     (summarize(cx, kernels, &seqs, a), spans)

@@ -30,7 +30,7 @@ use steps::{step_at, StepSpan};
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 2;
+pub const ANALYZER_VERSION: u32 = 3;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -157,7 +157,11 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
     }
 }
 
-fn analyze_inner(t: &Trace, opts: &AnalysisOptions, with_timeline: bool) -> (Summary, Option<crate::timeline::TimelineIndex>) {
+fn analyze_inner(
+    t: &Trace,
+    opts: &AnalysisOptions,
+    with_timeline: bool,
+) -> (Summary, Option<crate::timeline::TimelineIndex>) {
     let mut links = links::link(t);
     let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
@@ -303,7 +307,11 @@ fn analyze_inner(t: &Trace, opts: &AnalysisOptions, with_timeline: bool) -> (Sum
             trace: t,
             parent: &cx.links.parent,
             launch: &cx.links.launch,
-            steps: cx.steps.iter().map(|s| (t.name(s.name).to_string(), s.ts, s.end)).collect(),
+            steps: cx
+                .steps
+                .iter()
+                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
+                .collect(),
             layers: layer_spans,
         })
     });

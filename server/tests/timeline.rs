@@ -1,0 +1,196 @@
+//! The timeline API over stored analysis artifacts, on SQLite and
+//! PostgreSQL: the index is stored with the run, windows account for every
+//! event, details link a kernel to its launch and op, search finds what the
+//! kernel table counts, bad windows get 400s, and deleting the run removes
+//! the artifacts.
+
+mod common;
+
+use common::*;
+use kinetoscope_types::*;
+use std::time::Duration;
+
+const LONG: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_api_on_both_databases() {
+    for backend in BACKENDS {
+        timeline_api(backend).await;
+    }
+}
+
+async fn status_of(resp: reqwest::Response) -> (u16, ApiError) {
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
+
+async fn timeline_api(backend: Backend) {
+    let data = tempfile::tempdir().unwrap();
+    let url = backend.url(data.path()).await;
+    let srv = TestServer::start_in(
+        data,
+        Opts {
+            database_url: Some(url),
+            ..Default::default()
+        },
+    )
+    .await;
+    let api = Api::new(&srv.url);
+    let u = &srv.url;
+    let created = api.upload(small_trace(2, 8), "timeline").await;
+    assert_eq!(api.wait(&created.id, LONG).await.status, "done");
+    let id = &created.id;
+
+    // The artifacts: the summary in the database, the index in the blob store.
+    let arts: Vec<ArtifactInfo> = api.get_json(&format!("/api/runs/{id}/artifacts")).await;
+    let names: Vec<&str> = arts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["summary", "timeline"], "{backend:?}");
+    assert_eq!(arts[1].stored_in, "blob");
+
+    // Every event of every track, at two resolutions.
+    let info: TimelineInfo = api.get_json(&format!("/api/runs/{id}/timeline")).await;
+    assert_eq!(info.steps.len(), 2);
+    assert_eq!(info.layers.len(), 16);
+    assert!(
+        info.tracks.iter().any(|t| t.kind == "gpu") && info.tracks.iter().any(|t| t.kind == "cpu")
+    );
+    for t in &info.tracks {
+        for px in [1, 1920] {
+            let w: TimelineWindow = api
+                .get_json(&format!(
+                    "/api/runs/{id}/timeline/window?track={}&start_ns={}&end_ns={}&px={px}",
+                    t.id, info.start_ns, info.end_ns
+                ))
+                .await;
+            assert_eq!(
+                w.slices.iter().map(|s| s.count as u64).sum::<u64>(),
+                t.events,
+                "{backend:?} track {}",
+                t.label
+            );
+        }
+    }
+
+    // Search: as many occurrences of the top kernel as the kernel table has calls.
+    let s: Summary = api.get_json(&format!("/api/runs/{id}/summary")).await;
+    let k = &s.kernels[0];
+    let found: TimelineSearch = srv
+        .http
+        .get(format!("{u}/api/runs/{id}/timeline/search"))
+        .query(&[
+            ("q", k.short_name.split(' ').next().unwrap()),
+            ("px", "200"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(found.matches >= k.calls, "{} < {}", found.matches, k.calls);
+    let exact: TimelineSearch = srv
+        .http
+        .get(format!("{u}/api/runs/{id}/timeline/search"))
+        .query(&[("q", k.name.as_str())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(exact.matches, k.calls);
+    // The first match's details: its launch and the op that made it.
+    let first = exact.first.unwrap();
+    let e: TimelineEvent = api
+        .get_json(&format!("/api/runs/{id}/timeline/event/{}", first.event))
+        .await;
+    assert_eq!(
+        (e.kind.as_str(), e.name.as_str()),
+        ("kernel", k.name.as_str())
+    );
+    assert_eq!(
+        e.launch.as_ref().map(|l| l.name.as_str()),
+        Some("cudaLaunchKernel")
+    );
+    assert_eq!(
+        e.parents.first().map(|p| p.name.as_str()),
+        Some("aten::copy_")
+    );
+    assert!(e.args.contains_key("grid"), "{:?}", e.args);
+    assert!(e.args.contains_key("bandwidth"), "{:?}", e.args);
+    // And back down: the op's kernels.
+    let op: TimelineEvent = api
+        .get_json(&format!(
+            "/api/runs/{id}/timeline/event/{}",
+            e.parents[0].event
+        ))
+        .await;
+    assert!(op.kernels.iter().any(|x| x.event == first.event));
+    assert!(op.args.contains_key("Input Dims"));
+
+    // Bad windows, events and searches.
+    let w = |q: &str| format!("{u}/api/runs/{id}/timeline/window?{q}");
+    for (what, target, text) in [
+        (
+            "end before start",
+            w("track=0&start_ns=100&end_ns=50"),
+            "end_ns",
+        ),
+        ("px 0", w("track=0&px=0"), "px"),
+        ("px too many", w("track=0&px=16385"), "px"),
+        ("unknown track", w("track=9999"), "track"),
+        ("no track", w(""), "track"),
+        ("bad number", w("track=x"), "query"),
+        (
+            "unknown event",
+            format!("{u}/api/runs/{id}/timeline/event/4000000000"),
+            "event",
+        ),
+        (
+            "not an event",
+            format!("{u}/api/runs/{id}/timeline/event/abc"),
+            "event",
+        ),
+        (
+            "empty search",
+            format!("{u}/api/runs/{id}/timeline/search?q="),
+            "q",
+        ),
+    ] {
+        let (status, body) = status_of(srv.http.get(target).send().await.unwrap()).await;
+        assert_eq!(status, 400, "{backend:?} {what}");
+        assert!(
+            body.detail.to_lowercase().contains(text),
+            "{what}: {}",
+            body.detail
+        );
+    }
+    let (status, _) = status_of(
+        srv.http
+            .get(format!("{u}/api/runs/AAAAAAAAAAAAAAAAAAAAAA/timeline"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Deleting the run removes its artifacts.
+    let blobs = srv.data.path().join("blobs/runs").join(id);
+    assert!(blobs.join("artifacts").exists());
+    let resp = srv
+        .http
+        .delete(format!("{u}/api/runs/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 204);
+    assert!(
+        !blobs.join("artifacts/0").exists()
+            || std::fs::read_dir(blobs.join("artifacts/0"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+    srv.stop().await;
+}
