@@ -14,6 +14,7 @@ pub mod api;
 pub mod charts;
 pub mod logic;
 pub mod pages;
+pub mod timeline;
 pub mod widgets;
 
 use leptos::prelude::*;

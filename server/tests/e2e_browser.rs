@@ -487,3 +487,167 @@ async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
     b.close().await;
     srv.stop().await;
 }
+
+/// The timeline of a shared trace: every track drawn, a click on a kernel
+/// opens its details with its launch and the op that issued it, the search
+/// counts as many occurrences as the kernels table has calls, and a URL with
+/// `start_ns`/`end_ns` restores the view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_shows_a_kernel_and_its_launching_op() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let created = srv
+        .upload_file(
+            &shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz"),
+            "qwen",
+        )
+        .await;
+    assert_eq!(srv.wait(&created.id, LONG).await.status, "done");
+    let id = &created.id;
+    let summary: Summary = srv.get_json(&format!("/api/runs/{id}/summary")).await;
+    // A kernel with a known launching op (its first launch chain).
+    let k = summary
+        .kernels
+        .iter()
+        .find(|k| k.launched_by.first().is_some_and(|c| !c.chain.is_empty()) && k.calls >= 2)
+        .unwrap()
+        .clone();
+    let found: kinetoscope_types::TimelineSearch = srv
+        .http
+        .get(format!("{}/api/runs/{id}/timeline/search", srv.url))
+        .query(&[("q", k.name.as_str())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        found.matches, k.calls,
+        "search counts what the kernels table counts"
+    );
+    // An occurrence whose launch is in the file (some ran before the
+    // profiling window opened).
+    let gpu_track = found.tracks[0].id;
+    let w: kinetoscope_types::TimelineWindow = srv
+        .get_json(&format!(
+            "/api/runs/{id}/timeline/window?track={gpu_track}&px=16384"
+        ))
+        .await;
+    let mut picked = None;
+    for sl in w
+        .slices
+        .iter()
+        .filter(|sl| sl.count == 1 && sl.name == k.name)
+    {
+        let ev: kinetoscope_types::TimelineEvent = srv
+            .get_json(&format!("/api/runs/{id}/timeline/event/{}", sl.event))
+            .await;
+        if ev.launch.is_some() && !ev.parents.is_empty() {
+            picked = Some(ev);
+            break;
+        }
+    }
+    let ev = picked.expect("an occurrence with its launch");
+    let first = kinetoscope_types::TimelineFirst {
+        event: ev.event,
+        start_ns: ev.start_ns,
+    };
+    let op = ev.parents[0].name.clone();
+    // Open the timeline zoomed around that kernel, by URL (inside the trace).
+    let info: kinetoscope_types::TimelineInfo =
+        srv.get_json(&format!("/api/runs/{id}/timeline")).await;
+    let pad = ev.dur_ns.max(1000);
+    let (s, e) = (
+        (first.start_ns - pad).max(info.start_ns),
+        (first.start_ns + 3 * pad).min(info.end_ns),
+    );
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!(
+            "{}{}?tab=timeline&start_ns={s}&end_ns={e}",
+            srv.url, created.url
+        ))
+        .await
+        .unwrap();
+    b.wait_for("#timeline-canvas", LONG).await;
+    let layout = b
+        .wait_js("window.__timelineLayout && JSON.parse(window.__timelineLayout).fetched > 0 && window.__timelineLayout", LONG)
+        .await;
+    let l: serde_json::Value = serde_json::from_str(layout.as_str().unwrap()).unwrap();
+    // The view came from the URL.
+    assert!((l["start"].as_f64().unwrap() - s as f64).abs() < 2.0, "{l}");
+    assert!((l["end"].as_f64().unwrap() - e as f64).abs() < 2.0, "{l}");
+    // Click the kernel: its lane, its row, a pixel inside it.
+    tokio::time::sleep(Duration::from_millis(800)).await; // the windows arrive
+    let lane = l["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["track"] == ev.track)
+        .unwrap();
+    let width = l["width"].as_f64().unwrap();
+    let x = l["gutter"].as_f64().unwrap()
+        + (first.start_ns as f64 + ev.dur_ns as f64 / 2.0 - s as f64) / (e - s) as f64 * width;
+    let y = lane["top"].as_f64().unwrap()
+        + l["header_h"].as_f64().unwrap()
+        + (ev.row as f64 + 0.5) * l["row_h"].as_f64().unwrap();
+    js(
+        &b,
+        &format!(
+            "(() => {{ const c = document.getElementById('timeline-canvas'); const r = c.getBoundingClientRect();
+               const o = {{bubbles: true, clientX: r.left + {x}, clientY: r.top + {y}, buttons: 1}};
+               c.dispatchEvent(new MouseEvent('mousedown', o)); c.dispatchEvent(new MouseEvent('mouseup', o));
+               c.dispatchEvent(new MouseEvent('click', o)); return true; }})()"
+        ),
+    )
+    .await;
+    b.wait_for("#timeline-details", LONG).await;
+    let details = b
+        .wait_js(
+            "document.querySelector('#timeline-details').innerText",
+            LONG,
+        )
+        .await;
+    let text = details.as_str().unwrap();
+    assert!(text.contains("Launched by"), "{text}");
+    let parents = js(&b, "document.querySelector('#details-parents') && document.querySelector('#details-parents').innerText").await;
+    let short_op: String = op.chars().take(60).collect();
+    assert!(
+        parents.as_str().unwrap_or("").contains(&short_op),
+        "{parents} does not name {op}"
+    );
+    b.screenshot("timeline").await;
+
+    // Show on timeline from the kernels table: the name highlighted, the count shown.
+    b.client
+        .goto(&format!(
+            "{}{}?tab=kernels&kernel={}",
+            srv.url,
+            created.url,
+            js_sys_free_encode(&k.name)
+        ))
+        .await
+        .unwrap();
+    b.wait_for("#kernel-on-timeline", LONG)
+        .await
+        .click()
+        .await
+        .unwrap();
+    let matches = b.wait_js("document.querySelector('#timeline-matches') && document.querySelector('#timeline-matches').innerText", LONG).await;
+    assert_eq!(matches.as_str().unwrap(), format!("{} matches", k.calls));
+    b.close().await;
+}
+
+/// Percent-encodes a query value (no JS here).
+fn js_sys_free_encode(s: &str) -> String {
+    s.bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (c as char).to_string()
+            }
+            _ => format!("%{c:02X}"),
+        })
+        .collect()
+}

@@ -9,9 +9,9 @@ use crate::db::{Db, DbError};
 use bytes::Bytes;
 use kinetoscope_types::{ArtifactInfo, ArtifactName};
 
-/// The one key scheme of artifact blobs: under the run's folder (so they go
-/// with it, and the orphan sweep knows them), by rank, name and analyzer
-/// version; the job and attempt make each write's key its own, so a worker
+/// The one key scheme of artifact blobs: `artifacts/{run}/{rank}/...`,
+/// beside the run's traces under `runs/{run}/` (the orphan sweep knows
+/// both), by rank, name and analyzer version; the job and attempt make each write's key its own, so a worker
 /// whose job was taken over can remove what it wrote without touching the
 /// winner's.
 pub fn artifact_key(
@@ -22,7 +22,7 @@ pub fn artifact_key(
     job: i64,
     attempt: i64,
 ) -> String {
-    format!("runs/{run_id}/artifacts/{rank}/{name}.v{version}.{job}-{attempt}.bin.zst")
+    format!("artifacts/{run_id}/{rank}/{name}.v{version}.{job}-{attempt}.bin.zst")
 }
 
 /// Why an artifact could not be read.

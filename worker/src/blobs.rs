@@ -170,6 +170,7 @@ impl Blobs {
         }
         if let Some(root) = &self.local_root {
             prune(&root.join("runs").join(run_id));
+            prune(&root.join("artifacts").join(run_id));
         }
     }
 
@@ -187,19 +188,25 @@ impl Blobs {
     {
         let cutoff = chrono::Utc::now() - chrono::Duration::from_std(min_age).unwrap_or_default();
         let mut removed = 0;
-        let mut listing = self.store.list(Some(&StorePath::from("runs")));
         let mut doomed = Vec::new();
-        while let Some(meta) = listing.next().await {
-            let meta = meta?;
-            let key = meta.location.to_string();
-            let Some(run_id) = key.strip_prefix("runs/").and_then(|r| r.split('/').next()) else {
-                continue;
-            };
-            if meta.last_modified <= cutoff && !run_exists(run_id.to_string()).await {
-                doomed.push(meta.location.clone());
+        // Traces live under runs/{run}/, analysis artifacts under artifacts/{run}/.
+        for prefix in ["runs", "artifacts"] {
+            let mut listing = self.store.list(Some(&StorePath::from(prefix)));
+            while let Some(meta) = listing.next().await {
+                let meta = meta?;
+                let key = meta.location.to_string();
+                let Some(run_id) = key
+                    .strip_prefix(prefix)
+                    .and_then(|r| r.strip_prefix('/'))
+                    .and_then(|r| r.split('/').next())
+                else {
+                    continue;
+                };
+                if meta.last_modified <= cutoff && !run_exists(run_id.to_string()).await {
+                    doomed.push(meta.location.clone());
+                }
             }
         }
-        drop(listing);
         for path in doomed {
             self.store.delete(&path).await?;
             removed += 1;

@@ -3,3 +3,4 @@
 pub mod diff;
 pub mod run;
 pub mod runs;
+pub mod timeline;

@@ -52,6 +52,7 @@ const TABS: &[(&str, &str)] = &[
     ("kernels", "Kernels"),
     ("steps", "Steps"),
     ("layers", "Layers"),
+    ("timeline", "Timeline"),
     ("gpu", "GPU time"),
     ("ranks", "Ranks"),
 ];
@@ -173,7 +174,10 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             </label>
         }
     });
-    let tab = move || url.get("tab").unwrap_or_else(|| "findings".into());
+    // A memo: the body is rebuilt only when the tab changes, not on every
+    // change of the query string (the timeline writes its view there).
+    let tab_memo = Memo::new(move |_| url.get("tab").unwrap_or_else(|| "findings".into()));
+    let tab = move || tab_memo.get();
     let tabs = TABS
         .iter()
         .filter(|(k, _)| *k != "ranks" || v.cross_rank.is_some())
@@ -195,6 +199,10 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             "kernels" => view! { <KernelsTab v=v url=url/> }.into_any(),
             "steps" => steps_tab(&v.summary).into_any(),
             "layers" => view! { <LayersTab v=v id=id2.clone()/> }.into_any(),
+            "timeline" => {
+                view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url/> }
+                    .into_any()
+            }
             "gpu" => gpu_tab(&v.summary).into_any(),
             "ranks" => ranks_tab(&v).into_any(),
             _ => findings_tab(&v, url).into_any(),
@@ -275,6 +283,22 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
     }
 }
 
+/// Opens the timeline with a name highlighted and the view on its first
+/// occurrence.
+fn show_on_timeline(url: UrlState, name: &str) {
+    url.set(
+        &[
+            ("tab", "timeline".to_string()),
+            ("q", name.to_string()),
+            ("start_ns", String::new()),
+            ("end_ns", String::new()),
+            ("event", String::new()),
+            ("page", String::new()),
+        ],
+        false,
+    );
+}
+
 fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
     let mut items: Vec<Finding> = v
         .cross_rank
@@ -306,6 +330,9 @@ fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
                         <span class="impact" title="share of time it speaks of">{format!("{:.0}", f.impact_pct)}</span>
                         <span class="finding-text">{f.text.clone()}</span>
                         {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
+                        {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| view! {
+                            <button class="link show-on-timeline" on:click=move |_| show_on_timeline(url, &n)>"On timeline ›"</button>
+                        })}
                     </li>
                 }
             }).collect_view()}
@@ -414,6 +441,9 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                         view! {
                             <tr data-op=o.name.clone() title=shapes_title>
                                 <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.as_str()}</span> })}
+                                    {(o.kind != OpKind::Graph).then(|| { let n = o.name.clone(); view! {
+                                        <button class="link show-on-timeline" title="Show on timeline" on:click=move |_| show_on_timeline(url, &n)>"⇢"</button>
+                                    } })}
                                     {top_group.map(|g| view! { <div class="sub group-hint">{format!("top inputs: {} {} ({}, {}/call)",
                                         g.conversion.clone().unwrap_or_default(), g.shapes, pct(g.device_pct), time_us(g.device_per_call_us()))}</div> })}</td>
                                 <td class="num">{o.calls}{o.calls_per_step.map(|c| view! { <span class="sub">{format!(" ({}/step)", count(c))}</span> })}</td>
@@ -478,6 +508,7 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
         Some(view! {
             <div class="chains" id="launch-chains">
                 <h3>"What launches " <Name name=k.short_name.clone() max=80/> "?"</h3>
+                {let n = k.name.clone(); view! { <button class="ghost show-on-timeline" id="kernel-on-timeline" on:click=move |_| show_on_timeline(url, &n)>"Show on timeline"</button> }}
                 <p class="mono small" title=k.name.clone()>{logic::shorten(&k.name, 300)}</p>
                 <table class="data">
                     <thead><tr><th>"Python (innermost frames)"</th><th>"Launch chain (outermost › launching op)"</th><th>"Launch"</th><th class="num">"Calls"</th><th class="num">"Total"</th></tr></thead>

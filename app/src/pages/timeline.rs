@@ -1,0 +1,742 @@
+//! The timeline tab: every CPU thread and GPU stream of a rank on one time
+//! axis, drawn on a `<canvas>` from window queries (no DOM node per event),
+//! with the steps and layers bands, zoom and pan (wheel, drag, W/A/S/D),
+//! busy shading of merged pixels, details with the launch chain, search
+//! with a density strip, and the view in the URL (`start_ns`, `end_ns`,
+//! `event`, `q`).
+
+use crate::api;
+use crate::timeline::{
+    busy_alpha, color_of, covers, fetch_plan, tick_step, time_label, View, BAND_H, GUTTER,
+    HEADER_H, ROW_H, RULER_H,
+};
+use crate::widgets::UrlState;
+use kinetoscope_types::*;
+use leptos::html::Canvas;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use std::collections::{HashMap, HashSet};
+use wasm_bindgen::JsCast;
+
+/// Slices fetched for one track.
+#[derive(Clone)]
+struct Fetched {
+    res: f64,
+    start: i64,
+    end: i64,
+    slices: Vec<TimelineSlice>,
+}
+
+/// Where a track is drawn.
+#[derive(Clone, Copy)]
+struct Lane {
+    track: u32,
+    top: f64,
+    rows: u32,
+    collapsed: bool,
+}
+
+/// Lays the tracks out under the ruler and bands.
+fn lanes(info: &TimelineInfo, collapsed: &HashSet<u32>, top: f64) -> (Vec<Lane>, f64) {
+    let mut y = top;
+    let mut out = Vec::new();
+    for t in info.tracks.iter().filter(|t| t.events > 0) {
+        let c = collapsed.contains(&t.id);
+        out.push(Lane {
+            track: t.id,
+            top: y,
+            rows: t.rows,
+            collapsed: c,
+        });
+        y += HEADER_H + if c { 0.0 } else { t.rows as f64 * ROW_H } + 4.0;
+    }
+    (out, y)
+}
+
+fn parse_i64(s: Option<String>) -> Option<i64> {
+    s.and_then(|v| v.parse().ok())
+}
+
+/// The timeline tab of a run.
+#[component]
+pub fn TimelineTab(
+    /// The run's id.
+    id: String,
+    /// The rank shown.
+    rank: i64,
+    /// The page's URL state.
+    url: UrlState,
+) -> impl IntoView {
+    let info = RwSignal::new(None::<Result<TimelineInfo, String>>);
+    let view = RwSignal::new(None::<View>);
+    let data: RwSignal<HashMap<u32, Fetched>> = RwSignal::new(HashMap::new());
+    let collapsed: RwSignal<HashSet<u32>> = RwSignal::new(HashSet::new());
+    let selected = RwSignal::new(None::<TimelineEvent>);
+    let search = RwSignal::new(None::<TimelineSearch>);
+    let query = RwSignal::new(url.get("q").unwrap_or_default());
+    let tooltip = RwSignal::new(None::<(f64, f64, String)>);
+    let drag = StoredValue::new(None::<(f64, View)>);
+    let match_cursor = StoredValue::new(0usize);
+    let canvas: NodeRef<Canvas> = NodeRef::new();
+    let width = RwSignal::new(1200.0f64);
+    let base = format!("/api/runs/{id}/timeline");
+
+    // The timeline's tracks and bands; then the view from the URL.
+    {
+        let base = base.clone();
+        spawn_local(async move {
+            let got = api::get::<TimelineInfo>(&format!("{base}?rank={rank}")).await;
+            if let Ok(i) = &got {
+                let (lo, hi) = (i.start_ns as f64, i.end_ns as f64);
+                let s = parse_i64(url.get("start_ns"))
+                    .map(|v| v as f64)
+                    .unwrap_or(lo);
+                let e = parse_i64(url.get("end_ns")).map(|v| v as f64).unwrap_or(hi);
+                view.set(Some(
+                    View {
+                        start: s,
+                        end: e.max(s + 1.0),
+                    }
+                    .clamped(lo, hi),
+                ));
+            }
+            info.set(Some(got));
+        });
+    }
+    let bounds = move || {
+        info.with_untracked(|i| match i {
+            Some(Ok(i)) => (i.start_ns as f64, i.end_ns as f64),
+            _ => (0.0, 1.0),
+        })
+    };
+    let plot_w = move || (width.get_untracked() - GUTTER).max(100.0);
+
+    // Fetch what the view needs, track by track; the old picture stays on
+    // screen until the new one arrives.
+    let generation = StoredValue::new(0u64);
+    let fetch = {
+        let base = base.clone();
+        move |v: View| {
+            let Some(Ok(i)) = info.get_untracked() else {
+                return;
+            };
+            let w = plot_w();
+            let (res, start, end, px) = fetch_plan(v, w);
+            let have = data.get_untracked();
+            let hidden = collapsed.get_untracked();
+            generation.update_value(|g| *g += 1);
+            let gen = generation.get_value();
+            for t in i
+                .tracks
+                .iter()
+                .filter(|t| t.events > 0 && !hidden.contains(&t.id))
+            {
+                if have
+                    .get(&t.id)
+                    .is_some_and(|f| covers((f.res, f.start, f.end), v, w))
+                {
+                    continue;
+                }
+                let url_w = format!(
+                    "{base}/window?rank={rank}&track={}&start_ns={start}&end_ns={end}&px={px}",
+                    t.id
+                );
+                let track = t.id;
+                spawn_local(async move {
+                    if let Ok(win) = api::get::<TimelineWindow>(&url_w).await {
+                        // A newer view may have asked for better data meanwhile.
+                        if generation.get_value() >= gen {
+                            data.update(|d| {
+                                d.insert(
+                                    track,
+                                    Fetched {
+                                        res,
+                                        start,
+                                        end,
+                                        slices: win.slices,
+                                    },
+                                );
+                            });
+                        }
+                    }
+                });
+            }
+        }
+    };
+    // Every view change: fetch, and put the view in the URL.
+    Effect::new({
+        let fetch = fetch.clone();
+        move |_| {
+            let Some(v) = view.get() else { return };
+            collapsed.track();
+            fetch(v);
+            url.set(
+                &[
+                    ("start_ns", format!("{}", v.start.round() as i64)),
+                    ("end_ns", format!("{}", v.end.round() as i64)),
+                ],
+                true,
+            );
+        }
+    });
+
+    // Search: highlight, count, density, and go to the first match when the
+    // URL gave no view.
+    let run_search = {
+        let base = base.clone();
+        move |q: String, jump: bool| {
+            url.set(&[("q", q.clone())], true);
+            if q.trim().is_empty() {
+                search.set(None);
+                return;
+            }
+            let px = plot_w() as u32;
+            let target = format!(
+                "{base}/search?rank={rank}&px={px}&q={}",
+                js_sys::encode_uri_component(&q)
+            );
+            spawn_local(async move {
+                if let Ok(s) = api::get::<TimelineSearch>(&target).await {
+                    if jump {
+                        if let Some(f) = &s.first {
+                            let (lo, hi) = bounds();
+                            let t = f.start_ns as f64;
+                            view.set(Some(
+                                View {
+                                    start: t - 50_000.0,
+                                    end: t + 450_000.0,
+                                }
+                                .clamped(lo, hi),
+                            ));
+                        }
+                    }
+                    search.set(Some(s));
+                }
+            });
+        }
+    };
+    {
+        let run_search = run_search.clone();
+        Effect::new(move |done: Option<bool>| {
+            if done == Some(true) {
+                return true;
+            }
+            if matches!(info.get(), Some(Ok(_))) {
+                let q = query.get_untracked();
+                if !q.is_empty() {
+                    run_search(q, url.get("start_ns").is_none());
+                }
+                if let Some(e) = parse_i64(url.get("event")) {
+                    select(
+                        e as u32,
+                        &format!("/api/runs/{id}/timeline"),
+                        rank,
+                        selected,
+                    );
+                }
+                return true;
+            }
+            false
+        });
+    }
+
+    // Drawing.
+    let draw = move || {
+        let Some(cv) = canvas.get() else { return };
+        let Some(Ok(i)) = info.get() else { return };
+        let Some(v) = view.get() else { return };
+        let d = data.get();
+        let hidden = collapsed.get();
+        let sel = selected.get();
+        let found = search.get();
+        let q = query.get_untracked().to_lowercase();
+        let w = width.get();
+        let top = RULER_H + BAND_H * 2.0 + if found.is_some() { BAND_H } else { 0.0 };
+        let (lanes, height) = lanes(&i, &hidden, top);
+        cv.set_width(w as u32);
+        cv.set_height(height.max(80.0) as u32);
+        let Ok(Some(ctx)) = cv.get_context("2d") else {
+            return;
+        };
+        let Ok(ctx) = ctx.dyn_into::<web_sys::CanvasRenderingContext2d>() else {
+            return;
+        };
+        let pw = w - GUTTER;
+        ctx.clear_rect(0.0, 0.0, w, height);
+        ctx.set_font("11px sans-serif");
+        // Ruler.
+        let step = tick_step(v.span(), pw, 110.0);
+        let mut t = (v.start / step).ceil() * step;
+        ctx.set_fill_style_str("#888");
+        while t < v.end {
+            let x = GUTTER + v.x_of(t, pw);
+            ctx.fill_rect(x, RULER_H - 6.0, 1.0, 6.0);
+            let _ = ctx.fill_text(&tick_label(t - i.start_ns as f64, step), x + 2.0, 12.0);
+            t += step;
+        }
+        // Steps and layers bands.
+        let band = |y: f64, spans: &[(i64, i64, String)], label: &str| {
+            ctx.set_fill_style_str("#888");
+            let _ = ctx.fill_text(label, 4.0, y + 11.0);
+            for (k, (s, e, name)) in spans.iter().enumerate() {
+                let (x0, x1) = (v.x_of(*s as f64, pw), v.x_of(*e as f64, pw));
+                if x1 < 0.0 || x0 > pw {
+                    continue;
+                }
+                let (x0, x1) = (x0.max(0.0), x1.min(pw));
+                ctx.set_fill_style_str(if k % 2 == 0 { "#4c78a8" } else { "#72a0cf" });
+                ctx.fill_rect(GUTTER + x0, y + 1.0, (x1 - x0).max(1.0), BAND_H - 2.0);
+                if x1 - x0 > 40.0 {
+                    ctx.set_fill_style_str("#fff");
+                    let _ = ctx.fill_text(name, GUTTER + x0 + 2.0, y + 11.0);
+                }
+            }
+        };
+        let steps: Vec<(i64, i64, String)> = i
+            .steps
+            .iter()
+            .map(|s| (s.start_ns, s.end_ns, s.name.clone()))
+            .collect();
+        let layers: Vec<(i64, i64, String)> = i
+            .layers
+            .iter()
+            .map(|l| (l.start_ns, l.end_ns, format!("L{}", l.index)))
+            .collect();
+        band(RULER_H, &steps, "steps");
+        band(RULER_H + BAND_H, &layers, "layers");
+        // The search density strip.
+        if let Some(s) = &found {
+            let y = RULER_H + BAND_H * 2.0;
+            ctx.set_fill_style_str("#888");
+            let _ = ctx.fill_text(&format!("{} matches", s.matches), 4.0, y + 11.0);
+            let n = s.tracks.first().map_or(0, |t| t.density.len()).max(1);
+            let mut total = vec![0u32; n];
+            for t in &s.tracks {
+                for (k, c) in t.density.iter().enumerate() {
+                    total[k] += c;
+                }
+            }
+            let span = (i.end_ns - i.start_ns) as f64;
+            ctx.set_fill_style_str("#e45756");
+            for (k, c) in total.iter().enumerate().filter(|(_, c)| **c > 0) {
+                let t0 = i.start_ns as f64 + span * k as f64 / n as f64;
+                let x = v.x_of(t0, pw);
+                if (0.0..=pw).contains(&x) {
+                    ctx.fill_rect(
+                        GUTTER + x,
+                        y + 2.0,
+                        2.0,
+                        (BAND_H - 4.0) * (1.0 + (*c as f64).ln()).min(1.0),
+                    );
+                }
+            }
+        }
+        // Tracks.
+        for lane in &lanes {
+            let t = &i.tracks[lane.track as usize];
+            ctx.set_fill_style_str("#555");
+            let _ = ctx.fill_text(
+                &format!("{} {}", if lane.collapsed { "▸" } else { "▾" }, t.label),
+                4.0,
+                lane.top + 11.0,
+            );
+            ctx.set_fill_style_str("rgba(128,128,128,0.15)");
+            ctx.fill_rect(0.0, lane.top + HEADER_H - 1.0, w, 1.0);
+            if lane.collapsed {
+                continue;
+            }
+            let Some(f) = d.get(&lane.track) else {
+                continue;
+            };
+            let mut last_x: HashMap<u32, f64> = HashMap::new();
+            for s in &f.slices {
+                let x0 = v.x_of(s.start_ns as f64, pw);
+                let x1 = v.x_of((s.start_ns + s.dur_ns.max(1)) as f64, pw);
+                if x1 < 0.0 || x0 > pw {
+                    continue;
+                }
+                let (x0, x1) = (x0.max(0.0), x1.min(pw));
+                let wpx = (x1 - x0).max(1.0);
+                // A slice on a pixel already drawn adds nothing.
+                let lx = last_x.entry(s.row).or_insert(-1.0);
+                if x0 + wpx <= *lx + 1.0 && wpx <= 1.0 {
+                    continue;
+                }
+                *lx = x0 + wpx;
+                let y = lane.top + HEADER_H + s.row as f64 * ROW_H;
+                let hit = !q.is_empty() && s.name.to_lowercase().contains(&q);
+                let alpha = if s.count > 1 {
+                    busy_alpha(s.busy_ns, s.dur_ns)
+                } else {
+                    1.0
+                };
+                ctx.set_global_alpha(alpha);
+                ctx.set_fill_style_str(&if hit {
+                    "#e45756".to_string()
+                } else {
+                    color_of(&s.name)
+                });
+                ctx.fill_rect(GUTTER + x0, y + 1.0, wpx, ROW_H - 2.0);
+                ctx.set_global_alpha(1.0);
+                if sel
+                    .as_ref()
+                    .is_some_and(|e| e.event == s.event && s.count == 1)
+                {
+                    ctx.set_stroke_style_str("#000");
+                    ctx.stroke_rect(GUTTER + x0, y + 1.0, wpx, ROW_H - 2.0);
+                }
+                if wpx > 50.0 {
+                    ctx.set_fill_style_str("#fff");
+                    let label = if s.count > 1 {
+                        format!("{} (+{})", s.name, s.count - 1)
+                    } else {
+                        s.name.clone()
+                    };
+                    let max_chars = (wpx / 6.5) as usize;
+                    let text: String = label.chars().take(max_chars).collect();
+                    let _ = ctx.fill_text(&text, GUTTER + x0 + 2.0, y + 11.0);
+                }
+            }
+        }
+        // The arrow from the selected GPU op's launch to it.
+        if let Some(e) = &sel {
+            if let Some(l) = &e.launch {
+                let lane_of = |track: u32| lanes.iter().find(|x| x.track == track && !x.collapsed);
+                if let (Some(a), Some(b)) = (lane_of(l.track), lane_of(e.track)) {
+                    let xa = GUTTER + v.x_of(l.start_ns as f64, pw);
+                    let xb = GUTTER + v.x_of(e.start_ns as f64, pw);
+                    let ya = a.top + HEADER_H + ROW_H / 2.0;
+                    let yb = b.top + HEADER_H + e.row as f64 * ROW_H + ROW_H / 2.0;
+                    ctx.set_stroke_style_str("#e45756");
+                    ctx.begin_path();
+                    ctx.move_to(xa, ya);
+                    ctx.line_to(xb, yb);
+                    ctx.stroke();
+                }
+            }
+        }
+        // Where things are, for scripted tests and benchmarks: the view, the
+        // plot's geometry, each lane, and how many slices were drawn.
+        if let Some(win) = web_sys::window() {
+            let layout = serde_json::json!({
+                "start": v.start, "end": v.end, "gutter": GUTTER, "width": pw,
+                "row_h": ROW_H, "header_h": HEADER_H,
+                "lanes": lanes.iter().map(|l| serde_json::json!({"track": l.track, "top": l.top, "rows": l.rows, "collapsed": l.collapsed})).collect::<Vec<_>>(),
+                "fetched": d.len(),
+                "at": win.performance().map_or(0.0, |p| p.now()),
+            });
+            let _ =
+                js_sys::Reflect::set(&win, &"__timelineLayout".into(), &layout.to_string().into());
+        }
+    };
+    Effect::new(move |_| draw());
+
+    // What is under the pointer.
+    let hit = move |x: f64, y: f64| -> Option<TimelineSlice> {
+        let Some(Ok(i)) = info.get_untracked() else {
+            return None;
+        };
+        let v = view.get_untracked()?;
+        let pw = plot_w();
+        let top = RULER_H
+            + BAND_H * 2.0
+            + if search.with_untracked(Option::is_some) {
+                BAND_H
+            } else {
+                0.0
+            };
+        let (lanes, _) = lanes(&i, &collapsed.get_untracked(), top);
+        let lane = lanes.iter().find(|l| {
+            y >= l.top + HEADER_H && y < l.top + HEADER_H + l.rows as f64 * ROW_H && !l.collapsed
+        })?;
+        let row = ((y - lane.top - HEADER_H) / ROW_H) as u32;
+        let t = v.time_at(x - GUTTER, pw);
+        let tol = v.span() / pw * 2.0;
+        data.with_untracked(|d| {
+            d.get(&lane.track)?
+                .slices
+                .iter()
+                .filter(|s| {
+                    s.row == row
+                        && (s.start_ns as f64) <= t + tol
+                        && ((s.start_ns + s.dur_ns) as f64) >= t - tol
+                })
+                .min_by_key(|s| s.dur_ns)
+                .cloned()
+        })
+    };
+    let on_click = {
+        let base = base.clone();
+        move |ev: web_sys::MouseEvent| {
+            let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
+            if drag.get_value().is_some_and(|(x0, _)| (x0 - x).abs() > 3.0) {
+                return;
+            }
+            if x < GUTTER {
+                // A click on a label collapses or opens its track.
+                let Some(Ok(i)) = info.get_untracked() else {
+                    return;
+                };
+                let top = RULER_H
+                    + BAND_H * 2.0
+                    + if search.with_untracked(Option::is_some) {
+                        BAND_H
+                    } else {
+                        0.0
+                    };
+                let (lanes, _) = lanes(&i, &collapsed.get_untracked(), top);
+                if let Some(l) = lanes.iter().find(|l| y >= l.top && y < l.top + HEADER_H) {
+                    let t = l.track;
+                    collapsed.update(|c| {
+                        if !c.remove(&t) {
+                            c.insert(t);
+                        }
+                    });
+                }
+                return;
+            }
+            let Some(s) = hit(x, y) else { return };
+            if s.count > 1 {
+                // A merged block: zoom into it.
+                let (lo, hi) = bounds();
+                let pad = s.dur_ns as f64 * 0.1;
+                view.set(Some(
+                    View {
+                        start: s.start_ns as f64 - pad,
+                        end: (s.start_ns + s.dur_ns) as f64 + pad,
+                    }
+                    .clamped(lo, hi),
+                ));
+            } else {
+                url.set(&[("event", s.event.to_string())], true);
+                select(s.event, &base, rank, selected);
+            }
+        }
+    };
+    let on_wheel = move |ev: web_sys::WheelEvent| {
+        ev.prevent_default();
+        let Some(v) = view.get_untracked() else {
+            return;
+        };
+        let (lo, hi) = bounds();
+        let pw = plot_w();
+        let x = ev.offset_x() as f64 - GUTTER;
+        if ev.shift_key() || ev.delta_x().abs() > ev.delta_y().abs() {
+            let d = if ev.shift_key() {
+                ev.delta_y()
+            } else {
+                ev.delta_x()
+            };
+            view.set(Some(v.pan(d / pw * v.span(), lo, hi)));
+        } else {
+            let factor = (1.0015f64).powf(ev.delta_y());
+            view.set(Some(v.zoom(factor, v.time_at(x, pw), lo, hi)));
+        }
+    };
+    let on_down = move |ev: web_sys::MouseEvent| {
+        if let Some(v) = view.get_untracked() {
+            drag.set_value(Some((ev.offset_x() as f64, v)));
+        }
+    };
+    let on_move = move |ev: web_sys::MouseEvent| {
+        let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
+        if ev.buttons() & 1 == 1 {
+            if let Some((x0, v0)) = drag.get_value() {
+                let (lo, hi) = bounds();
+                let dt = (x0 - x) / plot_w() * v0.span();
+                view.set(Some(v0.pan(dt, lo, hi)));
+            }
+            return;
+        }
+        tooltip.set(hit(x, y).map(|s| {
+            let text = if s.count > 1 {
+                format!(
+                    "{} events, busy {:.0}% (longest: {})",
+                    s.count,
+                    100.0 * s.busy_ns as f64 / s.dur_ns.max(1) as f64,
+                    s.name
+                )
+            } else {
+                format!("{} · {}", s.name, time_label(s.dur_ns as f64))
+            };
+            (x, y, text)
+        }));
+    };
+    let on_up = move |_| {
+        // Keep the drag origin until the click handler has seen it.
+        set_timeout(
+            move || drag.set_value(None),
+            std::time::Duration::from_millis(0),
+        );
+    };
+    let on_key = move |ev: web_sys::KeyboardEvent| {
+        let Some(v) = view.get_untracked() else {
+            return;
+        };
+        let (lo, hi) = bounds();
+        let mid = (v.start + v.end) / 2.0;
+        let next = match ev.key().as_str() {
+            "w" | "W" => v.zoom(0.8, mid, lo, hi),
+            "s" | "S" => v.zoom(1.25, mid, lo, hi),
+            "a" | "A" => v.pan(-0.15 * v.span(), lo, hi),
+            "d" | "D" => v.pan(0.15 * v.span(), lo, hi),
+            _ => return,
+        };
+        ev.prevent_default();
+        view.set(Some(next));
+    };
+    // Step through the matches: the density buckets that hold one.
+    let step_match = move |dir: i64| {
+        let Some(s) = search.get_untracked() else {
+            return;
+        };
+        let Some(Ok(i)) = info.get_untracked() else {
+            return;
+        };
+        let n = s.tracks.first().map_or(0, |t| t.density.len());
+        let buckets: Vec<usize> = (0..n)
+            .filter(|&k| s.tracks.iter().any(|t| t.density[k] > 0))
+            .collect();
+        if buckets.is_empty() {
+            return;
+        }
+        let k = match_cursor.get_value() as i64 + dir;
+        let k = k.rem_euclid(buckets.len() as i64) as usize;
+        match_cursor.set_value(k);
+        let span = (i.end_ns - i.start_ns) as f64;
+        let t0 = i.start_ns as f64 + span * buckets[k] as f64 / n as f64;
+        let t1 = t0 + span / n as f64;
+        let (lo, hi) = bounds();
+        view.set(Some(
+            View {
+                start: t0 - (t1 - t0),
+                end: t1 + (t1 - t0),
+            }
+            .clamped(lo, hi),
+        ));
+    };
+
+    // Fit the canvas to the page.
+    Effect::new(move |_| {
+        if let Some(w) = web_sys::window()
+            .and_then(|w| w.inner_width().ok())
+            .and_then(|v| v.as_f64())
+        {
+            width.set((w - 64.0).clamp(400.0, 4000.0));
+        }
+    });
+
+    let search_box = {
+        let run_search = run_search.clone();
+        view! {
+            <form class="timeline-search" on:submit=move |ev: leptos::ev::SubmitEvent| {
+                ev.prevent_default();
+                match_cursor.set_value(0);
+                run_search(query.get_untracked(), true);
+            }>
+                <input type="search" id="timeline-search" placeholder="Find by name (case-insensitive)"
+                    prop:value=move || query.get() on:input=move |ev| query.set(event_target_value(&ev))/>
+                <button type="submit">"Find"</button>
+                <button type="button" id="match-prev" on:click=move |_| step_match(-1)>"‹ prev"</button>
+                <button type="button" id="match-next" on:click=move |_| step_match(1)>"next ›"</button>
+                <span id="timeline-matches">{move || search.get().map(|s| format!("{} matches", s.matches))}</span>
+            </form>
+        }
+    };
+    // A chain link: select that event and bring it into view.
+    let pick = Callback::new({
+        let base = base.clone();
+        move |(event, start): (u32, i64)| {
+            let (lo, hi) = bounds();
+            let span = view.get_untracked().map_or(1e6, |v| v.span()).min(2e6);
+            view.set(Some(
+                View {
+                    start: start as f64 - span * 0.2,
+                    end: start as f64 + span * 0.8,
+                }
+                .clamped(lo, hi),
+            ));
+            url.set(&[("event", event.to_string())], true);
+            select(event, &base, rank, selected);
+        }
+    });
+    let reset = move |_| {
+        let (lo, hi) = bounds();
+        view.set(Some(View { start: lo, end: hi }));
+    };
+    view! {
+        <div class="timeline" id="timeline">
+            {move || match info.get() {
+                None => view! { <p class="empty">"Loading the timeline…"</p> }.into_any(),
+                Some(Err(e)) => view! { <p class="error" id="timeline-error">{e}</p> }.into_any(),
+                Some(Ok(_)) => ().into_any(),
+            }}
+            <div class="toolbar">
+                {search_box}
+                <span class="spacer"></span>
+                <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in"</span>
+                <button class="ghost" on:click=reset>"Whole trace"</button>
+            </div>
+            <div class="timeline-canvas-wrap">
+                <canvas node_ref=canvas id="timeline-canvas" tabindex="0"
+                    on:wheel=on_wheel on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up
+                    on:mouseleave=move |_| tooltip.set(None) on:click=on_click on:keydown=on_key></canvas>
+                {move || tooltip.get().map(|(x, y, text)| view! {
+                    <div class="timeline-tooltip" style=format!("left:{}px;top:{}px", x + 12.0, y + 12.0)>{text}</div>
+                })}
+            </div>
+            {move || selected.get().map(|e| {
+                let origin = info.with_untracked(|i| match i { Some(Ok(i)) => i.start_ns, _ => 0 });
+                details(e, pick, origin)
+            })}
+        </div>
+    }
+}
+
+/// Fetches an event's details into `selected`.
+fn select(event: u32, base: &str, rank: i64, selected: RwSignal<Option<TimelineEvent>>) {
+    let target = format!("{base}/event/{event}?rank={rank}");
+    spawn_local(async move {
+        if let Ok(e) = api::get::<TimelineEvent>(&target).await {
+            selected.set(Some(e));
+        }
+    });
+}
+
+fn chip(r: &TimelineRef, pick: Callback<(u32, i64)>) -> impl IntoView {
+    let event = r.event;
+    let start = r.start_ns;
+    view! {
+        <button class="link chain-link" data-event=event.to_string() title=r.name.clone()
+            on:click=move |_| pick.run((event, start))>
+            {format!("{} ({})", crate::logic::shorten(&r.name, 70), r.kind)}
+        </button>
+    }
+}
+
+fn details(e: TimelineEvent, pick: Callback<(u32, i64)>, origin_ns: i64) -> impl IntoView {
+    view! {
+        <div class="panel timeline-details" id="timeline-details">
+            <h3 class="mono" title=e.name.clone()>{crate::logic::shorten(&e.name, 160)}</h3>
+            <p>{format!("{} · {} · starts at {} · on {} (row {})", e.kind, time_label(e.dur_ns as f64), time_label((e.start_ns - origin_ns) as f64), e.track_label, e.row)}</p>
+            {(!e.args.is_empty()).then(|| view! {
+                <table class="data small">
+                    <tbody>
+                        {e.args.iter().map(|(k, v)| view! { <tr><th>{k.clone()}</th><td class="mono small">{v.clone()}</td></tr> }).collect_view()}
+                    </tbody>
+                </table>
+            })}
+            {e.launch.as_ref().map(|l| view! { <p id="details-launch">"Launched by " {chip(l, pick)}</p> })}
+            {(!e.parents.is_empty()).then(|| view! {
+                <p id="details-parents">"Inside (innermost first): "
+                    {e.parents.iter().map(|p| chip(p, pick)).collect_view()}
+                </p>
+            })}
+            {(!e.kernels.is_empty()).then(|| view! {
+                <p id="details-kernels">{format!("GPU ops ({}): ", e.kernels.len())}
+                    {e.kernels.iter().take(20).map(|k| chip(k, pick)).collect_view()}
+                </p>
+            })}
+        </div>
+    }
+}

@@ -1,0 +1,180 @@
+//! Pure logic of the timeline view: the time axis, zoom and pan, what to
+//! fetch at which resolution, colours. No DOM here, so it is unit-tested.
+
+/// Width of the label gutter on the left of the canvas, px.
+pub const GUTTER: f64 = 170.0;
+/// Height of one row of slices, px.
+pub const ROW_H: f64 = 16.0;
+/// Height of the ruler, the steps band and the layers band, px.
+pub const RULER_H: f64 = 22.0;
+/// Height of a band (steps, layers) and of the search density strip, px.
+pub const BAND_H: f64 = 14.0;
+/// Height of a track's header line, px.
+pub const HEADER_H: f64 = 14.0;
+/// Shortest view, ns: a single 2 µs kernel must still fill the screen.
+pub const MIN_SPAN_NS: f64 = 200.0;
+
+/// The visible time span, ns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct View {
+    /// Left edge, ns.
+    pub start: f64,
+    /// Right edge, ns.
+    pub end: f64,
+}
+
+impl View {
+    /// The span, ns.
+    pub fn span(&self) -> f64 {
+        (self.end - self.start).max(1.0)
+    }
+
+    /// Zooms by `factor` (< 1 zooms in) around time `at`, kept within
+    /// `[lo, hi]` and never narrower than [`MIN_SPAN_NS`].
+    pub fn zoom(&self, factor: f64, at: f64, lo: f64, hi: f64) -> View {
+        let span = (self.span() * factor).clamp(MIN_SPAN_NS, (hi - lo).max(MIN_SPAN_NS));
+        let frac = ((at - self.start) / self.span()).clamp(0.0, 1.0);
+        let start = at - frac * span;
+        View {
+            start,
+            end: start + span,
+        }
+        .clamped(lo, hi)
+    }
+
+    /// Moves by `dt` ns, kept within `[lo, hi]`.
+    pub fn pan(&self, dt: f64, lo: f64, hi: f64) -> View {
+        View {
+            start: self.start + dt,
+            end: self.end + dt,
+        }
+        .clamped(lo, hi)
+    }
+
+    /// The same span moved inside `[lo, hi]` (or the whole of it).
+    pub fn clamped(&self, lo: f64, hi: f64) -> View {
+        let span = self.span().min((hi - lo).max(MIN_SPAN_NS));
+        let start = self.start.max(lo).min(hi - span);
+        View {
+            start,
+            end: start + span,
+        }
+    }
+
+    /// Time at an x of the plot (x from the plot's left edge).
+    pub fn time_at(&self, x: f64, width: f64) -> f64 {
+        self.start + x / width.max(1.0) * self.span()
+    }
+
+    /// x in the plot of a time.
+    pub fn x_of(&self, t: f64, width: f64) -> f64 {
+        (t - self.start) / self.span() * width
+    }
+}
+
+/// What to fetch for a view: the resolution (ns per pixel, a power of two
+/// at or below the view's), and a padded window one screen on each side,
+/// as (start, end, px).
+pub fn fetch_plan(v: View, width: f64) -> (f64, i64, i64, u32) {
+    let per_px = (v.span() / width.max(1.0)).max(1.0);
+    let res = 2f64.powf(per_px.log2().floor());
+    let start = (v.start - v.span()).floor();
+    let end = (v.end + v.span()).ceil();
+    let px = ((end - start) / res).ceil().clamp(1.0, 16384.0) as u32;
+    (res, start as i64, end as i64, px)
+}
+
+/// Whether data fetched for `[start, end)` at resolution `res` still serves
+/// a view: it covers the view, and its resolution is the one the view wants.
+pub fn covers(fetched: (f64, i64, i64), v: View, width: f64) -> bool {
+    let (res, start, end) = fetched;
+    let want = fetch_plan(v, width).0;
+    start as f64 <= v.start && end as f64 >= v.end && res == want
+}
+
+/// A time for the ruler and tooltips: `850 ns`, `12.5 µs`, `4.56 ms`, `1.23 s`.
+pub fn time_label(ns: f64) -> String {
+    kinetoscope_types::units::time_us(ns / 1e3)
+}
+
+/// A ruler label with as many decimals as the tick step needs:
+/// `16.02 ms` for 10 µs ticks, `1.2345 s` for 100 µs ticks over seconds.
+pub fn tick_label(t_ns: f64, step_ns: f64) -> String {
+    let (div, unit) = if t_ns.abs() >= 1e9 {
+        (1e9, "s")
+    } else if t_ns.abs() >= 1e6 {
+        (1e6, "ms")
+    } else if t_ns.abs() >= 1e3 {
+        (1e3, "µs")
+    } else {
+        (1.0, "ns")
+    };
+    let decimals = (-(step_ns / div).log10()).ceil().clamp(0.0, 9.0) as usize;
+    format!("{:.*} {unit}", decimals, t_ns / div)
+}
+
+/// Tick spacing for the ruler: a 1-2-5 step giving about `target` px apart.
+pub fn tick_step(span_ns: f64, width: f64, target_px: f64) -> f64 {
+    let raw = span_ns / (width / target_px).max(1.0);
+    let mag = 10f64.powf(raw.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if m * mag >= raw {
+            return m * mag;
+        }
+    }
+    10.0 * mag
+}
+
+/// A stable colour for a name (hue from a hash), as `hsl(...)`.
+pub fn color_of(name: &str) -> String {
+    let mut h: u32 = 2166136261;
+    for b in name.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(16777619);
+    }
+    format!("hsl({}, 55%, 52%)", h % 360)
+}
+
+/// The shade of a merged block: how busy its span is, 0.25 (idle) to 1.
+pub fn busy_alpha(busy_ns: i64, dur_ns: i64) -> f64 {
+    if dur_ns <= 0 {
+        return 1.0;
+    }
+    0.25 + 0.75 * (busy_ns as f64 / dur_ns as f64).clamp(0.0, 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zoom_keeps_the_point_under_the_cursor() {
+        let v = View {
+            start: 0.0,
+            end: 1000.0,
+        };
+        let z = v.zoom(0.5, 250.0, 0.0, 1000.0);
+        assert_eq!((z.start, z.end), (125.0, 625.0));
+        let out = z.zoom(10.0, 500.0, 0.0, 1000.0);
+        assert_eq!((out.start, out.end), (0.0, 1000.0));
+        let tiny = v.zoom(1e-9, 10.0, 0.0, 1000.0);
+        assert!(tiny.span() >= MIN_SPAN_NS);
+    }
+
+    #[test]
+    fn fetches_three_screens_at_a_power_of_two() {
+        let v = View {
+            start: 1000.0,
+            end: 3000.0,
+        };
+        let (res, s, e, px) = fetch_plan(v, 1000.0);
+        assert_eq!((res, s, e), (2.0, -1000, 5000));
+        assert_eq!(px, 3000);
+        assert!(covers((res, s, e), v.pan(500.0, 0.0, 1e9), 1000.0));
+        assert!(!covers((res, s, e), v.zoom(0.25, 2000.0, 0.0, 1e9), 1000.0));
+        assert_eq!(tick_step(1e6, 1000.0, 100.0), 1e5);
+        assert_eq!(time_label(2500.0), "2.50 µs");
+        assert_eq!(tick_label(16_020_000.0, 10_000.0), "16.02 ms");
+        assert_eq!(tick_label(500.0, 100.0), "500 ns");
+    }
+}
