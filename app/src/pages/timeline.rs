@@ -7,8 +7,8 @@
 
 use crate::api;
 use crate::timeline::{
-    busy_alpha, color_of, covers, fetch_plan, tick_step, time_label, View, BAND_H, GUTTER,
-    HEADER_H, ROW_H, RULER_H,
+    busy_alpha, color_of, covers, fetch_plan, tick_label, tick_step, time_label, View, BAND_H,
+    GUTTER, HEADER_H, ROW_H, RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
