@@ -1,6 +1,7 @@
 //! Service load benchmark (`make bench`): a real server on loopback, 20
-//! concurrent uploads, then 200 concurrent summary reads. Prints latencies;
-//! asserts only that nothing failed.
+//! concurrent uploads, then 200 concurrent summary reads, then the timeline
+//! of the founding story's trace (index load, full-screen windows). Prints
+//! latencies; asserts only that nothing failed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,9 +13,10 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 fn report(what: &str, mut lat: Vec<Duration>, wall: Duration) {
     lat.sort();
     println!(
-        "{what:<40} n={:<5} p50 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms  ({:.0} req/s)",
+        "{what:<40} n={:<5} p50 {:>7.1} ms  p95 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms  ({:.0} req/s)",
         lat.len(),
         pct(&lat, 50.0).as_secs_f64() * 1e3,
+        pct(&lat, 95.0).as_secs_f64() * 1e3,
         pct(&lat, 99.0).as_secs_f64() * 1e3,
         lat.last().unwrap().as_secs_f64() * 1e3,
         lat.len() as f64 / wall.as_secs_f64()
@@ -153,5 +155,91 @@ async fn main() {
             t0.elapsed(),
         );
     }
+    timeline(&http, &url).await;
     running.shutdown().await;
+}
+
+/// The timeline on the founding story's trace (30 steps x 78 layers, the
+/// realistic mix): loading the index from the blob store, then full-screen
+/// windows (every track of the rank at 1920 px) at zoom levels from the
+/// whole trace down to one kernel.
+async fn timeline(http: &reqwest::Client, url: &str) {
+    let p = kinetoscope_trace::generate::DecodeParams::default();
+    let mut json = Vec::new();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    let body = zstd::encode_all(&json[..], 3).unwrap();
+    drop(json);
+    let resp = http
+        .post(format!("{url}/api/runs?name=timeline"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let c: kinetoscope_types::Created = resp.json().await.unwrap();
+    loop {
+        let r: kinetoscope_types::RunInfo = http
+            .get(format!("{url}/api/runs/{}", c.id))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if r.status == "done" {
+            break;
+        }
+        assert_ne!(r.status, "failed", "{:?}", r.error);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The first request loads the index from the blob store.
+    let t = Instant::now();
+    let info: kinetoscope_types::TimelineInfo = http
+        .get(format!("{url}/api/runs/{}/timeline", c.id))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let load = t.elapsed();
+    let events: u64 = info.tracks.iter().map(|t| t.events).sum();
+    println!(
+        "timeline of the 30 x 78 trace: {events} events on {} tracks; first request (index loaded from the blob store): {:.0} ms",
+        info.tracks.len(),
+        load.as_secs_f64() * 1e3
+    );
+    // 60 screens from the whole trace down to ~10 µs, each every track at 1920 px.
+    let (lo, hi) = (info.start_ns as f64, info.end_ns as f64);
+    let mut lat = Vec::new();
+    let t0 = Instant::now();
+    for k in 0..60 {
+        let span = (hi - lo) * 0.8f64.powi(k);
+        let center = lo + (hi - lo) * (0.5 + 0.3 * ((k as f64) * 0.7).sin());
+        let (s, e) = (
+            (center - span / 2.0).max(lo) as i64,
+            (center + span / 2.0).min(hi) as i64,
+        );
+        let t = Instant::now();
+        let screens = info.tracks.iter().map(|tr| {
+            http.get(format!(
+                "{url}/api/runs/{}/timeline/window?track={}&start_ns={s}&end_ns={}&px=1920",
+                c.id,
+                tr.id,
+                e.max(s + 1)
+            ))
+            .send()
+        });
+        for r in futures::future::join_all(screens).await {
+            let r = r.unwrap();
+            assert!(r.status().is_success());
+            r.bytes().await.unwrap();
+        }
+        lat.push(t.elapsed());
+    }
+    report(
+        "full-screen timeline windows (all tracks)",
+        lat,
+        t0.elapsed(),
+    );
 }

@@ -1,17 +1,20 @@
 //! The analysis benchmark (`make bench` / `cargo bench -p kinetoscope-trace`).
 //!
-//! Generates the founding story's trace once (30 steps x 78 layers, ~480 MB
+//! Generates the founding story's trace once (30 steps x 78 layers, ~490 MB
 //! of JSON, ~1.4 M events), compresses it with zstd (and gzip, as torch
 //! writes it), then measures in separate processes, so each peak RSS is its
 //! own:
 //!
+//! - `zstd -d` of the same file (the baseline every ratio is measured to);
 //! - the floor: zstd decompression, plus a serde `IgnoredAny` scan of the
 //!   same bytes (the least any JSON reader must do);
-//! - `analyze` end to end on the .json.zst (read, decompress, parse,
-//!   correlate, aggregate, serialize the summary);
+//! - `analyze` end to end on the .json.zst: the summary only, then every
+//!   artifact the job stores (summary JSON and timeline index);
 //! - the same on the .json.gz.
 //!
-//! Prints wall time, MB/s of JSON, peak RSS and the ratio to the floor.
+//! Twice: on the realistic decode trace (no Python frames, about 600 events
+//! per layer per step) and on its `--with-stack` variant. Prints wall time,
+//! MB/s of JSON, peak RSS and the ratio to `zstd -d`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,31 +42,30 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// Writes the traces if they are not there yet; returns (zst, gz, JSON bytes).
-fn ensure_traces() -> (PathBuf, PathBuf, u64) {
+/// Writes a trace (zstd and gzip) if it is not there yet; returns (zst, gz, JSON bytes, events).
+fn ensure_trace(
+    name: &str,
+    p: &kinetoscope_trace::generate::DecodeParams,
+) -> (PathBuf, PathBuf, u64, u64) {
     let dir = bench_dir();
     std::fs::create_dir_all(&dir).unwrap();
-    let zst = dir.join("decode-v2-30x78.json.zst");
-    let gz = dir.join("decode-v2-30x78.json.gz");
-    let size_file = dir.join("decode-v2-30x78.json.size");
+    let zst = dir.join(format!("{name}.json.zst"));
+    let gz = dir.join(format!("{name}.json.gz"));
+    let size_file = dir.join(format!("{name}.json.size"));
     if !zst.exists() || !gz.exists() || !size_file.exists() {
-        eprintln!(
-            "generating the 30 x 78 decode trace (once) in {}",
-            dir.display()
-        );
+        eprintln!("generating {name} (once) in {}", dir.display());
         let t = Instant::now();
-        let p = kinetoscope_trace::generate::DecodeParams::default();
         let mut enc =
             zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
-        let truth = kinetoscope_trace::generate::write_decode_trace(&p, &mut enc).unwrap();
+        let truth = kinetoscope_trace::generate::write_decode_trace(p, &mut enc).unwrap();
         enc.finish().unwrap().flush().unwrap();
         let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
             std::io::BufWriter::new(std::fs::File::create(&gz).unwrap()),
             kinetoscope_trace::import::input::GzLevel::new(6),
         );
-        kinetoscope_trace::generate::write_decode_trace(&p, &mut gzenc).unwrap();
+        kinetoscope_trace::generate::write_decode_trace(p, &mut gzenc).unwrap();
         gzenc.finish().unwrap().flush().unwrap();
-        std::fs::write(&size_file, truth.json_bytes.to_string()).unwrap();
+        std::fs::write(&size_file, format!("{} {}", truth.json_bytes, truth.events)).unwrap();
         eprintln!(
             "  {} events, {:.1} MB of JSON, generated in {:.1} s",
             truth.events,
@@ -71,18 +73,22 @@ fn ensure_traces() -> (PathBuf, PathBuf, u64) {
             t.elapsed().as_secs_f64()
         );
     }
-    let json_bytes = std::fs::read_to_string(&size_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    (zst, gz, json_bytes)
+    let text = std::fs::read_to_string(&size_file).unwrap();
+    let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    (zst, gz, it.next().unwrap(), it.next().unwrap_or(0))
 }
 
-/// One phase, in this (child) process: prints `wall_s rss_kb`.
+/// One phase, in this (child) process: prints `wall_s rss_kb [extra]`.
 fn run_phase(phase: &str, file: &Path) {
     let t = Instant::now();
+    let mut extra = String::new();
     match phase {
+        "zstd" => {
+            // `zstd -d -c FILE > /dev/null`, in process.
+            let mut d =
+                zstd::stream::read::Decoder::new(std::fs::File::open(file).unwrap()).unwrap();
+            std::io::copy(&mut d, &mut std::io::sink()).unwrap();
+        }
         "floor" => {
             // zstd decompression to memory, then a serde scan that keeps nothing.
             let mut bytes = Vec::new();
@@ -96,18 +102,37 @@ fn run_phase(phase: &str, file: &Path) {
             let s = kinetoscope_trace::analyze_file(file, &Default::default(), &Default::default())
                 .unwrap();
             let json = serde_json::to_string(&s).unwrap();
-            assert!(json.len() > 1000 && s.trace.events > 1_000_000);
+            assert!(json.len() > 1000 && s.trace.events > 100_000);
+        }
+        "analyze-all" => {
+            // Everything the analysis job stores: the summary JSON and the
+            // timeline index, serialized.
+            let t = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
+            let a = kinetoscope_trace::analyze_all(&t, &Default::default());
+            drop(t);
+            let json = serde_json::to_string(&a.summary).unwrap();
+            let mut index = Vec::new();
+            a.timeline.write(&mut index).unwrap();
+            assert!(json.len() > 1000 && !index.is_empty());
+            extra = format!(
+                "{} {} {}",
+                a.timeline.events(),
+                a.timeline.column_bytes(),
+                index.len()
+            );
         }
         other => panic!("unknown phase {other}"),
     }
-    println!("{} {}", t.elapsed().as_secs_f64(), peak_rss_kb());
+    println!("{} {} {extra}", t.elapsed().as_secs_f64(), peak_rss_kb());
 }
 
-/// Runs a phase in a child process `RUNS` times; returns (best wall s, max peak RSS KB).
-fn measure(phase: &str, file: &Path) -> (f64, u64) {
+/// Runs a phase in a child process `RUNS` times; returns (best wall s, max
+/// peak RSS KB, the last run's extra numbers).
+fn measure(phase: &str, file: &Path) -> (f64, u64, Vec<f64>) {
     let exe = std::env::current_exe().unwrap();
     let mut best = f64::MAX;
     let mut rss = 0;
+    let mut extra = Vec::new();
     for _ in 0..RUNS {
         let out = Command::new(&exe)
             .args(["--phase", phase])
@@ -124,10 +149,11 @@ fn measure(phase: &str, file: &Path) -> (f64, u64) {
         let mut it = line.split_whitespace();
         let wall: f64 = it.next().unwrap().parse().unwrap();
         let kb: u64 = it.next().unwrap().parse().unwrap();
+        extra = it.map(|v| v.parse().unwrap()).collect();
         best = best.min(wall);
         rss = rss.max(kb);
     }
-    (best, rss)
+    (best, rss, extra)
 }
 
 fn main() {
@@ -136,43 +162,73 @@ fn main() {
         run_phase(&args[k + 1], Path::new(&args[k + 2]));
         return;
     }
-    let (zst, gz, json_bytes) = ensure_traces();
-    let mb = json_bytes as f64 / 1e6;
-    let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
-    println!(
-        "trace: {mb:.1} MB of JSON (zstd -3: {:.1} MB, gzip -6: {:.1} MB); best of {RUNS} runs; {} cores",
-        size(&zst),
-        size(&gz),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
-    let (floor, floor_rss) = measure("floor", &zst);
-    let rows = [
-        (
-            "floor: zstd decompress + serde IgnoredAny",
-            floor,
-            floor_rss,
-        ),
-        {
-            let (w, r) = measure("analyze", &zst);
-            ("analyze .json.zst (end to end)", w, r)
-        },
-        {
-            let (w, r) = measure("analyze", &gz);
-            ("analyze .json.gz (end to end)", w, r)
-        },
-    ];
-    println!(
-        "{:<44} {:>8} {:>10} {:>12} {:>9}",
-        "what", "wall s", "MB/s JSON", "peak RSS MB", "x floor"
-    );
-    for (what, wall, rss) in rows {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let realistic = kinetoscope_trace::generate::DecodeParams::default();
+    let with_stack = kinetoscope_trace::generate::DecodeParams {
+        with_stack: true,
+        ..Default::default()
+    };
+    for (name, p) in [
+        ("decode-v2-30x78", realistic),
+        ("decode-v2-30x78-stack", with_stack),
+    ] {
+        let (zst, gz, json_bytes, events) = ensure_trace(name, &p);
+        let mb = json_bytes as f64 / 1e6;
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
         println!(
-            "{:<44} {:>8.3} {:>10.0} {:>12.1} {:>9.2}",
-            what,
-            wall,
-            mb / wall,
-            rss as f64 / 1024.0,
-            wall / floor
+            "\n{name}: {events} events, {mb:.1} MB of JSON (zstd -3: {:.1} MB, gzip -6: {:.1} MB); best of {RUNS} runs; {cores} cores",
+            size(&zst),
+            size(&gz),
+        );
+        let (zstd_s, zstd_rss, _) = measure("zstd", &zst);
+        let (floor, floor_rss, _) = measure("floor", &zst);
+        let (an, an_rss, _) = measure("analyze", &zst);
+        let (all, all_rss, extra) = measure("analyze-all", &zst);
+        let (all_gz, all_gz_rss, _) = measure("analyze-all", &gz);
+        let rows = [
+            ("zstd -d -c FILE > /dev/null (in process)", zstd_s, zstd_rss),
+            (
+                "floor: zstd decompress + serde IgnoredAny",
+                floor,
+                floor_rss,
+            ),
+            ("analyze .json.zst: the summary only", an, an_rss),
+            (
+                "analyze .json.zst: every artifact the job stores",
+                all,
+                all_rss,
+            ),
+            (
+                "analyze .json.gz: every artifact the job stores",
+                all_gz,
+                all_gz_rss,
+            ),
+        ];
+        println!(
+            "{:<52} {:>8} {:>10} {:>12} {:>9}",
+            "what", "wall s", "MB/s JSON", "peak RSS MB", "x zstd -d"
+        );
+        for (what, wall, rss) in rows {
+            println!(
+                "{:<52} {:>8.3} {:>10.0} {:>12.1} {:>9.2}",
+                what,
+                wall,
+                mb / wall,
+                rss as f64 / 1024.0,
+                wall / zstd_s
+            );
+        }
+        if let [ix_events, ix_bytes, stored] = extra[..] {
+            println!(
+                "timeline index: {ix_events} events, {:.1} bytes per event in memory, {:.1} MB stored (zstd); ingest with the index / without: {:.2}x",
+                ix_bytes / ix_events.max(1.0),
+                stored / 1e6,
+                all / an
+            );
+        }
+        println!(
+            "peak RSS per event (analyze-all): {:.1} bytes",
+            all_rss as f64 * 1024.0 / events.max(1) as f64
         );
     }
 }
