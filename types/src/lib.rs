@@ -1278,6 +1278,9 @@ pub struct TimelineEvent {
     pub parents: Vec<TimelineRef>,
     /// GPU ops this launch, or the launches under this op, produced.
     pub kernels: Vec<TimelineRef>,
+    /// The Python frames above the chain (outermost first), where the trace
+    /// has them (`with_stack`).
+    pub python: Vec<String>,
 }
 
 /// `GET /api/runs/{id}/timeline/search`: where a name occurs.

@@ -732,6 +732,11 @@ fn details(e: TimelineEvent, pick: Callback<(u32, i64)>, origin_ns: i64) -> impl
                     {e.parents.iter().map(|p| chip(p, pick)).collect_view()}
                 </p>
             })}
+            {(!e.python.is_empty()).then(|| view! {
+                <p id="details-python">"Python (innermost last): "
+                    <span class="mono small">{e.python.iter().rev().take(6).rev().cloned().collect::<Vec<_>>().join(" › ")}</span>
+                </p>
+            })}
             {(!e.kernels.is_empty()).then(|| view! {
                 <p id="details-kernels">{format!("GPU ops ({}): ", e.kernels.len())}
                     {e.kernels.iter().take(20).map(|k| chip(k, pick)).collect_view()}

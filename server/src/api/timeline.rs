@@ -308,6 +308,11 @@ pub async fn event(
         }
         _ => {}
     }
+    out.python = ix
+        .python_of(event)
+        .into_iter()
+        .map(|f| kinetoscope_trace::analysis::python::short_frame(f).to_string())
+        .collect();
     out.kernels = below
         .into_iter()
         .take(MAX_RELATED)
@@ -323,7 +328,7 @@ fn describe_args(
     inputs: &mut Option<(String, String)>,
 ) {
     match a {
-        Args::Inputs { shapes, dtypes } => {
+        Args::Inputs { shapes, dtypes, .. } => {
             let (s, d) = (ix.name(*shapes).to_string(), ix.name(*dtypes).to_string());
             if !s.is_empty() {
                 out.insert("Input Dims".into(), s.clone());

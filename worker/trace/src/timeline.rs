@@ -31,7 +31,7 @@ pub const NONE: u32 = u32::MAX;
 /// Bits of the packed name that hold the kind.
 const KIND_SHIFT: u32 = 28;
 /// Format version of the stored index.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// What a slice is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,12 +87,16 @@ impl SliceKind {
 /// Arguments shown in an event's details.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Args {
-    /// A CPU slice's `Input Dims` and `Input type` (name-pool ids).
+    /// A CPU slice's `Input Dims` and `Input type` (name-pool ids), and the
+    /// Python stack above it (an index into the stacks, or [`NONE`]) for the
+    /// outermost ops and graph launches of `with_stack` traces.
     Inputs {
         /// `Input Dims`.
         shapes: u32,
         /// `Input type`.
         dtypes: u32,
+        /// The Python stack above it.
+        python: u32,
     },
     /// A GPU op's launch geometry and bytes.
     Launch {
@@ -274,6 +278,8 @@ pub struct TimelineIndex {
     pub layers: Vec<Span>,
     names: Vec<String>,
     args: Vec<Args>,
+    /// Python stacks (name-pool ids, outermost first).
+    stacks: Vec<Vec<u32>>,
     rows: Vec<Row>,
 }
 
@@ -289,6 +295,10 @@ pub struct Inputs<'a> {
     pub steps: Vec<(String, i64, i64)>,
     /// Layers: (index, start, end).
     pub layers: Vec<(i64, i64, i64)>,
+    /// Python stacks (trace name ids, outermost first)...
+    pub stacks: &'a [Vec<u32>],
+    /// ...and the stack above each outermost op and graph launch.
+    pub stack_of: &'a HashMap<u32, u32>,
 }
 
 /// Interns strings into the index's name pool.
@@ -515,6 +525,8 @@ impl TimelineIndex {
             }
         }
         // Names, kinds, links, args.
+        let mut stacks: Vec<Vec<u32>> = Vec::new();
+        let mut stack_ids: HashMap<u32, u32> = HashMap::new();
         for row in rows.iter_mut() {
             for k in 0..row.len() {
                 let id = row.first_event as usize + k;
@@ -533,10 +545,29 @@ impl TimelineIndex {
                         } else {
                             cpu_event[p as usize]
                         };
-                        if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
+                        let python = match inp.stack_of.get(&(i as u32)) {
+                            Some(&st) if st != 0 => {
+                                let next = stacks.len() as u32;
+                                *stack_ids.entry(st).or_insert_with(|| {
+                                    stacks.push(
+                                        inp.stacks[st as usize]
+                                            .iter()
+                                            .map(|&sym| pool.id(t, sym))
+                                            .collect(),
+                                    );
+                                    next
+                                })
+                            }
+                            _ => NONE,
+                        };
+                        if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 || python != NONE {
                             let (shapes, dtypes) =
                                 (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
-                            row.args[k] = args_id(Args::Inputs { shapes, dtypes });
+                            row.args[k] = args_id(Args::Inputs {
+                                shapes,
+                                dtypes,
+                                python,
+                            });
                         }
                     }
                     Src::Gpu(g) => {
@@ -604,8 +635,32 @@ impl TimelineIndex {
                 .collect(),
             names: pool.names,
             args,
+            stacks,
             rows,
         }
+    }
+
+    /// The Python stack above an event (outermost frame first): the stack
+    /// recorded on the nearest slice up its chain (a GPU op's launch, then
+    /// the ops around it) that has one.
+    pub fn python_of(&self, event: u32) -> Vec<&str> {
+        let mut e = event;
+        let mut guard = 0;
+        while e != NONE && guard < 1000 {
+            let Some(r) = self.locate(e) else { break };
+            let (_, _, _, _, link, args) = self.event(r);
+            if let Some(Args::Inputs { python, .. }) = args {
+                if *python != NONE {
+                    return self.stacks[*python as usize]
+                        .iter()
+                        .map(|&n| self.name(n))
+                        .collect();
+                }
+            }
+            e = link;
+            guard += 1;
+        }
+        Vec::new()
     }
 
     /// Number of events over every track.
@@ -782,10 +837,15 @@ impl TimelineIndex {
         put_u32(w, self.args.len() as u32)?;
         for a in &self.args {
             match a {
-                Args::Inputs { shapes, dtypes } => {
+                Args::Inputs {
+                    shapes,
+                    dtypes,
+                    python,
+                } => {
                     w.write_all(&[0])?;
                     put_u32(w, *shapes)?;
                     put_u32(w, *dtypes)?;
+                    put_u32(w, *python)?;
                 }
                 Args::Launch { grid, block, bytes } => {
                     w.write_all(&[1])?;
@@ -794,6 +854,13 @@ impl TimelineIndex {
                     }
                     put_i64(w, *bytes as i64)?;
                 }
+            }
+        }
+        put_u32(w, self.stacks.len() as u32)?;
+        for st in &self.stacks {
+            put_u32(w, st.len() as u32)?;
+            for &n in st {
+                put_u32(w, n)?;
             }
         }
         put_u32(w, self.tracks.len() as u32)?;
@@ -863,6 +930,7 @@ impl TimelineIndex {
                 Args::Inputs {
                     shapes: get_u32(r)?,
                     dtypes: get_u32(r)?,
+                    python: get_u32(r)?,
                 }
             } else {
                 let mut v = [0u32; 6];
@@ -875,6 +943,16 @@ impl TimelineIndex {
                     bytes: get_i64(r)? as u64,
                 }
             });
+        }
+        let n = get_len(r)?;
+        let mut stacks = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = get_len(r)?;
+            let mut st = Vec::with_capacity(k);
+            for _ in 0..k {
+                st.push(get_u32(r)?);
+            }
+            stacks.push(st);
         }
         let n = get_len(r)?;
         let mut tracks = Vec::with_capacity(n);
@@ -943,6 +1021,7 @@ impl TimelineIndex {
             layers,
             names,
             args,
+            stacks,
             rows,
         })
     }

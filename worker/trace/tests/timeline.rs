@@ -111,3 +111,39 @@ fn a_kernel_links_to_its_launch_and_its_op() {
     assert_eq!(ix.linked_to(launch), vec![event]);
     assert!(ix.events() as f64 >= 0.5 * truth.events as f64);
 }
+
+/// With Python frames (`with_stack`), an event's details reach the model
+/// code above its ops; graph replays reach the engine's replay frames.
+#[test]
+fn details_carry_the_python_stack() {
+    for (mode, frame) in [
+        (
+            kinetoscope_trace::generate::Mode::Eager,
+            "nn.Module: DeepseekV2DecoderLayer_0",
+        ),
+        (
+            kinetoscope_trace::generate::Mode::Graph,
+            "torch/cuda/graphs.py(86): replay",
+        ),
+    ] {
+        let p = DecodeParams {
+            steps: 1,
+            layers: 8,
+            with_stack: true,
+            mode,
+            ..Default::default()
+        };
+        let mut json = Vec::new();
+        write_decode_trace(&p, &mut json).unwrap();
+        let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+        let a = analyze_all(&t, &AnalysisOptions::default());
+        let ix = &a.timeline;
+        let k = &a.summary.kernels[0];
+        let (_, _, first) = ix.search(&k.name, 10);
+        let stack = ix.python_of(first.unwrap().0);
+        assert!(
+            stack.iter().any(|f| f.ends_with(frame)),
+            "{mode:?}: {stack:?}"
+        );
+    }
+}

@@ -313,6 +313,8 @@ fn analyze_inner(
                 .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
                 .collect(),
             layers: layer_spans,
+            stacks: &cx.py_stacks,
+            stack_of: &cx.py_stack_of,
         })
     });
     let mut summary = Summary {
