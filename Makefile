@@ -48,7 +48,7 @@ gates: tools
 
 ## Time the run page in the browser on the summary of the generated 490 MB trace.
 bench-ui: tools browser app
-	KINETOSCOPE_UI_BENCH=1 cargo test --release -p server --test e2e_browser -- --nocapture ui_timing
+	KINETOSCOPE_UI_BENCH=1 cargo test --release -p server --test e2e_browser -- --nocapture --test-threads 1 timing
 
 app: tools
 	trunk build --release

@@ -651,3 +651,100 @@ fn js_sys_free_encode(s: &str) -> String {
         })
         .collect()
 }
+
+/// Timeline timing (`make bench-ui` runs it on the 30 x 78 trace; `make
+/// test` on a small one as a smoke test): first frame after the WASM
+/// started, then 60 scripted zoom and pan steps from the whole trace down to
+/// one kernel, each timed from the input event to the end of the redraw
+/// that answers it (Canvas 2D commands submitted; the finer data that
+/// arrives later is drawn again), and the JS heap at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_timing() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
+    let (steps, layers) = if full { (30, 78) } else { (2, 8) };
+    let srv = TestServer::start(Opts::default()).await;
+    let p = kinetoscope_trace::generate::DecodeParams {
+        steps,
+        layers,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    let created = srv
+        .upload(zstd::encode_all(&json[..], 3).unwrap(), "timeline-timing")
+        .await;
+    drop(json);
+    assert_eq!(
+        srv.wait(&created.id, Duration::from_secs(600)).await.status,
+        "done"
+    );
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!("{}{}?tab=timeline", srv.url, created.url))
+        .await
+        .unwrap();
+    let first = b
+        .wait_js(
+            "window.__timelineLayout && JSON.parse(window.__timelineLayout).fetched > 0 && JSON.parse(window.__timelineLayout).at - window.__kinetoscopeStart",
+            LONG,
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    let out = b
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+            (async () => {
+              const c = document.getElementById('timeline-canvas');
+              const r = c.getBoundingClientRect();
+              const lay = () => JSON.parse(window.__timelineLayout);
+              const frames = [];
+              for (let k = 0; k < 60; k++) {
+                const before = lay().at;
+                const t0 = performance.now();
+                if (k % 3 === 2) {
+                  c.dispatchEvent(new KeyboardEvent('keydown', {key: 'd', bubbles: true, cancelable: true}));
+                } else {
+                  c.dispatchEvent(new WheelEvent('wheel', {deltaY: -300, clientX: r.left + 170 + (r.width - 170) / 2,
+                    clientY: r.top + 60, bubbles: true, cancelable: true}));
+                }
+                let t1 = null;
+                for (let i = 0; i < 500 && t1 === null; i++) {
+                  await new Promise(res => setTimeout(res, 0));
+                  const l = lay();
+                  if (l.at > before && l.at >= t0) t1 = l.at;
+                }
+                frames.push((t1 === null ? performance.now() : t1) - t0);
+                await new Promise(res => requestAnimationFrame(res));
+              }
+              const l = lay();
+              done({frames, heap: performance.memory ? performance.memory.usedJSHeapSize : 0, span: l.end - l.start});
+            })();"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let mut frames: Vec<f64> = out["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(frames.len(), 60);
+    frames.sort_by(f64::total_cmp);
+    let heap_mb = out["heap"].as_f64().unwrap() / 1e6;
+    println!(
+        "Timeline timing ({steps} steps x {layers} layers): first frame {first:.0} ms after the WASM started; 60 zoom/pan steps down to a {:.0} ns view: median {:.1} ms, p95 {:.1} ms, max {:.1} ms (input event to redraw submitted); JS heap {heap_mb:.0} MB",
+        out["span"].as_f64().unwrap(),
+        frames[30],
+        frames[56],
+        frames[59],
+    );
+    // The view reached a single kernel's scale.
+    assert!(out["span"].as_f64().unwrap() < 100_000.0, "{out}");
+    b.close().await;
+    srv.stop().await;
+}
