@@ -11,7 +11,7 @@
 //!
 //! Columns per slice: start (ns), duration (ns, clamped to `u32`), name and
 //! kind (packed), a link (a GPU op's launch, a CPU slice's parent) and an
-//! args reference: 24 bytes at most. Every 64 slices of a row also keep
+//! args reference (two bytes into the row's own table): 22 bytes. Every 64 slices of a row also keep
 //! their total duration and their longest slice, so a window query answers
 //! "what is in each pixel" in O(pixels x log n) per row: each pixel bucket
 //! is found by binary search, and its busy time and longest slice come from
@@ -146,7 +146,7 @@ pub struct Span {
 }
 
 /// One row of a track: slices sorted by start, never overlapping.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 struct Row {
     track: u32,
     first_event: u32,
@@ -156,16 +156,70 @@ struct Row {
     name: Vec<u32>,
     /// GPU: the launch's event id; CPU: the parent's; or [`NONE`].
     link: Vec<u32>,
-    /// Index into the args pool, or [`NONE`].
-    args: Vec<u32>,
+    /// Per slice, its args as an index into this row's `args_table`
+    /// ([`NO_ARGS`] when none; [`MORE_ARGS`]: in `args_more`). Rows use few
+    /// distinct args, so two bytes per slice carry them.
+    args: Vec<u16>,
+    /// The args-pool ids this row uses.
+    args_table: Vec<u32>,
+    /// Where a row uses more than 65534 distinct args: slice -> args-pool id.
+    args_more: HashMap<u32, u32>,
     /// Per block of [`BLOCK`] slices: total duration and longest slice.
     block_sum: Vec<i64>,
     block_max: Vec<u32>,
 }
 
+/// "No args" in a row's args column.
+const NO_ARGS: u16 = u16::MAX;
+/// "Args in the row's overflow map".
+const MORE_ARGS: u16 = u16::MAX - 1;
+
+impl PartialEq for Row {
+    fn eq(&self, o: &Row) -> bool {
+        self.track == o.track
+            && self.first_event == o.first_event
+            && self.start == o.start
+            && self.dur == o.dur
+            && self.name == o.name
+            && self.link == o.link
+            && (0..self.len()).all(|i| self.args_of(i) == o.args_of(i))
+    }
+}
+
 impl Row {
     fn len(&self) -> usize {
         self.start.len()
+    }
+
+    /// A slice's args-pool id, or [`NONE`].
+    fn args_of(&self, i: usize) -> u32 {
+        match self.args[i] {
+            NO_ARGS => NONE,
+            MORE_ARGS => self.args_more.get(&(i as u32)).copied().unwrap_or(NONE),
+            k => self.args_table[k as usize],
+        }
+    }
+
+    /// Sets a slice's args-pool id (the row's table grows as needed).
+    fn set_args(&mut self, i: usize, id: u32, index: &mut HashMap<u32, u16>) {
+        if id == NONE {
+            self.args[i] = NO_ARGS;
+            return;
+        }
+        let next = self.args_table.len();
+        let k = match index.get(&id) {
+            Some(&k) => k,
+            None if next < MORE_ARGS as usize => {
+                self.args_table.push(id);
+                index.insert(id, next as u16);
+                next as u16
+            }
+            None => {
+                self.args_more.insert(i as u32, id);
+                MORE_ARGS
+            }
+        };
+        self.args[i] = k;
     }
 
     fn end(&self, i: usize) -> i64 {
@@ -460,7 +514,7 @@ impl TimelineIndex {
                     // Names, kinds and args are filled below, once ids exist.
                     row.name.push(0);
                     row.link.push(NONE);
-                    row.args.push(NONE);
+                    row.args.push(NO_ARGS);
                 }
                 rows.push(row);
             }
@@ -528,6 +582,7 @@ impl TimelineIndex {
         let mut stacks: Vec<Vec<u32>> = Vec::new();
         let mut stack_ids: HashMap<u32, u32> = HashMap::new();
         for row in rows.iter_mut() {
+            let mut row_args: HashMap<u32, u16> = HashMap::new();
             for k in 0..row.len() {
                 let id = row.first_event as usize + k;
                 match slot[id] {
@@ -563,11 +618,12 @@ impl TimelineIndex {
                         if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 || python != NONE {
                             let (shapes, dtypes) =
                                 (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
-                            row.args[k] = args_id(Args::Inputs {
+                            let a = args_id(Args::Inputs {
                                 shapes,
                                 dtypes,
                                 python,
                             });
+                            row.set_args(k, a, &mut row_args);
                         }
                     }
                     Src::Gpu(g) => {
@@ -585,11 +641,12 @@ impl TimelineIndex {
                             cpu_event[r as usize]
                         };
                         if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
-                            row.args[k] = args_id(Args::Launch {
+                            let a = args_id(Args::Launch {
                                 grid: gpu.grid[g],
                                 block: gpu.block[g],
                                 bytes: gpu.bytes[g],
                             });
+                            row.set_args(k, a, &mut row_args);
                         }
                     }
                 }
@@ -672,7 +729,12 @@ impl TimelineIndex {
     pub fn column_bytes(&self) -> usize {
         self.rows
             .iter()
-            .map(|r| r.len() * (8 + 4 + 4 + 4 + 4) + r.block_sum.len() * 12)
+            .map(|r| {
+                r.len() * (8 + 4 + 4 + 4 + 2)
+                    + r.args_table.len() * 4
+                    + r.args_more.len() * 8
+                    + r.block_sum.len() * 12
+            })
             .sum::<usize>()
     }
 
@@ -708,7 +770,9 @@ impl TimelineIndex {
             row.start[i],
             row.dur[i] as i64,
             row.link[i],
-            (row.args[i] != NONE).then(|| &self.args[row.args[i] as usize]),
+            Some(row.args_of(i))
+                .filter(|&a| a != NONE)
+                .map(|a| &self.args[a as usize]),
         )
     }
 
@@ -895,10 +959,13 @@ impl TimelineIndex {
                 put_i64(w, s - prev)?;
                 prev = s;
             }
-            for col in [&r.dur, &r.name, &r.link, &r.args] {
+            for col in [&r.dur, &r.name, &r.link] {
                 for &v in col.iter() {
                     put_u32(w, v)?;
                 }
+            }
+            for i in 0..r.len() {
+                put_u32(w, r.args_of(i))?;
             }
         }
         z.finish()?.flush()
@@ -1004,11 +1071,23 @@ impl TimelineIndex {
                 prev += get_i64(r)?;
                 row.start.push(prev);
             }
-            for col in [&mut row.dur, &mut row.name, &mut row.link, &mut row.args] {
+            for col in [&mut row.dur, &mut row.name, &mut row.link] {
                 col.reserve_exact(len);
                 for _ in 0..len {
                     col.push(get_u32(r)?);
                 }
+            }
+            row.args = vec![NO_ARGS; len];
+            let mut row_args: HashMap<u32, u16> = HashMap::new();
+            for i in 0..len {
+                let a = get_u32(r)?;
+                if a != NONE && a as usize >= args.len() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "damaged timeline index",
+                    ));
+                }
+                row.set_args(i, a, &mut row_args);
             }
             row.summarize();
             rows.push(row);
