@@ -72,12 +72,13 @@ impl View {
     }
 }
 
-/// What to fetch for a view: the resolution (ns per pixel, a power of two
-/// at or below the view's), and a padded window one screen on each side,
-/// as (start, end, px).
+/// What to fetch for a view: the resolution (ns per bucket: the power of
+/// two at or above the view's ns per pixel, so a bucket is one or two
+/// pixels), and a padded window one screen on each side, as (start, end,
+/// px).
 pub fn fetch_plan(v: View, width: f64) -> (f64, i64, i64, u32) {
     let per_px = (v.span() / width.max(1.0)).max(1.0);
-    let res = 2f64.powf(per_px.log2().floor());
+    let res = 2f64.powf(per_px.log2().ceil());
     let start = (v.start - v.span()).floor();
     let end = (v.end + v.span()).ceil();
     let px = ((end - start) / res).ceil().clamp(1.0, 16384.0) as u32;
@@ -170,6 +171,14 @@ mod tests {
         let (res, s, e, px) = fetch_plan(v, 1000.0);
         assert_eq!((res, s, e), (2.0, -1000, 5000));
         assert_eq!(px, 3000);
+        let (res, _, _, px) = fetch_plan(
+            View {
+                start: 0.0,
+                end: 3000.0,
+            },
+            1000.0,
+        );
+        assert_eq!((res, px), (4.0, 2250));
         assert!(covers((res, s, e), v.pan(500.0, 0.0, 1e9), 1000.0));
         assert!(!covers((res, s, e), v.zoom(0.25, 2000.0, 0.0, 1e9), 1000.0));
         assert_eq!(tick_step(1e6, 1000.0, 100.0), 1e5);

@@ -71,6 +71,31 @@ async fn timeline_api(backend: Backend) {
         }
     }
 
+    // The columns form the app reads carries the same slices.
+    for t in &info.tracks {
+        let c: TimelineColumns = api
+            .get_json(&format!(
+                "/api/runs/{id}/timeline/window?track={}&px=999&format=columns",
+                t.id
+            ))
+            .await;
+        assert_eq!(c.count.iter().map(|&n| n as u64).sum::<u64>(), t.events);
+        assert_eq!(c.start_ns.len(), c.name.len());
+        assert!(c.name.iter().all(|&n| (n as usize) < c.names.len()));
+    }
+    let (status, body) = status_of(
+        srv.http
+            .get(format!(
+                "{u}/api/runs/{id}/timeline/window?track=0&format=xml"
+            ))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.detail.contains("format"), "{}", body.detail);
+
     // Search: as many occurrences of the top kernel as the kernel table has calls.
     let s: Summary = api.get_json(&format!("/api/runs/{id}/summary")).await;
     let k = &s.kernels[0];

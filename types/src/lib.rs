@@ -1212,6 +1212,32 @@ pub struct TimelineWindow {
     pub slices: Vec<TimelineSlice>,
 }
 
+/// `GET /api/runs/{id}/timeline/window?format=columns`: the same slices as
+/// [`TimelineWindow`], as columns, each name once: what the app asks for
+/// (numbers only, so a large window parses fast).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimelineColumns {
+    /// The track.
+    pub track: u32,
+    /// The distinct names; `name` indexes them.
+    pub names: Vec<String>,
+    /// Per slice: start, ns.
+    pub start_ns: Vec<i64>,
+    /// Per slice: first start to last end, ns.
+    pub dur_ns: Vec<i64>,
+    /// Per slice: row.
+    pub row: Vec<u32>,
+    /// Per slice: index into `names`.
+    pub name: Vec<u32>,
+    /// Per slice: events merged.
+    pub count: Vec<u32>,
+    /// Per slice: total duration of its events, ns.
+    pub busy_ns: Vec<i64>,
+    /// Per slice: the event (or the longest merged one).
+    pub event: Vec<u32>,
+}
+
 /// One event, or several merged into one pixel bucket of one row.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]

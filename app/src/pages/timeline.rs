@@ -16,15 +16,80 @@ use leptos::html::Canvas;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use wasm_bindgen::JsCast;
 
-/// Slices fetched for one track.
-#[derive(Clone)]
+/// A distinct name of a fetched window, with what drawing needs of it.
+struct NameInfo {
+    name: String,
+    lower: String,
+    color: String,
+}
+
+/// One slice as drawn: the window's slice with its name interned.
+struct DrawSlice {
+    start_ns: i64,
+    dur_ns: i64,
+    row: u32,
+    count: u32,
+    busy_ns: i64,
+    event: u32,
+    name: u32,
+}
+
+/// Slices fetched for one track: names interned and coloured once, when
+/// they arrive, so a frame allocates nothing per slice.
 struct Fetched {
     res: f64,
     start: i64,
     end: i64,
-    slices: Vec<TimelineSlice>,
+    names: Vec<NameInfo>,
+    slices: Vec<DrawSlice>,
+}
+
+impl Fetched {
+    /// From the columns form of a window: names coloured once.
+    fn from_columns(res: f64, start: i64, end: i64, c: TimelineColumns) -> Fetched {
+        let names = c
+            .names
+            .into_iter()
+            .map(|n| NameInfo {
+                lower: n.to_lowercase(),
+                color: color_of(&n),
+                name: n,
+            })
+            .collect();
+        let slices = (0..c.start_ns.len())
+            .map(|k| DrawSlice {
+                start_ns: c.start_ns[k],
+                dur_ns: c.dur_ns[k],
+                row: c.row[k],
+                count: c.count[k],
+                busy_ns: c.busy_ns[k],
+                event: c.event[k],
+                name: c.name[k],
+            })
+            .collect();
+        Fetched {
+            res,
+            start,
+            end,
+            names,
+            slices,
+        }
+    }
+
+    fn slice(&self, s: &DrawSlice) -> TimelineSlice {
+        TimelineSlice {
+            start_ns: s.start_ns,
+            dur_ns: s.dur_ns,
+            row: s.row,
+            name: self.names[s.name as usize].name.clone(),
+            count: s.count,
+            busy_ns: s.busy_ns,
+            event: s.event,
+        }
+    }
 }
 
 /// Where a track is drawn.
@@ -67,9 +132,9 @@ pub fn TimelineTab(
     /// The page's URL state.
     url: UrlState,
 ) -> impl IntoView {
-    let info = RwSignal::new(None::<Result<TimelineInfo, String>>);
+    let info = RwSignal::new(None::<Result<Arc<TimelineInfo>, String>>);
     let view = RwSignal::new(None::<View>);
-    let data: RwSignal<HashMap<u32, Fetched>> = RwSignal::new(HashMap::new());
+    let data: RwSignal<HashMap<u32, Arc<Fetched>>> = RwSignal::new(HashMap::new());
     let collapsed: RwSignal<HashSet<u32>> = RwSignal::new(HashSet::new());
     let selected = RwSignal::new(None::<TimelineEvent>);
     let search = RwSignal::new(None::<TimelineSearch>);
@@ -85,7 +150,9 @@ pub fn TimelineTab(
     {
         let base = base.clone();
         spawn_local(async move {
-            let got = api::get::<TimelineInfo>(&format!("{base}?rank={rank}")).await;
+            let got = api::get::<TimelineInfo>(&format!("{base}?rank={rank}"))
+                .await
+                .map(Arc::new);
             if let Ok(i) = &got {
                 let (lo, hi) = (i.start_ns as f64, i.end_ns as f64);
                 let s = parse_i64(url.get("start_ns"))
@@ -114,6 +181,7 @@ pub fn TimelineTab(
     // Fetch what the view needs, track by track; the old picture stays on
     // screen until the new one arrives.
     let generation = StoredValue::new(0u64);
+    let url_pending = StoredValue::new(false);
     let fetch = {
         let base = base.clone();
         move |v: View| {
@@ -138,23 +206,18 @@ pub fn TimelineTab(
                     continue;
                 }
                 let url_w = format!(
-                    "{base}/window?rank={rank}&track={}&start_ns={start}&end_ns={end}&px={px}",
+                    "{base}/window?rank={rank}&track={}&start_ns={start}&end_ns={end}&px={px}&format=columns",
                     t.id
                 );
                 let track = t.id;
                 spawn_local(async move {
-                    if let Ok(win) = api::get::<TimelineWindow>(&url_w).await {
+                    if let Ok(win) = api::get::<TimelineColumns>(&url_w).await {
                         // A newer view may have asked for better data meanwhile.
                         if generation.get_value() >= gen {
                             data.update(|d| {
                                 d.insert(
                                     track,
-                                    Fetched {
-                                        res,
-                                        start,
-                                        end,
-                                        slices: win.slices,
-                                    },
+                                    Arc::new(Fetched::from_columns(res, start, end, win)),
                                 );
                             });
                         }
@@ -170,13 +233,26 @@ pub fn TimelineTab(
             let Some(v) = view.get() else { return };
             collapsed.track();
             fetch(v);
-            url.set(
-                &[
-                    ("start_ns", format!("{}", v.start.round() as i64)),
-                    ("end_ns", format!("{}", v.end.round() as i64)),
-                ],
-                true,
-            );
+            // The URL follows the view, at most every 300 ms: writing it on
+            // every frame of a zoom would make the router work each frame.
+            if !url_pending.get_value() {
+                url_pending.set_value(true);
+                set_timeout(
+                    move || {
+                        url_pending.set_value(false);
+                        if let Some(v) = view.get_untracked() {
+                            url.set(
+                                &[
+                                    ("start_ns", format!("{}", v.start.round() as i64)),
+                                    ("end_ns", format!("{}", v.end.round() as i64)),
+                                ],
+                                true,
+                            );
+                        }
+                    },
+                    std::time::Duration::from_millis(300),
+                );
+            }
         }
     });
 
@@ -275,11 +351,17 @@ pub fn TimelineTab(
             t += step;
         }
         // Steps and layers bands.
-        let band = |y: f64, spans: &[(i64, i64, String)], label: &str| {
+        // Labels are made only for spans wide enough to show one.
+        let band = |y: f64,
+                    n: usize,
+                    span: &dyn Fn(usize) -> (i64, i64),
+                    text: &dyn Fn(usize) -> String,
+                    label: &str| {
             ctx.set_fill_style_str("#888");
             let _ = ctx.fill_text(label, 4.0, y + 11.0);
-            for (k, (s, e, name)) in spans.iter().enumerate() {
-                let (x0, x1) = (v.x_of(*s as f64, pw), v.x_of(*e as f64, pw));
+            for k in 0..n {
+                let (s, e) = span(k);
+                let (x0, x1) = (v.x_of(s as f64, pw), v.x_of(e as f64, pw));
                 if x1 < 0.0 || x0 > pw {
                     continue;
                 }
@@ -288,22 +370,24 @@ pub fn TimelineTab(
                 ctx.fill_rect(GUTTER + x0, y + 1.0, (x1 - x0).max(1.0), BAND_H - 2.0);
                 if x1 - x0 > 40.0 {
                     ctx.set_fill_style_str("#fff");
-                    let _ = ctx.fill_text(name, GUTTER + x0 + 2.0, y + 11.0);
+                    let _ = ctx.fill_text(&text(k), GUTTER + x0 + 2.0, y + 11.0);
                 }
             }
         };
-        let steps: Vec<(i64, i64, String)> = i
-            .steps
-            .iter()
-            .map(|s| (s.start_ns, s.end_ns, s.name.clone()))
-            .collect();
-        let layers: Vec<(i64, i64, String)> = i
-            .layers
-            .iter()
-            .map(|l| (l.start_ns, l.end_ns, format!("L{}", l.index)))
-            .collect();
-        band(RULER_H, &steps, "steps");
-        band(RULER_H + BAND_H, &layers, "layers");
+        band(
+            RULER_H,
+            i.steps.len(),
+            &|k| (i.steps[k].start_ns, i.steps[k].end_ns),
+            &|k| i.steps[k].name.clone(),
+            "steps",
+        );
+        band(
+            RULER_H + BAND_H,
+            i.layers.len(),
+            &|k| (i.layers[k].start_ns, i.layers[k].end_ns),
+            &|k| format!("L{}", i.layers[k].index),
+            "layers",
+        );
         // The search density strip.
         if let Some(s) = &found {
             let y = RULER_H + BAND_H * 2.0;
@@ -348,7 +432,13 @@ pub fn TimelineTab(
             let Some(f) = d.get(&lane.track) else {
                 continue;
             };
-            let mut last_x: HashMap<u32, f64> = HashMap::new();
+            let mut last_x = vec![-1.0f64; lane.rows as usize + 1];
+            // Which of this window's names the search matches, once per frame.
+            let hits: Vec<bool> = f
+                .names
+                .iter()
+                .map(|n| !q.is_empty() && n.lower.contains(&q))
+                .collect();
             for s in &f.slices {
                 let x0 = v.x_of(s.start_ns as f64, pw);
                 let x1 = v.x_of((s.start_ns + s.dur_ns.max(1)) as f64, pw);
@@ -358,24 +448,23 @@ pub fn TimelineTab(
                 let (x0, x1) = (x0.max(0.0), x1.min(pw));
                 let wpx = (x1 - x0).max(1.0);
                 // A slice on a pixel already drawn adds nothing.
-                let lx = last_x.entry(s.row).or_insert(-1.0);
+                let Some(lx) = last_x.get_mut(s.row as usize) else {
+                    continue;
+                };
                 if x0 + wpx <= *lx + 1.0 && wpx <= 1.0 {
                     continue;
                 }
                 *lx = x0 + wpx;
+                let name = &f.names[s.name as usize];
                 let y = lane.top + HEADER_H + s.row as f64 * ROW_H;
-                let hit = !q.is_empty() && s.name.to_lowercase().contains(&q);
+                let hit = hits[s.name as usize];
                 let alpha = if s.count > 1 {
                     busy_alpha(s.busy_ns, s.dur_ns)
                 } else {
                     1.0
                 };
                 ctx.set_global_alpha(alpha);
-                ctx.set_fill_style_str(&if hit {
-                    "#e45756".to_string()
-                } else {
-                    color_of(&s.name)
-                });
+                ctx.set_fill_style_str(if hit { "#e45756" } else { &name.color });
                 ctx.fill_rect(GUTTER + x0, y + 1.0, wpx, ROW_H - 2.0);
                 ctx.set_global_alpha(1.0);
                 if sel
@@ -388,9 +477,9 @@ pub fn TimelineTab(
                 if wpx > 50.0 {
                     ctx.set_fill_style_str("#fff");
                     let label = if s.count > 1 {
-                        format!("{} (+{})", s.name, s.count - 1)
+                        format!("{} (+{})", name.name, s.count - 1)
                     } else {
-                        s.name.clone()
+                        name.name.clone()
                     };
                     let max_chars = (wpx / 6.5) as usize;
                     let text: String = label.chars().take(max_chars).collect();
@@ -453,8 +542,8 @@ pub fn TimelineTab(
         let t = v.time_at(x - GUTTER, pw);
         let tol = v.span() / pw * 2.0;
         data.with_untracked(|d| {
-            d.get(&lane.track)?
-                .slices
+            let f = d.get(&lane.track)?;
+            f.slices
                 .iter()
                 .filter(|s| {
                     s.row == row
@@ -462,7 +551,7 @@ pub fn TimelineTab(
                         && ((s.start_ns + s.dur_ns) as f64) >= t - tol
                 })
                 .min_by_key(|s| s.dur_ns)
-                .cloned()
+                .map(|s| f.slice(s))
         })
     };
     let on_click = {

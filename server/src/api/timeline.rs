@@ -5,6 +5,7 @@
 use super::runs::not_ready;
 use super::{ApiError, ApiResult, AppState, RunId, Q};
 use axum::extract::{Path, State};
+use axum::response::IntoResponse;
 use axum::Json;
 use kinetoscope_trace::analysis::shapes;
 use kinetoscope_trace::timeline::{Args, SliceKind, TimelineIndex, NONE};
@@ -53,6 +54,9 @@ pub struct TimelineQuery {
     pub px: Option<u32>,
     /// Search text.
     pub q: Option<String>,
+    /// Windows: `json` (slices with their names, the default) or `columns`
+    /// (the same as columns, each name once).
+    pub format: Option<String>,
 }
 
 /// The timeline index of a run's rank: from the cache, or the blob store.
@@ -161,8 +165,17 @@ pub async fn window(
     State(state): State<AppState>,
     RunId(id): RunId,
     Q(q): Q<TimelineQuery>,
-) -> ApiResult<Json<TimelineWindow>> {
+) -> ApiResult<axum::response::Response> {
     let px = px_of(&q, 1920)?;
+    let columns = match q.format.as_deref() {
+        None | Some("") | Some("json") => false,
+        Some("columns") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest(format!(
+                "format must be json or columns, not {other:?}"
+            )))
+        }
+    };
     let ix = index(&state, &id, q.rank.unwrap_or(0)).await?;
     let Some(track) = q.track else {
         return Err(ApiError::BadRequest("track is required".into()));
@@ -180,8 +193,30 @@ pub async fn window(
             "end_ns ({end}) must be after start_ns ({start})"
         )));
     }
-    let slices = ix
-        .window(track, start, end, px)
+    let slices = ix.window(track, start, end, px);
+    if columns {
+        let mut out = TimelineColumns {
+            track,
+            ..Default::default()
+        };
+        let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        for s in slices {
+            let next = out.names.len() as u32;
+            let n = *ids.entry(s.name).or_insert_with(|| {
+                out.names.push(ix.name(s.name).to_string());
+                next
+            });
+            out.start_ns.push(s.start_ns);
+            out.dur_ns.push(s.dur_ns);
+            out.row.push(s.row);
+            out.name.push(n);
+            out.count.push(s.count);
+            out.busy_ns.push(s.busy_ns);
+            out.event.push(s.event);
+        }
+        return Ok(Json(out).into_response());
+    }
+    let slices = slices
         .into_iter()
         .map(|s| TimelineSlice {
             start_ns: s.start_ns,
@@ -193,7 +228,7 @@ pub async fn window(
             event: s.event,
         })
         .collect();
-    Ok(Json(TimelineWindow { track, slices }))
+    Ok(Json(TimelineWindow { track, slices }).into_response())
 }
 
 fn reference(ix: &TimelineIndex, event: u32) -> Option<TimelineRef> {
