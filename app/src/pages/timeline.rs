@@ -638,10 +638,22 @@ pub fn TimelineTab(
             return;
         }
         tooltip.set(hit(x, y).map(|s| {
+            // What the merged events are: GPU ops on GPU tracks.
+            let gpu = info.with_untracked(|i| match i {
+                Some(Ok(i)) => i.tracks.iter().any(|t| {
+                    t.kind == "gpu"
+                        && data.with_untracked(|d| {
+                            d.get(&t.id)
+                                .is_some_and(|f| f.slices.iter().any(|x| x.event == s.event))
+                        })
+                }),
+                _ => false,
+            });
             let text = if s.count > 1 {
                 format!(
-                    "{} events, busy {:.0}% (longest: {})",
+                    "{} {}, busy {:.0}% (longest: {})",
                     s.count,
+                    if gpu { "kernels" } else { "events" },
                     100.0 * s.busy_ns as f64 / s.dur_ns.max(1) as f64,
                     s.name
                 )
