@@ -345,6 +345,63 @@ fn findings(
             ));
         }
     }
+    // Inside an op that changed: the input signature that carries the
+    // change (matched by conversion, else dtypes, since shapes change with
+    // the patch), with its bytes per call.
+    let n_of = |s: &Summary| {
+        if d.basis == "per step" {
+            s.steps_stats.count.max(1) as f64
+        } else {
+            1.0
+        }
+    };
+    let (na, nb) = (n_of(sa), n_of(sb));
+    for r in d
+        .ops
+        .iter()
+        .take(3)
+        .filter(|r| r.delta_us.abs() >= 0.01 * scale)
+    {
+        let groups = |s: &Summary, n: f64| -> HashMap<String, (f64, Option<f64>)> {
+            let mut m: HashMap<String, (f64, Option<f64>)> = HashMap::new();
+            if let Some(op) = s.ops.iter().find(|o| o.name == r.name) {
+                for g in &op.input_shapes {
+                    let key = g.conversion.clone().unwrap_or_else(|| g.dtypes.clone());
+                    let e = m.entry(key).or_insert((0.0, g.bytes_per_call));
+                    e.0 += g.self_device_us / n;
+                }
+            }
+            m
+        };
+        let (ga, gb) = (groups(sa, na), groups(sb, nb));
+        let best = ga
+            .iter()
+            .filter_map(|(k, a)| gb.get(k).map(|b| (k, *a, *b)))
+            .max_by(|x, y| (x.2 .0 - x.1 .0).abs().total_cmp(&(y.2 .0 - y.1 .0).abs()));
+        if let Some((key, (a_us, a_bytes), (b_us, b_bytes))) = best {
+            if (b_us - a_us).abs() >= 0.5 * r.delta_us.abs() && ga.len() + gb.len() > 2 {
+                let bytes_text = match (a_bytes, b_bytes) {
+                    (Some(x), Some(y)) if x != y => {
+                        format!(
+                            ", {} -> {} per call",
+                            kinetoscope_types::units::bytes(x),
+                            kinetoscope_types::units::bytes(y)
+                        )
+                    }
+                    _ => String::new(),
+                };
+                out.push((
+                    (b_us - a_us).abs() * 1.001,
+                    format!(
+                        "{} ({key}) self device time {} ({}{per}){bytes_text}",
+                        r.name,
+                        change_pct(change(a_us, b_us)),
+                        pair(a_us, b_us)
+                    ),
+                ));
+            }
+        }
+    }
     if (d.gpu_busy.change_pct).abs() >= 1.0 {
         out.push((
             d.gpu_busy.delta_us.abs() * 0.9,

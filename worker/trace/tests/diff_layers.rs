@@ -112,6 +112,24 @@ fn diff_reports_what_the_generator_put_in() {
             "{what}: {:?}",
             d.findings
         );
+        // The signature that carries the change: the FP8 -> BF16 cast, with
+        // its bytes per call before and after.
+        let sig = d
+            .findings
+            .iter()
+            .find(|f| {
+                f.text
+                    .starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16) self device time -9")
+            })
+            .unwrap_or_else(|| panic!("{what}: {:?}", d.findings));
+        assert!(
+            sig.text.contains(&format!(
+                "{} -> ",
+                kinetoscope_types::units::bytes(ta.cast_bytes_per_call as f64)
+            )),
+            "{}",
+            sig.text
+        );
         assert!(
             d.added_kernels
                 .iter()
