@@ -288,6 +288,15 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
         let run = srv.upload(small_trace(1, 4), "old").await;
         srv.wait(&run.id, LONG).await;
         let pool = raw_db(&db_url).await;
+        let timeline_key = |pool: sqlx::AnyPool| async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT blob_key FROM artifacts WHERE name = 'timeline'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        };
+        let old_key = timeline_key(pool.clone()).await;
         sqlx::query("UPDATE traces SET analyzer_version = 0")
             .execute(&pool)
             .await
@@ -312,6 +321,21 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert_eq!(scalar(&pool, "SELECT analyses FROM traces").await, 2);
+        // Every artifact was made again: a new timeline index, the old one
+        // removed from the blob store.
+        let new_key = timeline_key(pool.clone()).await;
+        assert_ne!(new_key, old_key, "{backend:?}");
+        let blobs = srv.data.path().join("blobs");
+        assert!(blobs.join(&new_key).exists(), "{backend:?}: {new_key}");
+        assert!(
+            !blobs.join(&old_key).exists(),
+            "{backend:?}: {old_key} is left"
+        );
+        assert_eq!(
+            scalar(&pool, "SELECT COUNT(*) FROM artifacts").await,
+            2,
+            "{backend:?}: summary and timeline"
+        );
         pool.close().await;
         srv.stop().await;
     }
