@@ -200,6 +200,63 @@ async fn timeline_api(backend: Backend) {
     .await;
     assert_eq!(status, 404);
 
+    // Two runs aligned: by default on each one's median step; any step or
+    // layer on request; bad anchors and runs without steps get a 400.
+    let patch = api.upload(small_trace(3, 8), "patch").await;
+    assert_eq!(api.wait(&patch.id, LONG).await.status, "done");
+    let al: DiffAlign = api
+        .get_json(&format!("/api/diff/{id}/{}/align", patch.id))
+        .await;
+    assert_eq!(al.anchor, "median step");
+    assert!(info
+        .steps
+        .iter()
+        .any(|s| s.start_ns == al.a.start_ns && s.end_ns == al.a.end_ns));
+    let al: DiffAlign = api
+        .get_json(&format!("/api/diff/{id}/{}/align?anchor=step:1", patch.id))
+        .await;
+    assert_eq!(
+        (al.a.start_ns, al.a.end_ns),
+        (info.steps[1].start_ns, info.steps[1].end_ns)
+    );
+    let al: DiffAlign = api
+        .get_json(&format!("/api/diff/{id}/{}/align?anchor=layer:5", patch.id))
+        .await;
+    assert!(info
+        .layers
+        .iter()
+        .any(|l| l.index == 5 && l.start_ns == al.a.start_ns));
+    let no_steps = api
+        .upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "no steps")
+        .await;
+    assert_eq!(api.wait(&no_steps.id, LONG).await.status, "done");
+    for (what, target, text) in [
+        (
+            "no such step",
+            format!("{u}/api/diff/{id}/{}/align?anchor=step:99", patch.id),
+            "step 99",
+        ),
+        (
+            "no such layer",
+            format!("{u}/api/diff/{id}/{}/align?anchor=layer:999", patch.id),
+            "layer 999",
+        ),
+        (
+            "bad anchor",
+            format!("{u}/api/diff/{id}/{}/align?anchor=block:1", patch.id),
+            "anchor",
+        ),
+        (
+            "no steps",
+            format!("{u}/api/diff/{id}/{}/align", no_steps.id),
+            "steps",
+        ),
+    ] {
+        let (status, body) = status_of(srv.http.get(target).send().await.unwrap()).await;
+        assert_eq!(status, 400, "{backend:?} {what}");
+        assert!(body.detail.contains(text), "{what}: {}", body.detail);
+    }
+
     // Deleting the run removes its artifacts.
     let blobs = srv.data.path().join("blobs/artifacts").join(id);
     assert!(blobs.join("0").exists());

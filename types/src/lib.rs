@@ -1341,3 +1341,27 @@ pub struct TimelineFirst {
     /// Its start, ns.
     pub start_ns: i64,
 }
+
+/// `GET /api/diff/{a}/{b}/align`: where an anchor lies in each run, so their
+/// timelines can be drawn with it at the same x.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DiffAlign {
+    /// The anchor used: `step:N`, `layer:L` (in each run's median step), or
+    /// `median step`.
+    pub anchor: String,
+    /// Where it lies in run a.
+    pub a: AlignSpan,
+    /// Where it lies in run b.
+    pub b: AlignSpan,
+}
+
+/// A span of one run's trace clock.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AlignSpan {
+    /// Start, ns.
+    pub start_ns: i64,
+    /// End, ns.
+    pub end_ns: i64,
+}

@@ -73,6 +73,7 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/runs/{id}/timeline/event/{event}", get(timeline::event))
         .route("/runs/{id}/timeline/search", get(timeline::search))
         .route("/diff/{a}/{b}", get(diff::diff))
+        .route("/diff/{a}/{b}/align", get(timeline::align))
         .route("/captures", post(captures::create))
         .route("/engines", get(captures::engines))
         .route("/openapi.json", get(misc::openapi))

@@ -421,3 +421,44 @@ pub async fn search(
         first: first.map(|(event, start_ns)| TimelineFirst { event, start_ns }),
     }))
 }
+
+/// Query of the align route.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub struct AlignQuery {
+    /// `step:N` or `layer:L` (in each run's median step); the median step by
+    /// default.
+    pub anchor: Option<String>,
+    /// The rank of both runs (0 by default).
+    pub rank: Option<i64>,
+}
+
+/// `GET /api/diff/{a}/{b}/align`: where an anchor lies in each run, from
+/// their timeline indexes.
+pub async fn align(
+    State(state): State<AppState>,
+    Path((a, b)): Path<(String, String)>,
+    Q(q): Q<AlignQuery>,
+) -> ApiResult<Json<DiffAlign>> {
+    if !super::valid_id(&a) || !super::valid_id(&b) {
+        return Err(ApiError::no_run());
+    }
+    let rank = q.rank.unwrap_or(0);
+    let (ia, ib) = (
+        index(&state, &a, rank).await?,
+        index(&state, &b, rank).await?,
+    );
+    let (anchor, sa, sb) = kinetoscope_trace::timeline::align(&ia, &ib, q.anchor.as_deref())
+        .map_err(ApiError::BadRequest)?;
+    Ok(Json(DiffAlign {
+        anchor,
+        a: AlignSpan {
+            start_ns: sa.0,
+            end_ns: sa.1,
+        },
+        b: AlignSpan {
+            start_ns: sb.0,
+            end_ns: sb.1,
+        },
+    }))
+}

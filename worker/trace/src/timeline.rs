@@ -1144,3 +1144,82 @@ fn get_str<R: Read>(r: &mut R) -> io::Result<String> {
     String::from_utf8(b)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "damaged timeline index"))
 }
+
+/// An anchor's name, and where it lies in run a and in run b, (start, end) ns.
+pub type Alignment = (String, (i64, i64), (i64, i64));
+
+/// Where two runs line up on the timeline: an anchor (a step, or a layer of
+/// the median step) in each index, as (start, end) ns, or why not.
+pub fn align(
+    a: &TimelineIndex,
+    b: &TimelineIndex,
+    anchor: Option<&str>,
+) -> Result<Alignment, String> {
+    // The step whose duration is the median of the run's steps.
+    fn median_step(ix: &TimelineIndex) -> Option<usize> {
+        let mut order: Vec<usize> = (0..ix.steps.len()).collect();
+        order.sort_by_key(|&k| (ix.steps[k].end_ns - ix.steps[k].start_ns, k));
+        order.get(order.len() / 2).copied()
+    }
+    fn span(ix: &TimelineIndex, what: &str, n: i64) -> Result<(i64, i64), String> {
+        if ix.steps.is_empty() {
+            return Err("a run has no steps to align on".into());
+        }
+        match what {
+            "step" => {
+                let k = usize::try_from(n)
+                    .ok()
+                    .filter(|&k| k < ix.steps.len())
+                    .ok_or_else(|| {
+                        format!(
+                            "no step {n}: a run has {} steps (0 to {})",
+                            ix.steps.len(),
+                            ix.steps.len() - 1
+                        )
+                    })?;
+                Ok((ix.steps[k].start_ns, ix.steps[k].end_ns))
+            }
+            _ => {
+                let m = median_step(ix).ok_or("a run has no steps")?;
+                // Layers are device-side: the first layer L that starts
+                // after the median step does.
+                let s = ix.steps[m].start_ns;
+                ix.layers
+                    .iter()
+                    .filter(|l| l.start_ns >= s)
+                    .find(|l| l.index == n)
+                    .map(|l| (l.start_ns, l.end_ns))
+                    .ok_or_else(|| format!("no layer {n} in the median step"))
+            }
+        }
+    }
+    let parsed = match anchor.filter(|a| !a.is_empty()) {
+        None => None,
+        Some(text) => {
+            let (what, n) = text
+                .split_once(':')
+                .ok_or_else(|| format!("anchor must be step:N or layer:L, not {text:?}"))?;
+            if !matches!(what, "step" | "layer") {
+                return Err(format!("anchor must be step:N or layer:L, not {text:?}"));
+            }
+            let n: i64 = n
+                .parse()
+                .map_err(|_| format!("anchor must be step:N or layer:L, not {text:?}"))?;
+            Some((what, n))
+        }
+    };
+    match parsed {
+        None => {
+            let (ma, mb) = (
+                median_step(a).ok_or("run a has no steps to align on")?,
+                median_step(b).ok_or("run b has no steps to align on")?,
+            );
+            Ok((
+                "median step".into(),
+                (a.steps[ma].start_ns, a.steps[ma].end_ns),
+                (b.steps[mb].start_ns, b.steps[mb].end_ns),
+            ))
+        }
+        Some((what, n)) => Ok((format!("{what}:{n}"), span(a, what, n)?, span(b, what, n)?)),
+    }
+}
