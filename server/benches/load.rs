@@ -44,6 +44,7 @@ async fn main() {
         max_upload_bytes: 8 << 30,
         orphan_age_secs: 3600,
         timeline_cache_mb: 512,
+        frame_ancestors: "'none'".into(),
     };
     let running = server::start(args).await.unwrap();
     let url = format!("http://{}", running.addr);

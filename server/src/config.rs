@@ -99,6 +99,10 @@ pub struct ServeArgs {
         default_value = "app/dist"
     )]
     pub static_dir: PathBuf,
+    /// Who may embed the app in a frame: the CSP `frame-ancestors` sources
+    /// (`'none'`: nobody; `'self' https://wiki.example.com`, say).
+    #[arg(long, env = "KINETOSCOPE_FRAME_ANCESTORS", default_value = "'none'")]
+    pub frame_ancestors: String,
     /// Memory for loaded timeline indexes, in MB (least recently used go first).
     #[arg(long, env = "KINETOSCOPE_TIMELINE_CACHE_MB", default_value_t = 512)]
     pub timeline_cache_mb: u64,

@@ -131,6 +131,7 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         summaries: Arc::new(quick_cache::sync::Cache::new(32)),
         artifacts: worker::artifacts::Artifacts::new(db.clone(), blobs.clone()),
         timelines: Arc::new(api::timeline::index_cache(args.timeline_cache_mb << 20)),
+        frame_ancestors: args.frame_ancestors.clone(),
         http: reqwest::Client::new(),
     };
     let app = api::router(state, args.static_dir.clone());

@@ -13,6 +13,47 @@ const NOT_BUILT: &str = "<!doctype html><title>Kinetoscope</title>\
 <p>The app is not built. Run <code>make run</code>, or set <code>KINETOSCOPE_STATIC</code> \
 to Trunk's output folder. The API is at <a href=\"/api/runs\">/api/runs</a>.</p>";
 
+/// The Content-Security-Policy of every response: scripts only from this
+/// origin or by hash (the inline scripts of the built `index.html`: Trunk's
+/// loader and the theme's pre-paint script), WebAssembly compiled from this
+/// origin, every fetch to this origin, no embedding except by
+/// `frame_ancestors` (`'none'` by default), violations reported to
+/// `/api/csp-report`. The Perfetto hand-off opens a window and posts the
+/// trace to it, which this policy does not govern; its download is same-origin.
+pub fn content_security_policy(dir: &Path, frame_ancestors: &str) -> String {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap_or_default();
+    let mut hashes = Vec::new();
+    let mut rest = html.as_str();
+    while let Some(k) = rest.find("<script") {
+        rest = &rest[k..];
+        let Some(open_end) = rest.find('>') else {
+            break;
+        };
+        let tag = &rest[..open_end];
+        let body_start = open_end + 1;
+        let Some(close) = rest[body_start..].find("</script>") else {
+            break;
+        };
+        let body = &rest[body_start..body_start + close];
+        if !tag.contains(" src=") {
+            let digest = sha2::Sha256::digest(body.as_bytes());
+            hashes.push(format!(
+                "'sha256-{}'",
+                base64::engine::general_purpose::STANDARD.encode(digest)
+            ));
+        }
+        rest = &rest[body_start + close..];
+    }
+    format!(
+        "default-src 'self'; script-src 'self' 'wasm-unsafe-eval' {}; style-src 'self' 'unsafe-inline'; \
+         img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+         frame-ancestors {frame_ancestors}; report-uri /api/csp-report",
+        hashes.join(" ")
+    )
+}
+
 /// A service for the built app in `dir`.
 pub fn app_service(dir: &Path) -> Router {
     let index = dir.join("index.html");

@@ -753,3 +753,89 @@ async fn timeline_timing() {
     b.close().await;
     srv.stop().await;
 }
+
+/// The app runs under its Content-Security-Policy: every page and tab
+/// (timeline and diff included) renders, and no browser reports a
+/// violation; responses carry the security and cache headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_runs_under_its_security_policy() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let a = srv
+        .upload_file(
+            &shared_trace("tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz"),
+            "a",
+        )
+        .await;
+    let b_run = srv
+        .upload_file(
+            &shared_trace("tracelens-mi300x-qwen1.5-0.5b-chat-infer.json.gz"),
+            "b",
+        )
+        .await;
+    for id in [&a.id, &b_run.id] {
+        assert_eq!(srv.wait(id, LONG).await.status, "done");
+    }
+    // Headers.
+    let page = srv
+        .http
+        .get(format!("{}{}", srv.url, a.url))
+        .send()
+        .await
+        .unwrap();
+    let h = page.headers();
+    let csp = h["content-security-policy"].to_str().unwrap().to_string();
+    assert!(
+        csp.contains("script-src 'self' 'wasm-unsafe-eval' 'sha256-"),
+        "{csp}"
+    );
+    assert!(
+        csp.contains("connect-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "no-referrer");
+    let api = srv
+        .http
+        .get(format!("{}/api/runs/{}/summary", srv.url, a.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.headers()["cache-control"], "private, no-store");
+
+    let b = Browser::start().await;
+    let mut pages: Vec<(String, &str)> = vec![(String::new(), "#runs-table, table")];
+    for tab in [
+        "findings", "ops", "kernels", "steps", "layers", "gpu", "timeline",
+    ] {
+        pages.push((format!("{}?tab={tab}", a.url), "#tab-body"));
+    }
+    pages.push((format!("/diff/{}/{}", a.id, b_run.id), "body"));
+    for (path, css) in &pages {
+        b.client.goto(&format!("{}{path}", srv.url)).await.unwrap();
+        b.wait_for(css, LONG).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    b.wait_js("window.__timelineLayout || true", LONG).await;
+    b.close().await;
+    // Reports travel asynchronously: give them a moment.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = srv
+        .http
+        .get(format!("{}/metrics", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("kinetoscope_csp_violations_total"))
+        .unwrap_or("missing");
+    assert_eq!(
+        line, "kinetoscope_csp_violations_total 0",
+        "violations were reported"
+    );
+}

@@ -32,6 +32,7 @@ struct Metrics {
     analyzed_bytes: Counter,
     analyzed_json_bytes: Counter,
     queue: Family<StateLabels, Gauge>,
+    csp_violations: Counter,
 }
 
 static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
@@ -46,6 +47,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let analyzed_bytes = Counter::default();
     let analyzed_json_bytes = Counter::default();
     let queue = Family::<StateLabels, Gauge>::default();
+    let csp_violations = Counter::default();
+    registry.register(
+        "csp_violations",
+        "Content-Security-Policy violations reported by browsers",
+        csp_violations.clone(),
+    );
     registry.register(
         "jobs_in_queue",
         "Jobs in the database by state (all workers)",
@@ -88,6 +95,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         analyzed_bytes,
         analyzed_json_bytes,
         queue,
+        csp_violations,
     }
 });
 
@@ -116,6 +124,11 @@ pub fn upload_accepted(bytes: u64) {
 /// Counts a refused upload.
 pub fn upload_rejected() {
     METRICS.rejected_uploads.inc();
+}
+
+/// Counts a Content-Security-Policy violation a browser reported.
+pub fn csp_violation() {
+    METRICS.csp_violations.inc();
 }
 
 /// Records a finished job.

@@ -42,3 +42,12 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 pub async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
+
+/// `POST /api/csp-report`: a browser reports a Content-Security-Policy
+/// violation; it is counted (`kinetoscope_csp_violations_total`) and logged.
+pub async fn csp_report(body: axum::body::Bytes) -> axum::http::StatusCode {
+    worker::metrics::csp_violation();
+    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_string();
+    tracing::warn!(report = %text, "content security policy violation");
+    axum::http::StatusCode::NO_CONTENT
+}

@@ -15,6 +15,7 @@ pub mod upload;
 use crate::web;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query};
 use axum::http::request::Parts;
+use axum::http::{header, HeaderValue};
 use axum::routing::{get, post};
 use axum::Router;
 pub use error::{ApiError, ApiResult};
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
 use tower_http::compression::CompressionLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use worker::blobs::Blobs;
 use worker::db::Db;
@@ -50,6 +52,8 @@ pub struct AppState {
     pub artifacts: worker::artifacts::Artifacts,
     /// Loaded timeline indexes, bounded in bytes.
     pub timelines: Arc<timeline::IndexCache>,
+    /// Who may embed the app (`frame-ancestors` of the CSP).
+    pub frame_ancestors: String,
     /// Http.
     pub http: reqwest::Client,
 }
@@ -77,9 +81,18 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/captures", post(captures::create))
         .route("/engines", get(captures::engines))
         .route("/openapi.json", get(misc::openapi))
+        .route("/csp-report", post(misc::csp_report))
         .fallback(|| async { ApiError::NotFound("no such API route".into()) })
         // Uploads stream and enforce their own limit.
-        .layer(DefaultBodyLimit::disable());
+        .layer(DefaultBodyLimit::disable())
+        // A run's data is for its link's holders: no shared cache keeps it.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-store"),
+        ));
+    let csp = web::content_security_policy(&static_dir, &state.frame_ancestors);
+    let csp = HeaderValue::from_str(&csp)
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
     // Stored traces are already compressed; small answers are not worth it.
     let compress = CompressionLayer::new().compress_when(
         SizeAbove::new(1024)
@@ -97,6 +110,18 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .nest("/api", api)
         .fallback_service(web::app_service(&static_dir))
         .layer(compress)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            csp,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -125,6 +125,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
         max_upload_bytes: o.max_upload_bytes,
         orphan_age_secs: o.orphan_age_secs,
         timeline_cache_mb: 64,
+        frame_ancestors: "'none'".into(),
     }
 }
 
