@@ -230,6 +230,24 @@ pub async fn parsed_summary(state: &AppState, id: &str, rank: i64) -> ApiResult<
     parsed_summary_of(state, id, rank, &traces).await
 }
 
+/// One rank's trace of a run, or why there is none: the run does not exist,
+/// it has no trace yet (queued, capturing, failed), or no such rank.
+pub(crate) async fn rank_trace<'t>(
+    state: &AppState,
+    id: &str,
+    rank: i64,
+    traces: &'t [TraceRecord],
+) -> ApiResult<&'t TraceRecord> {
+    match traces.iter().find(|t| t.rank == rank) {
+        Some(t) => Ok(t),
+        None if traces.is_empty() => Err(match state.db.run(id).await? {
+            Some(run) => not_ready(&run),
+            None => ApiError::no_run(),
+        }),
+        None => Err(ApiError::NotFound(format!("the run has no rank {rank}"))),
+    }
+}
+
 /// [`parsed_summary`] for a caller that has already read the run's traces.
 pub async fn parsed_summary_of(
     state: &AppState,
@@ -237,16 +255,7 @@ pub async fn parsed_summary_of(
     rank: i64,
     traces: &[TraceRecord],
 ) -> ApiResult<Arc<Summary>> {
-    let Some(t) = traces.iter().find(|t| t.rank == rank) else {
-        return Err(if traces.is_empty() {
-            match state.db.run(id).await? {
-                Some(run) => not_ready(&run),
-                None => ApiError::no_run(),
-            }
-        } else {
-            ApiError::NotFound(format!("the run has no rank {rank}"))
-        });
-    };
+    let t = rank_trace(state, id, rank, traces).await?;
     let key = format!("summary:{id}:{rank}:{}", t.analyses);
     if let Some(s) = state.summaries.get(&key) {
         return Ok(s);

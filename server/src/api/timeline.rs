@@ -2,7 +2,7 @@
 //! timeline index (an analysis artifact), loaded on demand into a cache
 //! bounded in bytes. No handler reads a trace.
 
-use super::runs::not_ready;
+use super::runs::{not_ready, rank_trace};
 use super::{ApiError, ApiResult, AppState, RunId, Q};
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
@@ -62,16 +62,7 @@ pub struct TimelineQuery {
 /// The timeline index of a run's rank: from the cache, or the blob store.
 async fn index(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<TimelineIndex>> {
     let traces = state.db.traces(id).await?;
-    let Some(t) = traces.iter().find(|t| t.rank == rank) else {
-        return Err(if traces.is_empty() {
-            match state.db.run(id).await? {
-                Some(run) => not_ready(&run),
-                None => ApiError::no_run(),
-            }
-        } else {
-            ApiError::NotFound(format!("the run has no rank {rank}"))
-        });
-    };
+    let t = rank_trace(state, id, rank, &traces).await?;
     let key = format!("{id}:{rank}:{}", t.analyses);
     if let Some(ix) = state.timelines.get(&key) {
         return Ok(ix);
