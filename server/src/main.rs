@@ -70,6 +70,26 @@ enum Command {
 enum TokenCommand {
     /// Create a token: prints it once; only its hash is stored.
     Create {
+        /// A unique name, used to list and revoke it (e.g. `ci`).
+        name: String,
+        /// `upload` may create runs and captures only; `admin` may also
+        /// edit, delete and re-analyze.
+        #[arg(long, value_enum, default_value = "admin")]
+        scope: cli::token::ScopeArg,
+        /// Stop accepting it after this long: e.g. 90d, 12h or 30m.
+        #[arg(long, value_name = "LIFETIME", value_parser = cli::token::parse_lifetime)]
+        expires_in: Option<i64>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List tokens: name, scope, created, last used, expiry (never secrets).
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a token by name; requests that present it are refused at once.
+    Revoke {
+        /// The token's name.
         name: String,
         #[command(flatten)]
         store: StoreArgs,
@@ -129,9 +149,16 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Diff { a, b, json, rows }) => cli::analyze::diff(&a, &b, json, rows),
         Some(Command::Upload(args)) => rt.block_on(cli::upload::run(args)),
         Some(Command::Capture(args)) => rt.block_on(cli::capture::run(args)),
-        Some(Command::Token {
-            command: TokenCommand::Create { name, store },
-        }) => rt.block_on(cli::token::create(&name, &store)),
+        Some(Command::Token { command }) => match command {
+            TokenCommand::Create {
+                name,
+                scope,
+                expires_in,
+                store,
+            } => rt.block_on(cli::token::create(&name, scope, expires_in, &store)),
+            TokenCommand::List { store } => rt.block_on(cli::token::list(&store)),
+            TokenCommand::Revoke { name, store } => rt.block_on(cli::token::revoke(&name, &store)),
+        },
         Some(Command::Generate(args)) => cli::generate::run(args),
     }
 }

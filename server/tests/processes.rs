@@ -320,6 +320,62 @@ async fn cli_token_create_turns_on_write_protection() {
     assert_ne!(hash, token);
     assert_eq!(hash, worker::blobs::sha256_hex(token.as_bytes()));
     pool.close().await;
+    // The lifecycle: an upload-only token with an expiry, listed without
+    // its secret, then revoked; the name is reusable afterwards.
+    let cli = |args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.push("--data".into());
+        all.push(srv.data.path().to_str().unwrap().into());
+        std::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+            .args(all)
+            .output()
+            .unwrap()
+    };
+    let made = cli(&[
+        "token",
+        "create",
+        "nightly",
+        "--scope",
+        "upload",
+        "--expires-in",
+        "30d",
+    ]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let nightly = String::from_utf8(made.stdout).unwrap().trim().to_string();
+    let again = cli(&["token", "create", "nightly"]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));
+    let bad = cli(&["token", "create", "x", "--expires-in", "soon"]);
+    assert!(!bad.status.success());
+    let listed = cli(&["token", "list"]);
+    assert!(listed.status.success());
+    let table = String::from_utf8(listed.stdout).unwrap();
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not in {table}"))
+            .to_string()
+    };
+    assert!(line("ci").contains("admin"), "{table}");
+    assert!(!line("ci").contains("never   "), "ci was used: {table}");
+    assert!(line("nightly").contains("upload"), "{table}");
+    assert!(!line("nightly").ends_with("never"), "it expires: {table}");
+    assert!(
+        !table.contains(&nightly) && !table.contains(&hash),
+        "{table}"
+    );
+    let revoked = cli(&["token", "revoke", "nightly"]);
+    assert!(revoked.status.success());
+    let revoked = cli(&["token", "revoke", "nightly"]);
+    assert!(!revoked.status.success());
+    assert!(!String::from_utf8(cli(&["token", "list"]).stdout)
+        .unwrap()
+        .contains("nightly"));
     srv.stop().await;
 }
 

@@ -7,6 +7,7 @@ use common::*;
 use kinetoscope_types::*;
 use reqwest::StatusCode;
 use std::time::Duration;
+use worker::db::TokenScope;
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -233,16 +234,42 @@ async fn tokens_guard_writes_on_both_databases() {
     for backend in BACKENDS {
         let (srv, db_url) = server(backend).await;
         let open = srv.upload(small_trace(1, 4), "open").await;
-        // Create a token the way `kinetoscope token create` does.
+        // Create tokens the way `kinetoscope token create` does: an admin
+        // one, an upload-only one (what CI gets) and an expired one.
         let token = "kst_test-token-0123456789";
+        let ci = "kst_test-ci-upload-only-0123";
+        let old = "kst_test-expired-0123456789";
         let db = worker::db::Db::connect(&db_url).await.unwrap();
-        db.add_token(
-            &server::api::new_id(),
+        let add = |name: &'static str, secret: &str, scope, expires| {
+            let hash = worker::blobs::sha256_hex(secret.as_bytes());
+            let db = &db;
+            async move {
+                db.add_token(&server::api::new_id(), name, &hash, scope, expires)
+                    .await
+            }
+        };
+        add("admin", token, TokenScope::Admin, None).await.unwrap();
+        add(
             "ci",
-            &worker::blobs::sha256_hex(token.as_bytes()),
+            ci,
+            TokenScope::Upload,
+            Some(worker::db::now_ms() + 3_600_000),
         )
         .await
         .unwrap();
+        add(
+            "old",
+            old,
+            TokenScope::Admin,
+            Some(worker::db::now_ms() - 1),
+        )
+        .await
+        .unwrap();
+        // Names are unique: they are what `token revoke` takes.
+        assert!(matches!(
+            add("ci", "kst_other", TokenScope::Upload, None).await,
+            Err(worker::db::TokenError::NameTaken(_))
+        ));
         let u = &srv.url;
         let post = |t: Option<&str>| {
             let mut r = srv
@@ -254,28 +281,64 @@ async fn tokens_guard_writes_on_both_databases() {
             }
             r.send()
         };
+        let delete = |t: Option<&str>| {
+            let mut r = srv.http.delete(format!("{u}/api/runs/{}", open.id));
+            if let Some(t) = t {
+                r = r.bearer_auth(t);
+            }
+            r.send()
+        };
         assert_eq!(post(None).await.unwrap().status(), 401, "{backend:?}");
         assert_eq!(post(Some("kst_wrong")).await.unwrap().status(), 401);
+        let expired = post(Some(old)).await.unwrap();
+        assert_eq!(expired.status(), 401);
+        let body: ApiError = expired.json().await.unwrap();
+        assert!(body.detail.contains("expired"), "{}", body.detail);
         assert_eq!(post(Some(token)).await.unwrap().status(), 201);
-        let del = srv
-            .http
-            .delete(format!("{u}/api/runs/{}", open.id))
-            .send()
-            .await
-            .unwrap();
+        // An upload token creates runs but may not edit or delete them.
+        assert_eq!(post(Some(ci)).await.unwrap().status(), 201);
+        let del = delete(None).await.unwrap();
         assert_eq!(del.status(), 401);
         let body: ApiError = del.json().await.unwrap();
         assert_eq!(body.error, "unauthorized");
+        let del = delete(Some(ci)).await.unwrap();
+        assert_eq!(del.status(), 403);
+        let body: ApiError = del.json().await.unwrap();
+        assert_eq!(body.error, "forbidden");
+        assert!(body.detail.contains("admin"), "{}", body.detail);
+        let patch = srv
+            .http
+            .patch(format!("{u}/api/runs/{}", open.id))
+            .bearer_auth(ci)
+            .body(r#"{"name":"x"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(patch.status(), 403);
+        let reanalyze = srv
+            .http
+            .post(format!("{u}/api/runs/{}/reanalyze", open.id))
+            .bearer_auth(ci)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reanalyze.status(), 403);
+        // Use is recorded; secrets and hashes never leave the database.
+        let tokens = db.list_tokens().await.unwrap();
+        let names: Vec<_> = tokens.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names.len(), 3);
+        for t in &tokens {
+            assert!(t.last_used_at.is_some(), "{} was used", t.name);
+        }
+        // Revoked: refused at once; the admin token still deletes.
+        assert!(db.revoke_token("ci").await.unwrap());
+        assert!(!db.revoke_token("ci").await.unwrap());
+        assert_eq!(post(Some(ci)).await.unwrap().status(), 401);
         // Reads stay open to whoever has the link.
-        assert_eq!(
-            srv.http
-                .get(format!("{u}/api/runs/{}", open.id))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
+        let read = || srv.http.get(format!("{u}/api/runs/{}", open.id)).send();
+        assert_eq!(read().await.unwrap().status(), 200);
+        assert_eq!(delete(Some(token)).await.unwrap().status(), 204);
+        assert_eq!(read().await.unwrap().status(), 404);
         db.close().await;
         srv.stop().await;
     }

@@ -1028,19 +1028,42 @@ impl Db {
 
     // ------------------------------------------------------------ tokens
 
-    /// Stores a token's hash under a name.
-    pub async fn add_token(&self, id: &str, name: &str, hash: &str) -> DbResult<()> {
-        sqlx::query("INSERT INTO tokens (id, name, hash, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(id)
-            .bind(name)
-            .bind(hash)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
+    /// Stores a token's hash under a name, with its scope and optional
+    /// expiry (ms since the epoch). Fails with [`TokenError::NameTaken`]
+    /// when a token of that name exists: names are how tokens are revoked.
+    pub async fn add_token(
+        &self,
+        id: &str,
+        name: &str,
+        hash: &str,
+        scope: TokenScope,
+        expires_at: Option<i64>,
+    ) -> Result<(), TokenError> {
+        // One statement, not a read then a write in a transaction: SQLite
+        // cannot upgrade a reader to a writer after a concurrent write (a
+        // running server's worker), and fails at once instead of waiting.
+        let added = sqlx::query(
+            "INSERT INTO tokens (id, name, hash, created_at, scope, expires_at) \
+             SELECT $1, $2, $3, $4, $5, $6 \
+             WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE name = $2)",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(hash)
+        .bind(now_ms())
+        .bind(scope.as_str())
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if added == 0 {
+            return Err(TokenError::NameTaken(name.to_string()));
+        }
+        Ok(())
     }
 
-    /// Whether any token exists (then writes need one).
+    /// Whether any token exists (then writes need one). Expired tokens
+    /// count: a server that had tokens stays protected when they lapse.
     pub async fn tokens_exist(&self) -> DbResult<bool> {
         Ok(sqlx::query("SELECT id FROM tokens LIMIT 1")
             .fetch_optional(&self.pool)
@@ -1048,14 +1071,122 @@ impl Db {
             .is_some())
     }
 
-    /// The name of the token with this hash, if any.
-    pub async fn token_name(&self, hash: &str) -> DbResult<Option<String>> {
-        let row = sqlx::query("SELECT name FROM tokens WHERE hash = $1")
+    /// The token with this hash, if any, and records that it was used.
+    pub async fn use_token(&self, hash: &str) -> DbResult<Option<Token>> {
+        let row = sqlx::query(
+            "SELECT name, hash, scope, created_at, expires_at, last_used_at \
+             FROM tokens WHERE hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let token = token_of(&row)?;
+        sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE hash = $2")
+            .bind(now_ms())
             .bind(hash)
-            .fetch_optional(&self.pool)
+            .execute(&self.pool)
             .await?;
-        row.map(|r| r.try_get("name")).transpose()
+        Ok(Some(token))
     }
+
+    /// Every token, oldest first (their hashes included; callers showing
+    /// them to people leave the hash out).
+    pub async fn list_tokens(&self) -> DbResult<Vec<Token>> {
+        let rows = sqlx::query(
+            "SELECT name, hash, scope, created_at, expires_at, last_used_at \
+             FROM tokens ORDER BY created_at, name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(token_of).collect()
+    }
+
+    /// Deletes the token of this name; whether there was one.
+    pub async fn revoke_token(&self, name: &str) -> DbResult<bool> {
+        Ok(sqlx::query("DELETE FROM tokens WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await?
+            .rows_affected()
+            > 0)
+    }
+}
+
+/// What a write token may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenScope {
+    /// Create runs (uploads) and captures: what a CI job needs.
+    Upload,
+    /// Everything `Upload` may, plus edit, delete and re-analyze runs.
+    Admin,
+}
+
+impl TokenScope {
+    /// The stored and command-line spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenScope::Upload => "upload",
+            TokenScope::Admin => "admin",
+        }
+    }
+
+    /// Parses the stored and command-line spelling.
+    pub fn parse(s: &str) -> Option<TokenScope> {
+        match s {
+            "upload" => Some(TokenScope::Upload),
+            "admin" => Some(TokenScope::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// A stored token (its secret is never stored, only its sha256).
+#[derive(Clone, Debug)]
+pub struct Token {
+    /// The name it was created under; unique.
+    pub name: String,
+    /// sha256 hex of the secret.
+    pub hash: String,
+    /// What it may do.
+    pub scope: TokenScope,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+    /// When it stops being accepted, ms since the epoch.
+    pub expires_at: Option<i64>,
+    /// When a request last presented it, ms since the epoch.
+    pub last_used_at: Option<i64>,
+}
+
+impl Token {
+    /// Whether it is past its expiry at `now_ms`.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now_ms)
+    }
+}
+
+/// Why a token could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// A token of this name exists already.
+    #[error("a token named {0:?} exists already (revoke it first)")]
+    NameTaken(String),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+fn token_of(row: &AnyRow) -> DbResult<Token> {
+    let scope: String = row.try_get("scope")?;
+    Ok(Token {
+        name: row.try_get("name")?,
+        hash: row.try_get("hash")?,
+        scope: TokenScope::parse(&scope)
+            .ok_or_else(|| DbError::Decode(format!("unknown token scope {scope:?}").into()))?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        last_used_at: row.try_get("last_used_at")?,
+    })
 }
 
 /// Marks a job done if this worker still holds it (its lease was not taken

@@ -13,6 +13,8 @@ pub enum ApiError {
     BadRequest(String),
     /// 401: a token is needed or the one given is not valid.
     Unauthorized(String),
+    /// 403: the token is valid but its scope does not allow this.
+    Forbidden(String),
     /// 404: no such run (or route).
     NotFound(String),
     /// 409: the request conflicts with the run's state.
@@ -36,6 +38,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
@@ -69,6 +72,7 @@ impl IntoResponse for ApiError {
             }
             ApiError::BadRequest(d)
             | ApiError::Unauthorized(d)
+            | ApiError::Forbidden(d)
             | ApiError::NotFound(d)
             | ApiError::Conflict(d)
             | ApiError::TooLarge(d)

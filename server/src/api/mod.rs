@@ -29,6 +29,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use worker::blobs::Blobs;
 use worker::db::Db;
+use worker::db::TokenScope;
 use worker::engines::Engine;
 
 /// Shared state of the handlers.
@@ -173,12 +174,16 @@ pub fn new_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-/// Authorization to write (create, edit, delete, re-analyze), as an
-/// extractor: a handler that takes a `Writer` cannot run without it. When
-/// tokens are configured, the request must carry `Authorization: Bearer
-/// <token>` with a valid one; with none configured (the embedded default),
+/// Authorization to create runs and captures, as an extractor: a handler
+/// that takes a `Writer` cannot run without it. When tokens are configured,
+/// the request must carry `Authorization: Bearer <token>` with a valid,
+/// unexpired one of any scope; with none configured (the embedded default),
 /// anyone may write. Holds the token's name, when there is one.
 pub struct Writer(pub Option<String>);
+
+/// Authorization to edit, delete and re-analyze runs: like [`Writer`], but
+/// the token's scope must be `admin`.
+pub struct Admin(pub Option<String>);
 
 impl FromRequestParts<AppState> for Writer {
     type Rejection = ApiError;
@@ -186,33 +191,91 @@ impl FromRequestParts<AppState> for Writer {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        if !state.db.tokens_exist().await? {
-            return Ok(Writer(None));
-        }
-        let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
-            return Err(ApiError::Unauthorized(
-                "this server requires a token for writes: send `Authorization: Bearer <token>`"
-                    .into(),
-            ));
-        };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .unwrap_or("");
-        if token.is_empty() {
-            return Err(ApiError::Unauthorized("the token is not valid".into()));
-        }
-        match state
-            .db
-            .token_name(&worker::blobs::sha256_hex(token.as_bytes()))
-            .await?
-        {
-            Some(name) => Ok(Writer(Some(name))),
-            None => Err(ApiError::Unauthorized("the token is not valid".into())),
-        }
+        authorize(parts, state, TokenScope::Upload)
+            .await
+            .map(Writer)
     }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        authorize(parts, state, TokenScope::Admin).await.map(Admin)
+    }
+}
+
+/// The one check behind [`Writer`] and [`Admin`]: the token's name when the
+/// request may do what `need` allows, and a structured audit line for every
+/// write let through (who, what, which path, hence which run).
+async fn authorize(
+    parts: &Parts,
+    state: &AppState,
+    need: TokenScope,
+) -> Result<Option<String>, ApiError> {
+    let who = check_token(parts, state, need).await?;
+    tracing::info!(
+        target: "kinetoscope::audit",
+        token = who.as_deref().unwrap_or("-"),
+        scope = need.as_str(),
+        method = %parts.method,
+        path = %parts.uri.path(),
+        "write"
+    );
+    Ok(who)
+}
+
+async fn check_token(
+    parts: &Parts,
+    state: &AppState,
+    need: TokenScope,
+) -> Result<Option<String>, ApiError> {
+    if !state.db.tokens_exist().await? {
+        return Ok(None);
+    }
+    let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
+        return Err(ApiError::Unauthorized(
+            "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
+        ));
+    };
+    let secret = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or("");
+    if secret.is_empty() {
+        return Err(ApiError::Unauthorized("the token is not valid".into()));
+    }
+    // The lookup is by the secret's sha256, so how long it takes tells a
+    // caller about the hash of their guess, never about a stored secret;
+    // the comparison that decides is constant-time all the same.
+    let hash = worker::blobs::sha256_hex(secret.as_bytes());
+    let token = match state.db.use_token(&hash).await? {
+        Some(t) if constant_time_eq(t.hash.as_bytes(), hash.as_bytes()) => t,
+        _ => return Err(ApiError::Unauthorized("the token is not valid".into())),
+    };
+    if token.expired(worker::db::now_ms()) {
+        return Err(ApiError::Unauthorized(format!(
+            "the token {:?} has expired; create a new one",
+            token.name
+        )));
+    }
+    if need == TokenScope::Admin && token.scope != TokenScope::Admin {
+        return Err(ApiError::Forbidden(format!(
+            "the token {:?} may only upload runs and start captures; editing, deleting and \
+             re-analyzing need an admin token",
+            token.name
+        )));
+    }
+    Ok(Some(token.name))
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -228,5 +291,13 @@ mod tests {
         assert!(!valid_id("../../etc/passwd"));
         assert!(!valid_id("short"));
         assert!(!valid_id("aaaaaaaaaaaaaaaaaaaa/."));
+    }
+
+    #[test]
+    fn constant_time_eq_compares_bytes() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(constant_time_eq(b"", b""));
     }
 }

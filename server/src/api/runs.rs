@@ -2,7 +2,7 @@
 //! re-analysis. Everything is read from stored summaries.
 
 use super::upload::{clean_name, clean_tags};
-use super::{ApiError, ApiResult, AppState, RunId, Writer, Q};
+use super::{Admin, ApiError, ApiResult, AppState, RunId, Q};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -128,7 +128,7 @@ pub async fn get(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<J
 /// `PATCH /api/runs/{id}` with `{name?, tags?, note?}`.
 pub async fn patch(
     State(state): State<AppState>,
-    _writer: Writer,
+    _admin: Admin,
     RunId(id): RunId,
     body: Bytes,
 ) -> ApiResult<Json<RunInfo>> {
@@ -160,7 +160,7 @@ pub async fn patch(
 /// `DELETE /api/runs/{id}`: the metadata, then the blobs.
 pub async fn delete(
     State(state): State<AppState>,
-    _writer: Writer,
+    _admin: Admin,
     RunId(id): RunId,
 ) -> ApiResult<StatusCode> {
     let keys = state
@@ -528,7 +528,7 @@ async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Resp
 /// parameters (`?layer_marker=…&layer_period=…&step_marker=…`) or a JSON body.
 pub async fn reanalyze(
     State(state): State<AppState>,
-    _writer: Writer,
+    _admin: Admin,
     RunId(id): RunId,
     Q(query): Q<AnalysisOptions>,
     body: Bytes,
