@@ -460,3 +460,52 @@ async fn health_readiness_metrics_and_openapi() {
     assert_eq!(e.error, "not_found");
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_and_deleting_a_run_during_its_analysis_succeed_on_both_databases() {
+    // Regression: on SQLite an edit or delete whose transaction began by
+    // reading failed with "database is locked" (a 500) when the worker
+    // wrote meanwhile.
+    for backend in BACKENDS {
+        let (srv, _db_url) = server(backend).await;
+        for i in 0..6 {
+            let run = srv.upload(small_trace(2, 8), &format!("r{i}")).await;
+            if i % 2 == 1 {
+                tokio::time::sleep(Duration::from_millis(20 * i)).await;
+            }
+            let patch = srv
+                .http
+                .patch(format!("{}/api/runs/{}", srv.url, run.id))
+                .body(r#"{"note":"during analysis"}"#)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                patch.status(),
+                200,
+                "{backend:?} {i}: {}",
+                patch.text().await.unwrap()
+            );
+            let del = srv
+                .http
+                .delete(format!("{}/api/runs/{}", srv.url, run.id))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                del.status(),
+                204,
+                "{backend:?} {i}: {}",
+                del.text().await.unwrap()
+            );
+            let gone = srv
+                .http
+                .get(format!("{}/api/runs/{}", srv.url, run.id))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(gone.status(), 404);
+        }
+        srv.stop().await;
+    }
+}

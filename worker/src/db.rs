@@ -504,11 +504,15 @@ impl Db {
     /// Renames, re-tags or annotates a run; false if there is no such run.
     pub async fn update_run(&self, id: &str, patch: &RunPatch) -> DbResult<bool> {
         let mut tx = self.pool.begin().await?;
-        let exists = sqlx::query("SELECT id FROM runs WHERE id = $1")
+        // The existence check writes (a no-op update) so that SQLite takes
+        // the write lock first and waits its turn; a transaction that began
+        // by reading fails at once after a concurrent write (see delete_run).
+        let exists = sqlx::query("UPDATE runs SET name = name WHERE id = $1")
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .execute(&mut *tx)
             .await?
-            .is_some();
+            .rows_affected()
+            > 0;
         if !exists {
             return Ok(false);
         }
@@ -540,34 +544,33 @@ impl Db {
     /// Deletes a run, its traces and jobs; returns the blob keys to delete,
     /// or `None` if there was no such run.
     pub async fn delete_run(&self, id: &str) -> DbResult<Option<Vec<String>>> {
+        // Every statement writes (DELETE … RETURNING, not SELECT then
+        // DELETE): a SQLite transaction that starts by reading cannot
+        // become a writer after a concurrent write (a worker analysing this
+        // very run) and fails at once; one that starts by writing waits its
+        // turn under the busy timeout.
         let mut tx = self.pool.begin().await?;
-        let mut keys: Vec<String> = sqlx::query("SELECT blob_key FROM traces WHERE run_id = $1")
+        let mut keys: Vec<String> = Vec::new();
+        for r in sqlx::query("DELETE FROM artifacts WHERE run_id = $1 RETURNING blob_key")
             .bind(id)
             .fetch_all(&mut *tx)
             .await?
-            .iter()
-            .map(|r| r.try_get("blob_key"))
-            .collect::<DbResult<_>>()?;
-        for r in
-            sqlx::query("SELECT blob_key FROM artifacts WHERE run_id = $1 AND blob_key IS NOT NULL")
-                .bind(id)
-                .fetch_all(&mut *tx)
-                .await?
         {
-            keys.push(r.try_get("blob_key")?);
+            if let Some(k) = r.try_get::<Option<String>, _>("blob_key")? {
+                keys.push(k);
+            }
         }
-        sqlx::query("DELETE FROM artifacts WHERE run_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
         sqlx::query("DELETE FROM jobs WHERE run_id = $1")
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM traces WHERE run_id = $1")
+        for r in sqlx::query("DELETE FROM traces WHERE run_id = $1 RETURNING blob_key")
             .bind(id)
-            .execute(&mut *tx)
-            .await?;
+            .fetch_all(&mut *tx)
+            .await?
+        {
+            keys.push(r.try_get("blob_key")?);
+        }
         let gone = sqlx::query("DELETE FROM runs WHERE id = $1")
             .bind(id)
             .execute(&mut *tx)
