@@ -42,6 +42,8 @@ async fn main() {
         workers: 2,
         static_dir: "/nonexistent".into(),
         max_upload_bytes: 8 << 30,
+        upload_min_bytes_per_sec: 1024,
+        upload_pace_window_secs: 30,
         orphan_age_secs: 3600,
         timeline_cache_mb: 512,
         frame_ancestors: "'none'".into(),

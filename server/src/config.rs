@@ -109,6 +109,21 @@ pub struct ServeArgs {
     /// Largest upload accepted, in bytes (compressed, all files together).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOAD_BYTES", default_value_t = 8 << 30)]
     pub max_upload_bytes: u64,
+    /// The slowest an upload body may arrive, in bytes per second averaged
+    /// over `--upload-pace-window-secs`; slower gets 408 (0: no limit).
+    #[arg(
+        long,
+        env = "KINETOSCOPE_UPLOAD_MIN_BYTES_PER_SEC",
+        default_value_t = 1024
+    )]
+    pub upload_min_bytes_per_sec: u64,
+    /// The window over which an upload's pace is measured, in seconds.
+    #[arg(
+        long,
+        env = "KINETOSCOPE_UPLOAD_PACE_WINDOW_SECS",
+        default_value_t = 30
+    )]
+    pub upload_pace_window_secs: u64,
     /// Blobs of unknown runs and staging files older than this many seconds
     /// are removed at start-up.
     #[arg(long, env = "KINETOSCOPE_ORPHAN_AGE_SECS", default_value_t = 3600)]

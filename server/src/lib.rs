@@ -126,6 +126,10 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         blobs: blobs.clone(),
         wake: wake.clone(),
         max_upload_bytes: args.max_upload_bytes,
+        upload_pace: api::pace::UploadPace {
+            window: std::time::Duration::from_secs(args.upload_pace_window_secs.max(1)),
+            min_bytes_per_sec: args.upload_min_bytes_per_sec,
+        },
         engines: Arc::new(engines),
         cache: Arc::new(quick_cache::sync::Cache::new(256)),
         summaries: Arc::new(quick_cache::sync::Cache::new(32)),

@@ -429,3 +429,61 @@ async fn bad_input(backend: Backend) {
     assert_eq!(blob, good_blob);
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_upload_gets_408_and_frees_the_server() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let srv = TestServer::start(Opts {
+        upload_min_bytes_per_sec: 1000,
+        upload_pace_window_secs: 1,
+        ..Opts::default()
+    })
+    .await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = br#"{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1,"pid":1,"tid":1}]}"#;
+    let head = format!(
+        "POST /api/runs?name=slow HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    // One byte every 200 ms: 5 bytes/s against a pace of 1000.
+    let started = std::time::Instant::now();
+    let mut reply = Vec::new();
+    for b in body.iter() {
+        if conn.write_all(&[*b]).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut buf = [0u8; 4096];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(1), conn.read(&mut buf)).await
+        {
+            reply.extend_from_slice(&buf[..n]);
+            if n == 0 || reply.windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut reply)).await;
+    let reply = String::from_utf8_lossy(&reply).to_string();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("request_timeout"), "{reply}");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    // Nothing half-stored: no run, and the server still takes a good upload.
+    let runs: serde_json::Value = srv
+        .http
+        .get(format!("{}/api/runs", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!runs.to_string().contains("\"slow\""), "{runs}");
+    srv.upload(small_trace(1, 4), "fast").await;
+    srv.stop().await;
+}

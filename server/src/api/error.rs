@@ -15,6 +15,8 @@ pub enum ApiError {
     Unauthorized(String),
     /// 403: the token is valid but its scope does not allow this.
     Forbidden(String),
+    /// 408: the request arrived too slowly.
+    RequestTimeout(String),
     /// 404: no such run (or route).
     NotFound(String),
     /// 409: the request conflicts with the run's state.
@@ -40,6 +42,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             ApiError::UnsupportedMedia(_) => {
@@ -74,6 +77,7 @@ impl IntoResponse for ApiError {
             | ApiError::Unauthorized(d)
             | ApiError::Forbidden(d)
             | ApiError::NotFound(d)
+            | ApiError::RequestTimeout(d)
             | ApiError::Conflict(d)
             | ApiError::TooLarge(d)
             | ApiError::UnsupportedMedia(d)

@@ -8,6 +8,7 @@ pub mod captures;
 pub mod diff;
 pub mod error;
 pub mod misc;
+pub mod pace;
 pub mod runs;
 pub mod timeline;
 pub mod upload;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// Largest upload, bytes.
     pub max_upload_bytes: u64,
+    /// How fast an upload body must arrive.
+    pub upload_pace: pace::UploadPace,
     /// Engines.
     pub engines: Arc<Vec<Engine>>,
     /// Serialized views and diffs, keyed by what they were computed from.

@@ -262,11 +262,13 @@ where
     S: Stream<Item = Result<Bytes, E>>,
     E: std::fmt::Display,
 {
+    let (stream, too_slow) = state.upload_pace.guard(stream);
     let t = state
         .blobs
         .store_trace(id, rank, stream, budget)
         .await
         .map_err(|e| match e {
+            _ if too_slow.load(std::sync::atomic::Ordering::Relaxed) => state.upload_pace.error(),
             StoreError::NotATrace(why) => ApiError::BadRequest(format!(
                 "{file_name}: {why}; upload a Kineto trace as .json, .json.gz or .json.zst"
             )),
