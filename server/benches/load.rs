@@ -44,6 +44,8 @@ async fn main() {
         max_upload_bytes: 8 << 30,
         upload_min_bytes_per_sec: 1024,
         upload_pace_window_secs: 30,
+        max_uploads_per_client: 4,
+        limit_loopback: false,
         orphan_age_secs: 3600,
         timeline_cache_mb: 512,
         frame_ancestors: "'none'".into(),

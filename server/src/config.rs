@@ -124,6 +124,14 @@ pub struct ServeArgs {
         default_value_t = 30
     )]
     pub upload_pace_window_secs: u64,
+    /// Concurrent uploads one client address may have in progress; more get
+    /// 429 (0: no cap).
+    #[arg(long, env = "KINETOSCOPE_MAX_UPLOADS_PER_CLIENT", default_value_t = 4)]
+    pub max_uploads_per_client: usize,
+    /// Apply the per-client upload cap to loopback clients too (off: on the
+    /// embedded default the only client is the user's own machine).
+    #[arg(long, env = "KINETOSCOPE_LIMIT_LOOPBACK")]
+    pub limit_loopback: bool,
     /// Blobs of unknown runs and staging files older than this many seconds
     /// are removed at start-up.
     #[arg(long, env = "KINETOSCOPE_ORPHAN_AGE_SECS", default_value_t = 3600)]

@@ -126,6 +126,10 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         blobs: blobs.clone(),
         wake: wake.clone(),
         max_upload_bytes: args.max_upload_bytes,
+        upload_slots: api::limits::UploadSlots::new(
+            args.max_uploads_per_client,
+            args.limit_loopback,
+        ),
         upload_pace: api::pace::UploadPace {
             window: std::time::Duration::from_secs(args.upload_pace_window_secs.max(1)),
             min_bytes_per_sec: args.upload_min_bytes_per_sec,
@@ -154,6 +158,8 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
     };
     let shutdown = stop.clone();
     let done = tokio::spawn(async move {
+        // Connection info gives handlers the client's address (upload caps).
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         let serving = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await });
         if let Err(e) = serving.await {

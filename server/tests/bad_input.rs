@@ -487,3 +487,60 @@ async fn a_trickling_upload_gets_408_and_frees_the_server() {
     srv.upload(small_trace(1, 4), "fast").await;
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_more_uploads_than_its_cap() {
+    use tokio::io::AsyncWriteExt;
+    let srv = TestServer::start(Opts {
+        max_uploads_per_client: 1,
+        limit_loopback: true,
+        ..Opts::default()
+    })
+    .await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    // A first upload in progress: headers and the start of its body.
+    let mut first = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    first
+        .write_all(
+            format!(
+                "POST /api/runs?name=held HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100000\r\n\r\n{{\"traceEvents\":["
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = srv
+        .http
+        .post(format!("{}/api/runs", srv.url))
+        .body(small_trace(1, 4))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 429);
+    let body: ApiError = second.json().await.unwrap();
+    assert_eq!(body.error, "too_many_requests");
+    assert!(body.detail.contains("limit is 1"), "{}", body.detail);
+    // The client goes away: its slot is freed and uploads resume.
+    drop(first);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = srv
+            .http
+            .post(format!("{}/api/runs", srv.url))
+            .body(small_trace(1, 4))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 201 {
+            break;
+        }
+        assert_eq!(r.status(), 429);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    srv.stop().await;
+}

@@ -29,6 +29,8 @@ pub enum ApiError {
     Unprocessable(String),
     /// 502: an engine the server talked to failed.
     BadGateway(String),
+    /// 429: this client is over a limit (concurrent uploads).
+    TooManyRequests(String),
     /// 503: a dependency (database, blob store) is unavailable.
     Unavailable(String),
     /// 500: a bug or an unexpected failure; the cause is logged.
@@ -49,6 +51,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
+            ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -82,6 +85,7 @@ impl IntoResponse for ApiError {
             | ApiError::TooLarge(d)
             | ApiError::UnsupportedMedia(d)
             | ApiError::Unprocessable(d)
+            | ApiError::TooManyRequests(d)
             | ApiError::BadGateway(d) => d,
         };
         (

@@ -7,6 +7,7 @@
 pub mod captures;
 pub mod diff;
 pub mod error;
+pub mod limits;
 pub mod misc;
 pub mod pace;
 pub mod runs;
@@ -46,6 +47,8 @@ pub struct AppState {
     pub max_upload_bytes: u64,
     /// How fast an upload body must arrive.
     pub upload_pace: pace::UploadPace,
+    /// Concurrent uploads per client.
+    pub upload_slots: limits::UploadSlots,
     /// Engines.
     pub engines: Arc<Vec<Engine>>,
     /// Serialized views and diffs, keyed by what they were computed from.

@@ -80,9 +80,14 @@ pub async fn create(
     Q(q): Q<UploadQuery>,
     req: Request,
 ) -> ApiResult<impl IntoResponse> {
-    // An unauthorized upload counts as a rejected one too.
-    let result = match writer {
-        Ok(_) => create_inner(&state, &headers, q, req).await,
+    // An unauthorized or over-the-cap upload counts as a rejected one too.
+    let client = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let result = match writer.and_then(|_| state.upload_slots.acquire(client)) {
+        // The slot is held until the body is stored.
+        Ok(_slot) => create_inner(&state, &headers, q, req).await,
         Err(e) => Err(e),
     };
     if result.is_err() {
