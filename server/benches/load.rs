@@ -46,6 +46,7 @@ async fn main() {
         upload_pace_window_secs: 30,
         max_uploads_per_client: 4,
         limit_loopback: false,
+        writes_per_minute: 120,
         orphan_age_secs: 3600,
         timeline_cache_mb: 512,
         frame_ancestors: "'none'".into(),

@@ -128,7 +128,12 @@ pub struct ServeArgs {
     /// 429 (0: no cap).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOADS_PER_CLIENT", default_value_t = 4)]
     pub max_uploads_per_client: usize,
-    /// Apply the per-client upload cap to loopback clients too (off: on the
+    /// Writes (uploads, edits, deletes, re-analyses, captures) one client
+    /// address may make per minute, in bursts of as many; more get 429
+    /// (0: no limit).
+    #[arg(long, env = "KINETOSCOPE_WRITES_PER_MINUTE", default_value_t = 120)]
+    pub writes_per_minute: u32,
+    /// Apply the per-client upload cap and write rate to loopback clients too (off: on the
     /// embedded default the only client is the user's own machine).
     #[arg(long, env = "KINETOSCOPE_LIMIT_LOOPBACK")]
     pub limit_loopback: bool,

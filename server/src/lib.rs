@@ -126,6 +126,7 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         blobs: blobs.clone(),
         wake: wake.clone(),
         max_upload_bytes: args.max_upload_bytes,
+        write_rate: api::limits::WriteRate::new(args.writes_per_minute, args.limit_loopback),
         upload_slots: api::limits::UploadSlots::new(
             args.max_uploads_per_client,
             args.limit_loopback,

@@ -544,3 +544,31 @@ async fn one_client_cannot_hold_more_uploads_than_its_cap() {
     }
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_over_the_rate_get_429_and_reads_do_not_count() {
+    let srv = TestServer::start(Opts {
+        writes_per_minute: 3,
+        limit_loopback: true,
+        ..Opts::default()
+    })
+    .await;
+    let run = srv.upload(small_trace(1, 4), "one").await;
+    let patch = |note: &'static str| {
+        srv.http
+            .patch(format!("{}/api/runs/{}", srv.url, run.id))
+            .body(format!(r#"{{"note":"{note}"}}"#))
+            .send()
+    };
+    assert_eq!(patch("a").await.unwrap().status(), 200);
+    assert_eq!(patch("b").await.unwrap().status(), 200);
+    let over = patch("c").await.unwrap();
+    assert_eq!(over.status(), 429);
+    let body: ApiError = over.json().await.unwrap();
+    assert_eq!(body.error, "too_many_requests");
+    // Reads are not writes.
+    for _ in 0..10 {
+        assert_eq!(srv.run(&run.id).await.id, run.id);
+    }
+    srv.stop().await;
+}

@@ -103,3 +103,84 @@ mod tests {
         assert!(UploadSlots::new(0, true).acquire(Some(a)).is_ok());
     }
 }
+
+/// A per-client rate limit on writes (uploads, edits, deletes,
+/// re-analyses, captures): `governor`'s keyed token bucket, so a burst is
+/// allowed and a steady flood is not. Loopback is exempt unless asked, as
+/// with [`UploadSlots`].
+#[derive(Clone)]
+pub struct WriteRate {
+    limiter: Option<Arc<governor::DefaultKeyedRateLimiter<IpAddr>>>,
+    per_minute: u32,
+    loopback_too: bool,
+}
+
+impl WriteRate {
+    /// `per_minute` writes per client address, in bursts of up to that many
+    /// (0: no limit).
+    pub fn new(per_minute: u32, loopback_too: bool) -> WriteRate {
+        let limiter = std::num::NonZeroU32::new(per_minute)
+            .map(|n| Arc::new(governor::RateLimiter::keyed(governor::Quota::per_minute(n))));
+        WriteRate {
+            limiter,
+            per_minute,
+            loopback_too,
+        }
+    }
+
+    /// Counts one write from `client`, or 429 when it is over the rate.
+    pub fn check(&self, client: Option<IpAddr>) -> Result<(), ApiError> {
+        let (Some(limiter), Some(ip)) = (&self.limiter, client) else {
+            return Ok(());
+        };
+        if ip.is_loopback() && !self.loopback_too {
+            return Ok(());
+        }
+        // Forget idle clients now and then, so the table stays small.
+        if limiter.len() > 10_000 {
+            limiter.retain_recent();
+        }
+        limiter.check_key(&ip).map_err(|_| {
+            ApiError::TooManyRequests(format!(
+                "more than {} writes a minute from this address; wait a little",
+                self.per_minute
+            ))
+        })
+    }
+}
+
+impl std::fmt::Debug for WriteRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteRate")
+            .field("per_minute", &self.per_minute)
+            .field("loopback_too", &self.loopback_too)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn writes_over_the_rate_get_429() {
+        let rate = WriteRate::new(3, false);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        for _ in 0..3 {
+            rate.check(Some(a)).unwrap();
+        }
+        assert!(matches!(
+            rate.check(Some(a)),
+            Err(ApiError::TooManyRequests(_))
+        ));
+        rate.check(Some("10.0.0.2".parse().unwrap())).unwrap();
+        let lo: IpAddr = "::1".parse().unwrap();
+        for _ in 0..10 {
+            rate.check(Some(lo)).unwrap();
+        }
+        let off = WriteRate::new(0, true);
+        for _ in 0..10 {
+            off.check(Some(a)).unwrap();
+        }
+    }
+}

@@ -49,6 +49,8 @@ pub struct AppState {
     pub upload_pace: pace::UploadPace,
     /// Concurrent uploads per client.
     pub upload_slots: limits::UploadSlots,
+    /// Writes per minute per client.
+    pub write_rate: limits::WriteRate,
     /// Engines.
     pub engines: Arc<Vec<Engine>>,
     /// Serialized views and diffs, keyed by what they were computed from.
@@ -221,6 +223,11 @@ async fn authorize(
     state: &AppState,
     need: TokenScope,
 ) -> Result<Option<String>, ApiError> {
+    let client = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    state.write_rate.check(client)?;
     let who = check_token(parts, state, need).await?;
     tracing::info!(
         target: "kinetoscope::audit",
