@@ -572,3 +572,40 @@ async fn writes_over_the_rate_get_429_and_reads_do_not_count() {
     }
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_bodies_are_bounded() {
+    let srv = TestServer::start(Opts::default()).await;
+    let run = srv.upload(small_trace(1, 4), "one").await;
+    let huge = format!(r#"{{"note":"{}"}}"#, "x".repeat(2 << 20));
+    for (method, path) in [
+        (reqwest::Method::PATCH, format!("/api/runs/{}", run.id)),
+        (
+            reqwest::Method::POST,
+            format!("/api/runs/{}/reanalyze", run.id),
+        ),
+        (reqwest::Method::POST, "/api/captures".to_string()),
+        (reqwest::Method::POST, "/api/csp-report".to_string()),
+    ] {
+        let r = srv
+            .http
+            .request(method, format!("{}{path}", srv.url))
+            .body(huge.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 413, "{path}");
+        let body: ApiError = r.json().await.unwrap();
+        assert_eq!(body.error, "too_large", "{path}");
+    }
+    // A small edit still works.
+    let ok = srv
+        .http
+        .patch(format!("{}/api/runs/{}", srv.url, run.id))
+        .body(r#"{"note":"fine"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    srv.stop().await;
+}

@@ -3,8 +3,7 @@
 //! Requests name an engine, never a URL: only what the operator configured
 //! can be reached.
 
-use super::{new_id, upload::clean_name, ApiError, ApiResult, AppState, Writer};
-use axum::body::Bytes;
+use super::{new_id, upload::clean_name, ApiError, ApiResult, AppState, SmallBody, Writer};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -18,7 +17,7 @@ pub const MAX_STEPS: u32 = 10_000;
 pub async fn create(
     State(state): State<AppState>,
     _writer: Writer,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> ApiResult<(StatusCode, Json<Created>)> {
     let req: CaptureRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;

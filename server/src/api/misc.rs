@@ -45,7 +45,7 @@ pub async fn openapi() -> impl IntoResponse {
 
 /// `POST /api/csp-report`: a browser reports a Content-Security-Policy
 /// violation; it is counted (`kinetoscope_csp_violations_total`) and logged.
-pub async fn csp_report(body: axum::body::Bytes) -> axum::http::StatusCode {
+pub async fn csp_report(super::SmallBody(body): super::SmallBody) -> axum::http::StatusCode {
     worker::metrics::csp_violation();
     let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_string();
     tracing::warn!(report = %text, "content security policy violation");

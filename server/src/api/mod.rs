@@ -182,6 +182,35 @@ pub fn new_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// The largest request body other than an upload (JSON edits, options,
+/// capture requests, CSP reports).
+pub const MAX_SMALL_BODY: usize = 1 << 20;
+
+/// A small request body, read whole up to [`MAX_SMALL_BODY`] bytes; longer
+/// gets 413 with `{error, detail}`. Uploads stream instead, under their own
+/// limit, which is why the router's default body limit is off.
+pub struct SmallBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
+    type Rejection = ApiError;
+    async fn from_request(req: axum::extract::Request, _: &S) -> Result<Self, Self::Rejection> {
+        match axum::body::to_bytes(req.into_body(), MAX_SMALL_BODY).await {
+            Ok(b) => Ok(SmallBody(b)),
+            Err(e)
+                if std::error::Error::source(&e)
+                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) =>
+            {
+                Err(ApiError::TooLarge(format!(
+                    "this request's body may be at most {MAX_SMALL_BODY} bytes"
+                )))
+            }
+            Err(e) => Err(ApiError::BadRequest(format!(
+                "reading the body failed: {e}"
+            ))),
+        }
+    }
+}
+
 /// Authorization to create runs and captures, as an extractor: a handler
 /// that takes a `Writer` cannot run without it. When tokens are configured,
 /// the request must carry `Authorization: Bearer <token>` with a valid,

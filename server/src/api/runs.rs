@@ -2,7 +2,7 @@
 //! re-analysis. Everything is read from stored summaries.
 
 use super::upload::{clean_name, clean_tags};
-use super::{Admin, ApiError, ApiResult, AppState, RunId, Q};
+use super::{Admin, ApiError, ApiResult, AppState, RunId, SmallBody, Q};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -130,7 +130,7 @@ pub async fn patch(
     State(state): State<AppState>,
     _admin: Admin,
     RunId(id): RunId,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> ApiResult<Json<RunInfo>> {
     let mut p: RunPatch = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
@@ -531,7 +531,7 @@ pub async fn reanalyze(
     _admin: Admin,
     RunId(id): RunId,
     Q(query): Q<AnalysisOptions>,
-    body: Bytes,
+    SmallBody(body): SmallBody,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
     let opts: Option<AnalysisOptions> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
         Some(
