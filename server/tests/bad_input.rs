@@ -474,15 +474,7 @@ async fn a_trickling_upload_gets_408_and_frees_the_server() {
         started.elapsed()
     );
     // Nothing half-stored: no run, and the server still takes a good upload.
-    let runs: serde_json::Value = srv
-        .http
-        .get(format!("{}/api/runs", srv.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs: serde_json::Value = srv.get_json("/api/runs").await;
     assert!(!runs.to_string().contains("\"slow\""), "{runs}");
     srv.upload(small_trace(1, 4), "fast").await;
     srv.stop().await;

@@ -8,6 +8,13 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
+/// The client's address, when the server runs with connection info.
+pub fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 /// Uploads in progress per client address.
 type Taken = Arc<Mutex<HashMap<IpAddr, usize>>>;
 

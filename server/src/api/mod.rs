@@ -252,11 +252,9 @@ async fn authorize(
     state: &AppState,
     need: TokenScope,
 ) -> Result<Option<String>, ApiError> {
-    let client = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
-    state.write_rate.check(client)?;
+    state
+        .write_rate
+        .check(limits::client_ip(&parts.extensions))?;
     let who = check_token(parts, state, need).await?;
     tracing::info!(
         target: "kinetoscope::audit",

@@ -81,10 +81,7 @@ pub async fn create(
     req: Request,
 ) -> ApiResult<impl IntoResponse> {
     // An unauthorized or over-the-cap upload counts as a rejected one too.
-    let client = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip());
+    let client = super::limits::client_ip(req.extensions());
     let result = match writer.and_then(|_| state.upload_slots.acquire(client)) {
         // The slot is held until the body is stored.
         Ok(_slot) => create_inner(&state, &headers, q, req).await,
