@@ -14,6 +14,7 @@ pub mod api;
 pub mod charts;
 pub mod logic;
 pub mod pages;
+pub mod paint;
 pub mod timeline;
 pub mod widgets;
 

@@ -159,3 +159,49 @@ pub fn query_string(pairs: &[(String, String)]) -> String {
 pub fn pages(n: usize, per: usize) -> usize {
     n.div_ceil(per.max(1)).max(1)
 }
+
+/// What a highlight on the diff's timeline adds up to in the diff's tables:
+/// the kernels whose name matches (else the ops), summed on each side in the
+/// diff's basis (`per step`), with their calls. `None` for an empty query.
+pub fn highlight_totals(d: &kinetoscope_types::Diff, query: &str) -> Option<String> {
+    use kinetoscope_types::units::{change_pct, time_us};
+    let terms = crate::timeline::terms(query);
+    if terms.is_empty() {
+        return None;
+    }
+    let hit = |r: &&kinetoscope_types::DeltaRow| {
+        crate::timeline::matches(&terms, &r.name.to_lowercase())
+            || r.b_name
+                .as_ref()
+                .is_some_and(|n| crate::timeline::matches(&terms, &n.to_lowercase()))
+    };
+    let kernels: Vec<_> = d.kernels.iter().filter(hit).collect();
+    let (rows, what) = if kernels.is_empty() {
+        (d.ops.iter().filter(hit).collect::<Vec<_>>(), "op")
+    } else {
+        (kernels, "kernel")
+    };
+    if rows.is_empty() {
+        return Some("No kernel or op of that name in the diff's tables.".into());
+    }
+    let sum = |f: fn(&kinetoscope_types::DeltaRow) -> f64| rows.iter().map(|r| f(r)).sum::<f64>();
+    let (a, b) = (sum(|r| r.a_us), sum(|r| r.b_us));
+    let (ac, bc) = (sum(|r| r.a_calls), sum(|r| r.b_calls));
+    let change = if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+    let n = rows.len();
+    let what = match (what, n) {
+        ("op", 1) => "op matches (self device time)",
+        ("op", _) => "ops match (self device time)",
+        (_, 1) => "kernel matches",
+        _ => "kernels match",
+    };
+    Some(format!(
+        "{n} {what}, {}: A {} ({} calls), B {} ({} calls), {}",
+        d.basis,
+        time_us(a),
+        ac.round(),
+        time_us(b),
+        bc.round(),
+        change_pct(change)
+    ))
+}

@@ -144,6 +144,68 @@ pub fn busy_alpha(busy_ns: i64, dur_ns: i64) -> f64 {
     0.25 + 0.75 * (busy_ns as f64 / dur_ns as f64).clamp(0.0, 1.0)
 }
 
+/// A highlight query's terms: lower-cased, split on `|` (`nccl|rccl`
+/// highlights either), blanks dropped.
+pub fn terms(q: &str) -> Vec<String> {
+    q.split('|')
+        .map(|t| t.trim().to_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Whether a lower-cased name holds any of the terms.
+pub fn matches(terms: &[String], lower: &str) -> bool {
+    terms.iter().any(|t| lower.contains(t.as_str()))
+}
+
+/// Each layer index's change from run a to run b: the mean time of its
+/// spans (every step's) in b over a, minus one (`-0.6`: 60% faster).
+/// Indexes missing from either run are left out.
+pub fn layer_changes(
+    a: &[kinetoscope_types::TimelineLayer],
+    b: &[kinetoscope_types::TimelineLayer],
+) -> std::collections::HashMap<i64, f64> {
+    fn means(ls: &[kinetoscope_types::TimelineLayer]) -> std::collections::HashMap<i64, f64> {
+        let mut sum: std::collections::HashMap<i64, (f64, f64)> = Default::default();
+        for l in ls {
+            let e = sum.entry(l.index).or_default();
+            e.0 += (l.end_ns - l.start_ns) as f64;
+            e.1 += 1.0;
+        }
+        sum.into_iter().map(|(k, (t, n))| (k, t / n)).collect()
+    }
+    let (ma, mb) = (means(a), means(b));
+    ma.iter()
+        .filter_map(|(k, ta)| {
+            let tb = mb.get(k)?;
+            (*ta > 0.0).then(|| (*k, tb / ta - 1.0))
+        })
+        .collect()
+}
+
+/// Within this fraction a layer counts as unchanged.
+pub const SAME_WITHIN: f64 = 0.03;
+
+/// The colour of a layer's change: green faster, red slower, grey the same.
+pub fn change_color(change: f64) -> &'static str {
+    if change < -SAME_WITHIN {
+        "#54a24b"
+    } else if change > SAME_WITHIN {
+        "#e45756"
+    } else {
+        "#bab0ac"
+    }
+}
+
+/// Offsets that put step `k` of every rank at the same x: each rank's
+/// step `k` start (its first start when it has fewer steps).
+pub fn step_offsets(infos: &[&kinetoscope_types::TimelineInfo], k: usize) -> Vec<f64> {
+    infos
+        .iter()
+        .map(|i| i.steps.get(k).map_or(i.start_ns, |s| s.start_ns) as f64)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,19 +233,62 @@ mod tests {
         let (res, s, e, px) = fetch_plan(v, 1000.0);
         assert_eq!((res, s, e), (2.0, -1000, 5000));
         assert_eq!(px, 3000);
-        let (res, _, _, px) = fetch_plan(
+        let (wide, _, _, wide_px) = fetch_plan(
             View {
                 start: 0.0,
                 end: 3000.0,
             },
             1000.0,
         );
-        assert_eq!((res, px), (4.0, 2250));
+        assert_eq!((wide, wide_px), (4.0, 2250));
         assert!(covers((res, s, e), v.pan(500.0, 0.0, 1e9), 1000.0));
         assert!(!covers((res, s, e), v.zoom(0.25, 2000.0, 0.0, 1e9), 1000.0));
         assert_eq!(tick_step(1e6, 1000.0, 100.0), 1e5);
         assert_eq!(time_label(2500.0), "2.50 µs");
         assert_eq!(tick_label(16_020_000.0, 10_000.0), "16.02 ms");
         assert_eq!(tick_label(500.0, 100.0), "500 ns");
+    }
+
+    #[test]
+    fn layers_compare_by_index_and_ranks_align_by_step() {
+        use kinetoscope_types::{TimelineInfo, TimelineLayer, TimelineStep};
+        let l = |index, start_ns, end_ns| TimelineLayer {
+            index,
+            start_ns,
+            end_ns,
+        };
+        // Layer 0: 100 -> 40 ns (two steps each); layer 1: 100 -> 101; layer 2 only in a.
+        let a = [
+            l(0, 0, 100),
+            l(1, 100, 200),
+            l(2, 200, 300),
+            l(0, 1000, 1100),
+            l(1, 1100, 1200),
+        ];
+        let b = [l(0, 0, 30), l(1, 30, 131), l(0, 500, 550), l(1, 550, 651)];
+        let c = layer_changes(&a, &b);
+        assert_eq!(c.len(), 2);
+        assert!((c[&0] + 0.6).abs() < 1e-9, "{c:?}");
+        assert!((c[&1] - 0.01).abs() < 1e-9);
+        assert_eq!(change_color(c[&0]), "#54a24b");
+        assert_eq!(change_color(c[&1]), "#bab0ac");
+        assert_eq!(change_color(0.2), "#e45756");
+        let step = |start_ns| TimelineStep {
+            name: String::new(),
+            start_ns,
+            end_ns: start_ns + 10,
+        };
+        let r0 = TimelineInfo {
+            start_ns: 5,
+            steps: vec![step(10), step(30)],
+            ..Default::default()
+        };
+        let r1 = TimelineInfo {
+            start_ns: 7,
+            steps: vec![step(12)],
+            ..Default::default()
+        };
+        assert_eq!(step_offsets(&[&r0, &r1], 1), vec![30.0, 7.0]);
+        assert_eq!(step_offsets(&[&r0, &r1], 0), vec![10.0, 12.0]);
     }
 }

@@ -102,6 +102,13 @@ impl UrlState {
         self.query.with(|q| q.get(key)).filter(|v| !v.is_empty())
     }
 
+    /// A query value, without tracking it (read once, when a view starts).
+    pub fn get_untracked(&self, key: &str) -> Option<String> {
+        self.query
+            .with_untracked(|q| q.get(key))
+            .filter(|v| !v.is_empty())
+    }
+
     /// Sets query values (empty removes), replacing or pushing history.
     pub fn set(&self, updates: &[(&'static str, String)], replace: bool) {
         let mut q = self.query.get_untracked();

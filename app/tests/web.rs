@@ -164,3 +164,49 @@ async fn components_render_names_as_text() {
     );
     assert!(el.text_content().unwrap().contains("42.0%"));
 }
+
+#[wasm_bindgen_test]
+fn highlight_totals_add_up_the_matching_rows_per_step() {
+    use kinetoscope_types::{DeltaRow, Diff};
+    let row = |name: &str, a_us: f64, b_us: f64, calls: f64| DeltaRow {
+        name: name.into(),
+        a_us,
+        b_us,
+        a_calls: calls,
+        b_calls: calls,
+        ..Default::default()
+    };
+    let d = Diff {
+        basis: "per step".into(),
+        kernels: vec![
+            row(
+                "void unrolled_elementwise_kernel<cast>",
+                64_000.0,
+                5_000.0,
+                78.0,
+            ),
+            row("ncclKernel_AllReduce", 300.0, 300.0, 156.0),
+            row("ncclDevKernel_AllGather", 100.0, 50.0, 2.0),
+        ],
+        ops: vec![row("aten::copy_", 64_100.0, 5_100.0, 780.0)],
+        ..Default::default()
+    };
+    assert_eq!(highlight_totals(&d, " "), None);
+    assert_eq!(
+        highlight_totals(&d, "Elementwise").unwrap(),
+        "1 kernel matches, per step: A 64.0 ms (78 calls), B 5.00 ms (78 calls), -92.2%"
+    );
+    // Either term; kernels before ops.
+    assert_eq!(
+        highlight_totals(&d, "allreduce|allgather").unwrap(),
+        "2 kernels match, per step: A 400 µs (158 calls), B 350 µs (158 calls), -12.5%"
+    );
+    let ops = highlight_totals(&d, "copy_").unwrap();
+    assert!(
+        ops.starts_with("1 op matches (self device time), per step"),
+        "{ops}"
+    );
+    assert!(highlight_totals(&d, "nothing")
+        .unwrap()
+        .starts_with("No kernel"));
+}

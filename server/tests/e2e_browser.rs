@@ -346,6 +346,139 @@ async fn diff_link_shows_both_headlines_and_deltas() {
     srv.stop().await;
 }
 
+/// The diff's timeline view: baseline over patch with the anchor step of
+/// each at the same x, the cast kernel highlighted in both and shorter in
+/// the patch, the layer strip drawn, per-step totals shown; a bad anchor
+/// falls back to the runs' starts and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_timeline_aligns_baseline_over_patch() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let a = srv
+        .upload(
+            generated(3, 8, kinetoscope_trace::generate::Variant::Baseline),
+            "baseline",
+        )
+        .await;
+    let b_run = srv
+        .upload(
+            generated(3, 8, kinetoscope_trace::generate::Variant::GatherCast),
+            "gather-cast",
+        )
+        .await;
+    assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
+    assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
+    let diff: Diff = srv
+        .get_json(&format!("/api/diff/{}/{}", a.id, b_run.id))
+        .await;
+    let align: kinetoscope_types::DiffAlign = srv
+        .get_json(&format!("/api/diff/{}/{}/align", a.id, b_run.id))
+        .await;
+    // The kernel whose time fell the most: the FP8 -> BF16 cast.
+    let cast = diff
+        .kernels
+        .iter()
+        .min_by(|x, y| x.delta_us.total_cmp(&y.delta_us))
+        .unwrap()
+        .name
+        .clone();
+    assert!(cast.contains("direct_copy_kernel_cuda"), "{cast}");
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!(
+            "{}/diff/{}/{}?view=timeline&hl={}",
+            srv.url,
+            a.id,
+            b_run.id,
+            urlencode(&cast)
+        ))
+        .await
+        .unwrap();
+    let ready = "window.__stackedLayout && (() => { const l = JSON.parse(window.__stackedLayout); \
+        return l.fetched >= l.lanes && l.sides.every(s => s.hits.events > 0) && window.__stackedLayout; })()";
+    let lay: serde_json::Value =
+        serde_json::from_str(b.wait_js(ready, LONG).await.as_str().unwrap()).unwrap();
+    let sides = lay["sides"].as_array().unwrap();
+    assert_eq!(sides.len(), 2);
+    assert_eq!(sides[0]["run"], a.id.as_str());
+    assert_eq!(sides[1]["run"], b_run.id.as_str());
+    // Each run is drawn from where the API says its anchor lies.
+    assert_eq!(sides[0]["offset"].as_f64(), Some(align.a.start_ns as f64));
+    assert_eq!(sides[1]["offset"].as_f64(), Some(align.b.start_ns as f64));
+    // The anchor step of each starts at the same x, inside the plot.
+    let (xa, xb) = (
+        sides[0]["anchor_step_x"].as_f64().unwrap(),
+        sides[1]["anchor_step_x"].as_f64().unwrap(),
+    );
+    assert!((xa - xb).abs() < 0.5, "{xa} vs {xb}");
+    assert!(
+        xa > 0.0 && xa < lay["width"].as_f64().unwrap() / 2.0,
+        "{xa}"
+    );
+    // The cast drawn in both, shorter in the patch.
+    for s in sides {
+        assert!(
+            s["hits"]["names"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|n| n.as_str() == Some(cast.as_str())),
+            "{s}"
+        );
+    }
+    let (la, lb) = (
+        sides[0]["hits"]["longest_ns"].as_i64().unwrap(),
+        sides[1]["hits"]["longest_ns"].as_i64().unwrap(),
+    );
+    assert!(lb * 5 < la, "patch cast {lb} ns vs baseline {la} ns");
+    // The layer strip: every layer found in both runs, the cast's layers faster.
+    let strip = lay["strip"].as_array().unwrap();
+    assert!(!strip.is_empty(), "{lay}");
+    assert!(
+        strip.iter().any(|l| l["color"] == "#54a24b"),
+        "some layer is faster: {strip:?}"
+    );
+    // Per-step totals of the highlight, from the diff's rows.
+    let row = diff.kernels.iter().find(|r| r.name == cast).unwrap();
+    let totals = js(&b, "document.querySelector('#highlight-totals').innerText").await;
+    let totals = totals.as_str().unwrap();
+    assert!(
+        totals.contains(&kinetoscope_types::units::time_us(row.a_us))
+            && totals.contains(&kinetoscope_types::units::time_us(row.b_us)),
+        "{totals}"
+    );
+    b.screenshot("diff-timeline").await;
+    // Zoom: both runs move together (one view), and the URL keeps it.
+    b.client
+        .execute(
+            "const c = document.getElementById('stacked-canvas'); const r = c.getBoundingClientRect();
+             c.dispatchEvent(new WheelEvent('wheel', {deltaY: -400, clientX: r.left + 400, clientY: r.top + 80, bubbles: true, cancelable: true}));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.wait_js("location.search.includes('start_ns=')", LONG)
+        .await;
+    // A bad anchor: the runs' starts are aligned, and the page says so.
+    b.client
+        .goto(&format!(
+            "{}/diff/{}/{}?view=timeline&anchor=step:99",
+            srv.url, a.id, b_run.id
+        ))
+        .await
+        .unwrap();
+    let note = b
+        .wait_js(
+            "document.querySelector('#align-note.error') && document.querySelector('#align-note').innerText",
+            LONG,
+        )
+        .await;
+    assert!(note.as_str().unwrap().contains("no step 99"), "{note}");
+    b.close().await;
+    srv.stop().await;
+}
+
 /// Time from the app's start to the run page showing its tables. Printed,
 /// not asserted (see BENCHMARKS.md). `KINETOSCOPE_UI_BENCH=1` uses the full
 /// generated trace (30 steps x 78 layers, ~490 MB of JSON).
@@ -484,6 +617,59 @@ async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
     )
     .await;
     assert_eq!(first.as_str(), Some(top_op_by_self_device(&s3).as_str()));
+    // Every rank's GPU streams in one view, the straggler marked, the
+    // collectives highlighted on every rank at once.
+    b.client
+        .goto(&format!(
+            "{}{}?tab=timeline&ranks=all",
+            srv.url, created.url
+        ))
+        .await
+        .unwrap();
+    let ready = "window.__stackedLayout && (() => { const l = JSON.parse(window.__stackedLayout);         return l.fetched >= l.lanes && window.__stackedLayout; })()";
+    let lay: serde_json::Value =
+        serde_json::from_str(b.wait_js(ready, LONG).await.as_str().unwrap()).unwrap();
+    let sides = lay["sides"].as_array().unwrap();
+    assert_eq!(sides.len(), 8, "eight lanes");
+    for (r, s) in sides.iter().enumerate() {
+        assert_eq!(s["rank"].as_i64(), Some(r as i64));
+        assert!(
+            !s["lanes"].as_array().unwrap().is_empty(),
+            "rank {r} has GPU lanes"
+        );
+        assert_eq!(
+            s["marked"].as_bool(),
+            Some(Some(r as i64) == cross.slowest_rank)
+        );
+    }
+    b.client
+        .find(Locator::Css("#highlight-collectives"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let lay: serde_json::Value = serde_json::from_str(
+        b.wait_js(
+            "(() => { const l = JSON.parse(window.__stackedLayout);              return l.sides.filter(s => s.hits.events > 0).length >= 8 && window.__stackedLayout; })()",
+            LONG,
+        )
+        .await
+        .as_str()
+        .unwrap(),
+    )
+    .unwrap();
+    for s in lay["sides"].as_array().unwrap() {
+        for n in s["hits"]["names"].as_array().unwrap() {
+            assert!(n.as_str().unwrap().to_lowercase().contains("nccl"), "{n}");
+        }
+    }
+    assert!(js(&b, "location.search")
+        .await
+        .as_str()
+        .unwrap()
+        .contains("hl=nccl"));
+    b.screenshot("ranks-timeline").await;
     b.close().await;
     srv.stop().await;
 }

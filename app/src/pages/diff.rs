@@ -1,4 +1,5 @@
-//! `/diff/{a}/{b}`: baseline a against patch b, side by side.
+//! `/diff/{a}/{b}`: baseline a against patch b, side by side: tables, or
+//! both timelines aligned (`?view=timeline`).
 
 use crate::api;
 use crate::charts;
@@ -8,6 +9,9 @@ use kinetoscope_types::{DeltaRow, Diff, DiffSide};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_params_map;
+use std::sync::Arc;
+
+use super::stacked::DiffTimeline;
 
 /// The diff page.
 #[component]
@@ -31,10 +35,34 @@ pub fn DiffPage() -> impl IntoView {
         });
     });
     let copied = RwSignal::new(false);
+    // A memo: the body is rebuilt when the view changes, not on every change
+    // of the query string (the timeline writes its view there).
+    let timeline = Memo::new(move |_| url.get("view").as_deref() == Some("timeline"));
+    let show = move |timeline: bool| {
+        url.set(
+            &[
+                (
+                    "view",
+                    if timeline {
+                        "timeline".into()
+                    } else {
+                        String::new()
+                    },
+                ),
+                ("start_ns", String::new()),
+                ("end_ns", String::new()),
+            ],
+            false,
+        )
+    };
     view! {
         <section class="diff" id="diff-page">
             <div class="toolbar">
                 <h1>"Diff"</h1>
+                <nav class="tabs">
+                    <button class="tab" class:active=move || !timeline.get() data-view="tables" on:click=move |_| show(false)>"Tables"</button>
+                    <button class="tab" class:active=move || timeline.get() data-view="timeline" id="view-timeline" on:click=move |_| show(true)>"Timeline"</button>
+                </nav>
                 <span class="spacer"></span>
                 <button class="ghost" id="swap" on:click=move |_| { let (a, b) = ids.get_untracked(); url.go(&format!("/diff/{b}/{a}")); }>"⇄ Swap"</button>
                 <button class="ghost" id="copy-diff-link" on:click=move |_| {
@@ -45,6 +73,10 @@ pub fn DiffPage() -> impl IntoView {
             </div>
             {move || diff.get().map(|d| match d {
                 Err(e) => view! { <p class="error">{e}</p> }.into_any(),
+                Ok(d) if timeline.get() => {
+                    let (a, b) = ids.get_untracked();
+                    view! { <DiffTimeline a=a b=b diff=Arc::new(d) url=url/> }.into_any()
+                }
                 Ok(d) => diff_body(d).into_any(),
             })}
         </section>

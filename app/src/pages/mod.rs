@@ -3,4 +3,5 @@
 pub mod diff;
 pub mod run;
 pub mod runs;
+pub mod stacked;
 pub mod timeline;

@@ -178,6 +178,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     // change of the query string (the timeline writes its view there).
     let tab_memo = Memo::new(move |_| url.get("tab").unwrap_or_else(|| "findings".into()));
     let tab = move || tab_memo.get();
+    let all_ranks = Memo::new(move |_| url.get("ranks").as_deref() == Some("all"));
     let tabs = TABS
         .iter()
         .filter(|(k, _)| *k != "ranks" || v.cross_rank.is_some())
@@ -199,6 +200,11 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             "kernels" => view! { <KernelsTab v=v url=url/> }.into_any(),
             "steps" => steps_tab(&v.summary).into_any(),
             "layers" => view! { <LayersTab v=v id=id2.clone()/> }.into_any(),
+            "timeline" if all_ranks.get() && v.ranks.len() > 1 => view! {
+                <crate::pages::stacked::RanksTimeline id=id2.clone() ranks=v.ranks.clone()
+                    straggler=v.cross_rank.as_ref().and_then(|c| c.slowest_rank) url=url/>
+            }
+            .into_any(),
             "timeline" => {
                 view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url/> }
                     .into_any()

@@ -6,9 +6,9 @@
 //! `event`, `q`).
 
 use crate::api;
+use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    busy_alpha, color_of, covers, fetch_plan, tick_label, tick_step, time_label, View, BAND_H,
-    GUTTER, HEADER_H, ROW_H, RULER_H,
+    covers, fetch_plan, time_label, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
@@ -17,80 +17,6 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use wasm_bindgen::JsCast;
-
-/// A distinct name of a fetched window, with what drawing needs of it.
-struct NameInfo {
-    name: String,
-    lower: String,
-    color: String,
-}
-
-/// One slice as drawn: the window's slice with its name interned.
-struct DrawSlice {
-    start_ns: i64,
-    dur_ns: i64,
-    row: u32,
-    count: u32,
-    busy_ns: i64,
-    event: u32,
-    name: u32,
-}
-
-/// Slices fetched for one track: names interned and coloured once, when
-/// they arrive, so a frame allocates nothing per slice.
-struct Fetched {
-    res: f64,
-    start: i64,
-    end: i64,
-    names: Vec<NameInfo>,
-    slices: Vec<DrawSlice>,
-}
-
-impl Fetched {
-    /// From the columns form of a window: names coloured once.
-    fn from_columns(res: f64, start: i64, end: i64, c: TimelineColumns) -> Fetched {
-        let names = c
-            .names
-            .into_iter()
-            .map(|n| NameInfo {
-                lower: n.to_lowercase(),
-                color: color_of(&n),
-                name: n,
-            })
-            .collect();
-        let slices = (0..c.start_ns.len())
-            .map(|k| DrawSlice {
-                start_ns: c.start_ns[k],
-                dur_ns: c.dur_ns[k],
-                row: c.row[k],
-                count: c.count[k],
-                busy_ns: c.busy_ns[k],
-                event: c.event[k],
-                name: c.name[k],
-            })
-            .collect();
-        Fetched {
-            res,
-            start,
-            end,
-            names,
-            slices,
-        }
-    }
-
-    fn slice(&self, s: &DrawSlice) -> TimelineSlice {
-        TimelineSlice {
-            start_ns: s.start_ns,
-            dur_ns: s.dur_ns,
-            row: s.row,
-            name: self.names[s.name as usize].name.clone(),
-            count: s.count,
-            busy_ns: s.busy_ns,
-            event: s.event,
-        }
-    }
-}
 
 /// Where a track is drawn.
 #[derive(Clone, Copy)]
@@ -325,68 +251,44 @@ pub fn TimelineTab(
         let hidden = collapsed.get();
         let sel = selected.get();
         let found = search.get();
-        let q = query.get_untracked().to_lowercase();
+        let terms = crate::timeline::terms(&query.get_untracked());
         let w = width.get();
         let top = RULER_H + BAND_H * 2.0 + if found.is_some() { BAND_H } else { 0.0 };
         let (lanes, height) = lanes(&i, &hidden, top);
-        cv.set_width(w as u32);
-        cv.set_height(height.max(80.0) as u32);
-        let Ok(Some(ctx)) = cv.get_context("2d") else {
-            return;
-        };
-        let Ok(ctx) = ctx.dyn_into::<web_sys::CanvasRenderingContext2d>() else {
+        let Some(ctx) = paint::context(&cv, w, height.max(80.0)) else {
             return;
         };
         let pw = w - GUTTER;
-        ctx.clear_rect(0.0, 0.0, w, height);
-        ctx.set_font("11px sans-serif");
-        // Ruler.
-        let step = tick_step(v.span(), pw, 110.0);
-        let mut t = (v.start / step).ceil() * step;
-        ctx.set_fill_style_str("#888");
-        while t < v.end {
-            let x = GUTTER + v.x_of(t, pw);
-            ctx.fill_rect(x, RULER_H - 6.0, 1.0, 6.0);
-            let _ = ctx.fill_text(&tick_label(t - i.start_ns as f64, step), x + 2.0, 12.0);
-            t += step;
-        }
-        // Steps and layers bands.
-        // Labels are made only for spans wide enough to show one.
-        let band = |y: f64,
-                    n: usize,
-                    span: &dyn Fn(usize) -> (i64, i64),
-                    text: &dyn Fn(usize) -> String,
-                    label: &str| {
-            ctx.set_fill_style_str("#888");
-            let _ = ctx.fill_text(label, 4.0, y + 11.0);
-            for k in 0..n {
-                let (s, e) = span(k);
-                let (x0, x1) = (v.x_of(s as f64, pw), v.x_of(e as f64, pw));
-                if x1 < 0.0 || x0 > pw {
-                    continue;
-                }
-                let (x0, x1) = (x0.max(0.0), x1.min(pw));
-                ctx.set_fill_style_str(if k % 2 == 0 { "#4c78a8" } else { "#72a0cf" });
-                ctx.fill_rect(GUTTER + x0, y + 1.0, (x1 - x0).max(1.0), BAND_H - 2.0);
-                if x1 - x0 > 40.0 {
-                    ctx.set_fill_style_str("#fff");
-                    let _ = ctx.fill_text(&text(k), GUTTER + x0 + 2.0, y + 11.0);
-                }
-            }
-        };
-        band(
+        paint::ruler(&ctx, v, pw, RULER_H, i.start_ns as f64);
+        paint::band(
+            &ctx,
+            pw,
             RULER_H,
-            i.steps.len(),
-            &|k| (i.steps[k].start_ns, i.steps[k].end_ns),
-            &|k| i.steps[k].name.clone(),
             "steps",
+            i.steps.len(),
+            &|k| {
+                (
+                    v.x_of(i.steps[k].start_ns as f64, pw),
+                    v.x_of(i.steps[k].end_ns as f64, pw),
+                )
+            },
+            &paint::alternate,
+            &|k| i.steps[k].name.clone(),
         );
-        band(
+        paint::band(
+            &ctx,
+            pw,
             RULER_H + BAND_H,
-            i.layers.len(),
-            &|k| (i.layers[k].start_ns, i.layers[k].end_ns),
-            &|k| format!("L{}", i.layers[k].index),
             "layers",
+            i.layers.len(),
+            &|k| {
+                (
+                    v.x_of(i.layers[k].start_ns as f64, pw),
+                    v.x_of(i.layers[k].end_ns as f64, pw),
+                )
+            },
+            &paint::alternate,
+            &|k| format!("L{}", i.layers[k].index),
         );
         // The search density strip.
         if let Some(s) = &found {
@@ -401,7 +303,7 @@ pub fn TimelineTab(
                 }
             }
             let span = (i.end_ns - i.start_ns) as f64;
-            ctx.set_fill_style_str("#e45756");
+            ctx.set_fill_style_str(paint::HIGHLIGHT);
             for (k, c) in total.iter().enumerate().filter(|(_, c)| **c > 0) {
                 let t0 = i.start_ns as f64 + span * k as f64 / n as f64;
                 let x = v.x_of(t0, pw);
@@ -432,60 +334,24 @@ pub fn TimelineTab(
             let Some(f) = d.get(&lane.track) else {
                 continue;
             };
-            let mut last_x = vec![-1.0f64; lane.rows as usize + 1];
+            let place = Place {
+                view: v,
+                width: pw,
+                top: lane.top + HEADER_H,
+                row_h: ROW_H,
+                offset: 0.0,
+            };
             // Which of this window's names the search matches, once per frame.
-            let hits: Vec<bool> = f
-                .names
-                .iter()
-                .map(|n| !q.is_empty() && n.lower.contains(&q))
-                .collect();
-            for s in &f.slices {
-                let x0 = v.x_of(s.start_ns as f64, pw);
-                let x1 = v.x_of((s.start_ns + s.dur_ns.max(1)) as f64, pw);
-                if x1 < 0.0 || x0 > pw {
-                    continue;
-                }
-                let (x0, x1) = (x0.max(0.0), x1.min(pw));
-                let wpx = (x1 - x0).max(1.0);
-                // A slice on a pixel already drawn adds nothing.
-                let Some(lx) = last_x.get_mut(s.row as usize) else {
-                    continue;
-                };
-                if x0 + wpx <= *lx + 1.0 && wpx <= 1.0 {
-                    continue;
-                }
-                *lx = x0 + wpx;
-                let name = &f.names[s.name as usize];
-                let y = lane.top + HEADER_H + s.row as f64 * ROW_H;
-                let hit = hits[s.name as usize];
-                let alpha = if s.count > 1 {
-                    busy_alpha(s.busy_ns, s.dur_ns)
-                } else {
-                    1.0
-                };
-                ctx.set_global_alpha(alpha);
-                ctx.set_fill_style_str(if hit { "#e45756" } else { &name.color });
-                ctx.fill_rect(GUTTER + x0, y + 1.0, wpx, ROW_H - 2.0);
-                ctx.set_global_alpha(1.0);
-                if sel
-                    .as_ref()
-                    .is_some_and(|e| e.event == s.event && s.count == 1)
-                {
-                    ctx.set_stroke_style_str("#000");
-                    ctx.stroke_rect(GUTTER + x0, y + 1.0, wpx, ROW_H - 2.0);
-                }
-                if wpx > 50.0 {
-                    ctx.set_fill_style_str("#fff");
-                    let label = if s.count > 1 {
-                        format!("{} (+{})", name.name, s.count - 1)
-                    } else {
-                        name.name.clone()
-                    };
-                    let max_chars = (wpx / 6.5) as usize;
-                    let text: String = label.chars().take(max_chars).collect();
-                    let _ = ctx.fill_text(&text, GUTTER + x0 + 2.0, y + 11.0);
-                }
-            }
+            let hits = f.hits(&terms);
+            paint::slices(
+                &ctx,
+                f,
+                &place,
+                lane.rows,
+                &hits,
+                sel.as_ref().map(|e| e.event),
+                |_| {},
+            );
         }
         // The arrow from the selected GPU op's launch to it.
         if let Some(e) = &sel {
@@ -496,7 +362,7 @@ pub fn TimelineTab(
                     let xb = GUTTER + v.x_of(e.start_ns as f64, pw);
                     let ya = a.top + HEADER_H + ROW_H / 2.0;
                     let yb = b.top + HEADER_H + e.row as f64 * ROW_H + ROW_H / 2.0;
-                    ctx.set_stroke_style_str("#e45756");
+                    ctx.set_stroke_style_str(paint::HIGHLIGHT);
                     ctx.begin_path();
                     ctx.move_to(xa, ya);
                     ctx.line_to(xb, yb);
@@ -777,6 +643,12 @@ pub fn TimelineTab(
                 <span class="spacer"></span>
                 <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in"</span>
                 <button class="ghost" on:click=reset>"Whole trace"</button>
+                {move || info.with(|i| matches!(i, Some(Ok(i)) if i.ranks.len() > 1)).then(|| view! {
+                    <button class="ghost" id="all-ranks" on:click=move |_| url.set(&[
+                        ("ranks", "all".into()), ("start_ns", String::new()),
+                        ("end_ns", String::new()), ("event", String::new()),
+                    ], false)>"All ranks ›"</button>
+                })}
             </div>
             <div class="timeline-canvas-wrap">
                 <canvas node_ref=canvas id="timeline-canvas" tabindex="0"
