@@ -44,6 +44,7 @@ async fn main() {
         max_upload_bytes: 8 << 30,
         upload_min_bytes_per_sec: 1024,
         upload_pace_window_secs: 30,
+        header_timeout_secs: 30,
         max_uploads_per_client: 4,
         limit_loopback: false,
         writes_per_minute: 120,

@@ -124,6 +124,11 @@ pub struct ServeArgs {
         default_value_t = 30
     )]
     pub upload_pace_window_secs: u64,
+    /// Seconds a client may take to send a request's headers (the whole
+    /// head, from its first byte or from an idle keep-alive); slower
+    /// connections are closed, so trickling clients can't hold the server.
+    #[arg(long, env = "KINETOSCOPE_HEADER_TIMEOUT_SECS", default_value_t = 30)]
+    pub header_timeout_secs: u64,
     /// Concurrent uploads one client address may have in progress; more get
     /// 429 (0: no cap).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOADS_PER_CLIENT", default_value_t = 4)]

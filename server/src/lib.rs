@@ -9,6 +9,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod serve;
 pub mod web;
 
 use anyhow::Context;
@@ -158,14 +159,9 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         None
     };
     let shutdown = stop.clone();
+    let header_timeout = std::time::Duration::from_secs(args.header_timeout_secs.max(1));
     let done = tokio::spawn(async move {
-        // Connection info gives handlers the client's address (upload caps).
-        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-        let serving = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await });
-        if let Err(e) = serving.await {
-            tracing::error!(error = %e, "server error");
-        }
+        serve::serve(listener, app, header_timeout, shutdown).await;
         if let Some(j) = jobs {
             let _ = j.await;
         }

@@ -480,6 +480,94 @@ async fn a_trickling_upload_gets_408_and_frees_the_server() {
     srv.stop().await;
 }
 
+/// A client that sends its request headers one byte a second, or opens a
+/// connection and says nothing, is dropped after the header timeout; the
+/// server keeps answering others meanwhile and afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_headers_and_silent_connections_are_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let srv = TestServer::start(Opts {
+        header_timeout_secs: 2,
+        ..Opts::default()
+    })
+    .await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let head =
+        format!("GET /api/runs HTTP/1.1\r\nHost: {addr}\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+    let trickle = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let started = std::time::Instant::now();
+            for b in head.bytes() {
+                if conn.write_all(&[b]).await.is_err() {
+                    break;
+                }
+                let mut buf = [0u8; 256];
+                match tokio::time::timeout(Duration::from_millis(1000), conn.read(&mut buf)).await {
+                    // Closed (or answered with the 408 hyper sends) before the head was whole.
+                    Ok(Ok(_)) | Ok(Err(_)) => return (started.elapsed(), true),
+                    Err(_) => {}
+                }
+            }
+            (started.elapsed(), false)
+        })
+    };
+    let silent = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let started = std::time::Instant::now();
+            let mut buf = Vec::new();
+            let closed = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut buf))
+                .await
+                .is_ok();
+            (started.elapsed(), closed)
+        })
+    };
+    // A keep-alive connection left idle after a request.
+    let idle = {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            conn.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let started = std::time::Instant::now();
+            let mut buf = Vec::new();
+            let closed = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut buf))
+                .await
+                .is_ok();
+            (
+                started.elapsed(),
+                closed,
+                String::from_utf8_lossy(&buf).to_string(),
+            )
+        })
+    };
+    // Meanwhile the server answers everyone else.
+    let runs: serde_json::Value = srv.get_json("/api/runs").await;
+    assert!(runs.is_object() || runs.is_array(), "{runs}");
+    let (took, dropped) = trickle.await.unwrap();
+    assert!(
+        dropped,
+        "a trickling client kept its connection for {took:?}"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    let (took, closed) = silent.await.unwrap();
+    assert!(closed, "a silent connection stayed open for {took:?}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    let (took, closed, reply) = idle.await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(
+        closed,
+        "an idle keep-alive connection stayed open for {took:?}"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    srv.upload(small_trace(1, 4), "after").await;
+    srv.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_cannot_hold_more_uploads_than_its_cap() {
     use tokio::io::AsyncWriteExt;

@@ -884,14 +884,30 @@ async fn timeline_timing() {
         .await
         .as_f64()
         .unwrap();
-    let out = b
-        .client
-        .execute_async(
-            r#"const done = arguments[arguments.length - 1];
+    let (frames, heap_mb, span) = zoom_and_pan(&b, "timeline-canvas", "__timelineLayout").await;
+    println!(
+        "Timeline timing ({steps} steps x {layers} layers): first frame {first:.0} ms after the WASM started; 60 zoom/pan steps down to a {span:.0} ns view: median {:.1} ms, p95 {:.1} ms, max {:.1} ms (input event to redraw submitted); JS heap {heap_mb:.0} MB",
+        frames[30],
+        frames[56],
+        frames[59],
+    );
+    // The view reached a single kernel's scale.
+    assert!(span < 100_000.0, "{span}");
+    b.close().await;
+    srv.stop().await;
+}
+
+/// 60 scripted zoom and pan steps on a canvas (wheel zooms in around the
+/// middle, every third step a `d` key pans), each timed from the input event
+/// to the end of the redraw that answers it (the layout record's `at`
+/// moves); returns the sorted frame times, the JS heap (MB) and the final
+/// span (ns).
+async fn zoom_and_pan(b: &Browser, canvas: &str, layout: &str) -> (Vec<f64>, f64, f64) {
+    let script = r#"const done = arguments[arguments.length - 1];
             (async () => {
-              const c = document.getElementById('timeline-canvas');
+              const c = document.getElementById('CANVAS');
               const r = c.getBoundingClientRect();
-              const lay = () => JSON.parse(window.__timelineLayout);
+              const lay = () => JSON.parse(window.LAYOUT);
               const frames = [];
               for (let k = 0; k < 60; k++) {
                 const before = lay().at;
@@ -913,11 +929,10 @@ async fn timeline_timing() {
               }
               const l = lay();
               done({frames, heap: performance.memory ? performance.memory.usedJSHeapSize : 0, span: l.end - l.start});
-            })();"#,
-            vec![],
-        )
-        .await
-        .unwrap();
+            })();"#
+        .replace("CANVAS", canvas)
+        .replace("LAYOUT", layout);
+    let out = b.client.execute_async(&script, vec![]).await.unwrap();
     let mut frames: Vec<f64> = out["frames"]
         .as_array()
         .unwrap()
@@ -926,16 +941,62 @@ async fn timeline_timing() {
         .collect();
     assert_eq!(frames.len(), 60);
     frames.sort_by(f64::total_cmp);
-    let heap_mb = out["heap"].as_f64().unwrap() / 1e6;
-    println!(
-        "Timeline timing ({steps} steps x {layers} layers): first frame {first:.0} ms after the WASM started; 60 zoom/pan steps down to a {:.0} ns view: median {:.1} ms, p95 {:.1} ms, max {:.1} ms (input event to redraw submitted); JS heap {heap_mb:.0} MB",
+    (
+        frames,
+        out["heap"].as_f64().unwrap() / 1e6,
         out["span"].as_f64().unwrap(),
+    )
+}
+
+/// Diff timeline timing (`make bench-ui`: two 30 x 78 runs, baseline and
+/// gather-then-cast; `make test`: a small pair as a smoke test): first frame
+/// of the aligned view after the WASM started, 60 zoom/pan steps, JS heap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diff_timeline_timing() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
+    let (steps, layers) = if full { (30, 78) } else { (2, 8) };
+    let srv = TestServer::start(Opts::default()).await;
+    let mut ids = Vec::new();
+    for variant in [
+        kinetoscope_trace::generate::Variant::Baseline,
+        kinetoscope_trace::generate::Variant::GatherCast,
+    ] {
+        let created = srv
+            .upload(generated(steps, layers, variant), "diff-timing")
+            .await;
+        assert_eq!(
+            srv.wait(&created.id, Duration::from_secs(900)).await.status,
+            "done"
+        );
+        ids.push(created.id);
+    }
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!(
+            "{}/diff/{}/{}?view=timeline",
+            srv.url, ids[0], ids[1]
+        ))
+        .await
+        .unwrap();
+    let first = b
+        .wait_js(
+            "window.__stackedLayout && (() => { const l = JSON.parse(window.__stackedLayout); \
+             return l.fetched >= l.lanes && l.at - window.__kinetoscopeStart; })()",
+            LONG,
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    let (frames, heap_mb, span) = zoom_and_pan(&b, "stacked-canvas", "__stackedLayout").await;
+    println!(
+        "Diff timeline timing (2 runs x {steps} steps x {layers} layers): first frame with both runs {first:.0} ms after the WASM started; 60 zoom/pan steps down to a {span:.0} ns view: median {:.1} ms, p95 {:.1} ms, max {:.1} ms; JS heap {heap_mb:.0} MB",
         frames[30],
         frames[56],
         frames[59],
     );
-    // The view reached a single kernel's scale.
-    assert!(out["span"].as_f64().unwrap() < 100_000.0, "{out}");
+    assert!(span < 100_000.0, "{span}");
     b.close().await;
     srv.stop().await;
 }
