@@ -799,8 +799,12 @@ impl TimelineIndex {
         let Some(info) = self.tracks.get(track as usize) else {
             return out;
         };
-        let width = ((end - start) as f64 / px.max(1) as f64).max(1.0);
-        let bucket = |ts: i64| -> i64 { (((ts.max(start) - start) as f64) / width).floor() as i64 };
+        // Differences in i128: `end - start` overflows i64 for a window as
+        // wide as the clock (found by API fuzzing: -2^62 to 2^62), and
+        // times go to f64 only as differences (epoch-ns clocks pass 2^53).
+        let span = |a: i64, b: i64| (b as i128 - a as i128) as f64;
+        let width = (span(start, end) / px.max(1) as f64).max(1.0);
+        let bucket = |ts: i64| -> i64 { (span(start, ts.max(start)) / width).floor() as i64 };
         for r in 0..info.rows {
             let row = &self.rows[(info.first_row + r) as usize];
             let n = row.len();
@@ -812,7 +816,7 @@ impl TimelineIndex {
             }
             while i < n && row.start[i] < end {
                 let b = bucket(row.start[i]);
-                let b_end = start + ((b + 1) as f64 * width).ceil() as i64;
+                let b_end = start.saturating_add(((b + 1) as f64 * width).ceil() as i64);
                 // Every event that starts in this bucket.
                 let k = i + row.start[i..].partition_point(|&s| s < b_end.min(end));
                 let k = k.max(i + 1);

@@ -147,3 +147,33 @@ fn details_carry_the_python_stack() {
         );
     }
 }
+
+/// Regression (found by API fuzzing): a window as wide as the clock,
+/// -2^62 to 2^62 ns, overflowed `end - start`. Every event is still counted
+/// once, at any px, and windows at the ends of the clock answer too.
+#[test]
+fn a_window_as_wide_as_the_clock_counts_every_event() {
+    let p = DecodeParams {
+        steps: 1,
+        layers: 4,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    write_decode_trace(&p, &mut json).unwrap();
+    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let ix = analyze_all(&t, &AnalysisOptions::default()).timeline;
+    for (k, track) in ix.tracks.iter().enumerate() {
+        for px in [1, 2, 16384] {
+            for (start, end) in [(-(1i64 << 62), 1i64 << 62), (i64::MIN, i64::MAX)] {
+                let n: u64 = ix
+                    .window(k as u32, start, end, px)
+                    .iter()
+                    .map(|s| s.count as u64)
+                    .sum();
+                assert_eq!(n, track.events, "track {k} at {px} px, {start}..{end}");
+            }
+        }
+        assert!(ix.window(k as u32, i64::MIN, i64::MIN + 1, 1).is_empty());
+        assert!(ix.window(k as u32, i64::MAX - 1, i64::MAX, 16384).is_empty());
+    }
+}
