@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates tools browser s3-emulator app server bench bench-ui clean
+.PHONY: run test gates tools browser s3-emulator app server bench bench-ui clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 run: tools app server
@@ -28,8 +28,11 @@ run: tools app server
 test: tools browser s3-emulator app gates
 	cargo check --benches --locked
 	cargo test --locked
+	cargo test -p app --lib --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --locked
+	$(MAKE) fuzz-smoke
+	$(MAKE) api-fuzz
 
 ## The benchmarks: parse speed and memory on the generated 480 MB trace, and the
 ## service under 20 concurrent uploads and 200 concurrent readers (see BENCHMARKS.md).
@@ -49,6 +52,60 @@ gates: tools
 ## Time the run page in the browser on the summary of the generated 490 MB trace.
 bench-ui: tools browser app
 	KINETOSCOPE_UI_BENCH=1 cargo test --release -p server --test e2e_browser -- --nocapture --test-threads 1 timing
+
+## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
+## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,
+## FUZZ_ARGS for more libFuzzer flags).
+## New inputs are kept in target/fuzz-corpus/; crashes land in worker/trace/fuzz/artifacts/.
+FUZZ_TARGETS ?= parse decode analyze summaries timeline
+FUZZ_SECONDS ?= 60
+FUZZ_ARGS ?=
+CARGO_FUZZ_VERSION := 0.13.2
+SHARED_TRACES ?= $(CURDIR)/../shared/traces
+# cargo-fuzz builds with -Zsanitizer=address: RUSTC_BOOTSTRAP lets the
+# machine's one (stable) toolchain accept it.
+FUZZ := cd worker/trace && RUSTC_BOOTSTRAP=1 cargo fuzz
+fuzz: fuzz-seeds
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p target/fuzz-corpus/$$t; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  ( $(FUZZ) run $$t $(CURDIR)/target/fuzz-corpus/$$t $(CURDIR)/target/fuzz-seeds/$$t -- \
+	      -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 $(FUZZ_ARGS) ) || exit 1; \
+	done
+
+## The smoke run in `make test`: each target builds, replays its seeds and
+## the crash regressions, then fuzzes briefly.
+fuzz-smoke: FUZZ_SECONDS = 15
+fuzz-smoke: fuzz
+
+fuzz-tools:
+	@if ! cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)"; then \
+	  echo "installing cargo-fuzz $(CARGO_FUZZ_VERSION) (a minute or two, once)"; \
+	  cargo install cargo-fuzz --version $(CARGO_FUZZ_VERSION) --locked; fi
+
+## API fuzzing: schemathesis against the running server's OpenAPI document,
+## every operation and the links between them (`make api-fuzz API_FUZZ_SECONDS=600
+## API_FUZZ_SEED=$$RANDOM` for a longer, different run; `make test` runs 90 s, seed 1).
+SCHEMATHESIS_VERSION := 4.32.5
+API_FUZZ_SECONDS ?= 90
+API_FUZZ_SEED ?= 1
+api-fuzz: api-fuzz-tools
+	cargo build -p server --locked
+	server/tests/api_fuzz.sh target/debug/kinetoscope $(TOOLS_DIR)/schemathesis/bin/st $(API_FUZZ_SECONDS) $(API_FUZZ_SEED)
+
+api-fuzz-tools:
+	@if ! $(TOOLS_DIR)/schemathesis/bin/st --version 2>/dev/null | grep -q "$(SCHEMATHESIS_VERSION)"; then \
+	  echo "installing schemathesis $(SCHEMATHESIS_VERSION) (API fuzzing) in a virtualenv"; \
+	  python3 -m venv $(TOOLS_DIR)/schemathesis && \
+	  $(TOOLS_DIR)/schemathesis/bin/pip install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; fi
+
+## Seeds cut from the shared traces (never committed), and summaries of them.
+fuzz-seeds: fuzz-tools
+	cargo build -p server --locked
+	rm -rf target/fuzz-seeds
+	python3 worker/trace/fuzz/seeds.py $(SHARED_TRACES) target/fuzz-seeds target/debug/kinetoscope
+	@for t in $(FUZZ_TARGETS); do if [ -d worker/trace/fuzz/regressions/$$t ]; then \
+	  cp worker/trace/fuzz/regressions/$$t/* target/fuzz-seeds/$$t/; fi; done
 
 app: tools
 	trunk build --release
