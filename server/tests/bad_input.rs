@@ -689,3 +689,106 @@ async fn json_bodies_are_bounded() {
     assert_eq!(ok.status(), 200);
     srv.stop().await;
 }
+
+/// A full disk: an upload that does not fit gets 507 with a clear detail,
+/// nothing of it is kept (no run, no blob), reads go on, and once space is
+/// free again an upload is stored and analyzed. The data folder is a 6 MB
+/// tmpfs (mounting needs root, which the CI machines have).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_gets_507_and_keeps_nothing_half_stored() {
+    let data = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
+        .arg(data.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        assert_ne!(
+            process_uid(),
+            0,
+            "root could not mount a tmpfs for the full-disk test"
+        );
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(data.path().to_path_buf());
+    let srv = TestServer::start_in(data, Opts::default()).await;
+    let fits = srv.upload(small_trace(1, 4), "fits").await;
+    assert_eq!(
+        srv.wait(&fits.id, Duration::from_secs(60)).await.status,
+        "done"
+    );
+    // Plain JSON, larger than the disk.
+    let p = kinetoscope_trace::generate::DecodeParams {
+        steps: 6,
+        layers: 8,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    assert!(json.len() > 6 << 20, "{} bytes", json.len());
+    let resp = srv
+        .http
+        .post(format!("{}/api/runs?name=too-big", srv.url))
+        .body(json)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 507);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "insufficient_storage", "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("storage is full"),
+        "{body}"
+    );
+    // Nothing half-stored: the run list has only the first run, and its
+    // folder holds no blob of the failed upload.
+    let runs: serde_json::Value = srv.get_json("/api/runs").await;
+    assert!(!runs.to_string().contains("too-big"), "{runs}");
+    assert!(runs.to_string().contains("fits"), "{runs}");
+    let runs_dir = srv.data.path().join("blobs/runs");
+    let mut kept: Vec<String> = Vec::new();
+    if let Ok(dirs) = std::fs::read_dir(&runs_dir) {
+        for d in dirs.flatten() {
+            let inside: Vec<String> = std::fs::read_dir(d.path())
+                .map(|r| {
+                    r.flatten()
+                        .map(|f| f.file_name().to_string_lossy().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            kept.push(format!("{}: {inside:?}", d.file_name().to_string_lossy()));
+        }
+    }
+    assert!(
+        kept.iter().all(|k| k.starts_with(&format!("{}:", fits.id))),
+        "blob folders left: {kept:?} (only {} expected)",
+        fits.id
+    );
+    // Space is free again: the next upload is stored and analyzed.
+    let after = srv.upload(small_trace(1, 4), "after").await;
+    assert_eq!(
+        srv.wait(&after.id, Duration::from_secs(60)).await.status,
+        "done"
+    );
+    srv.stop().await;
+}
+
+/// The process's user id (0: root), read from /proc.
+fn process_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
+}

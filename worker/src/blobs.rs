@@ -271,7 +271,13 @@ impl BlobWriter {
     /// Completes the write (durable and visible from now on); returns the
     /// size and the sha256 in hex.
     pub async fn finish(mut self) -> io::Result<(u64, String)> {
-        self.inner.shutdown().await?;
+        if let Err(e) = self.inner.shutdown().await {
+            // A failed final write (a full disk, say): object_store has
+            // removed its staged file (abort would panic after shutdown);
+            // the run's folder goes too.
+            remove_if_empty(self.folder()).await;
+            return Err(e);
+        }
         if let Some(path) = self.local_path.take() {
             // object_store renames the staged file into place but does not
             // fsync; do it (file, then folder) so "stored" means durable.
@@ -291,6 +297,23 @@ impl BlobWriter {
     /// Abandons the write, removing staged data.
     pub async fn abort(mut self) {
         let _ = self.inner.abort().await;
+        remove_if_empty(self.folder()).await;
+    }
+
+    /// A local write also made its run's folder: it is to be removed when
+    /// nothing else is in it.
+    fn folder(&self) -> Option<PathBuf> {
+        self.local_path
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(std::path::Path::to_path_buf)
+    }
+}
+
+/// Removes a folder if it is empty (remove_dir fails on one that is not).
+async fn remove_if_empty(folder: Option<PathBuf>) {
+    if let Some(f) = folder {
+        let _ = tokio::fs::remove_dir(f).await;
     }
 }
 
@@ -318,6 +341,43 @@ pub enum StoreError {
     Read(String),
     /// Writing to the blob store failed.
     Write(String),
+    /// The blob store is out of space (or quota); nothing was kept.
+    Full(String),
+}
+
+/// Whether a write failed because the storage is full: `ENOSPC` or `EDQUOT`
+/// anywhere in the error's chain (object_store wraps the file system's
+/// error), or an error that says so in words.
+pub fn is_storage_full(e: &io::Error) -> bool {
+    fn full(e: &io::Error) -> bool {
+        matches!(
+            e.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+        ) || matches!(e.raw_os_error(), Some(28) | Some(122))
+    }
+    if full(e) {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = e.get_ref().map(|r| r as _);
+    while let Some(s) = source {
+        if s.downcast_ref::<io::Error>().is_some_and(full) {
+            return true;
+        }
+        source = s.source();
+    }
+    let text = e.to_string();
+    text.contains("No space left on device") || text.contains("Disk quota exceeded")
+}
+
+impl StoreError {
+    /// A failed write, told apart when the storage is full.
+    fn write(e: io::Error) -> StoreError {
+        if is_storage_full(&e) {
+            StoreError::Full(e.to_string())
+        } else {
+            StoreError::Write(e.to_string())
+        }
+    }
 }
 
 impl Blobs {
@@ -356,18 +416,14 @@ impl Blobs {
         }
         let key = trace_key(run_id, rank, encoding.suffix());
         let mut writer = self.writer(&key);
-        let mut failure = writer
-            .write(&head)
-            .await
-            .err()
-            .map(|e| StoreError::Write(e.to_string()));
+        let mut failure = writer.write(&head).await.err().map(StoreError::write);
         while failure.is_none() && !ended {
             match stream.next().await {
                 Some(Ok(chunk)) => {
                     if writer.bytes() + chunk.len() as u64 > budget {
                         failure = Some(StoreError::TooLarge);
                     } else if let Err(e) = writer.write(&chunk).await {
-                        failure = Some(StoreError::Write(e.to_string()));
+                        failure = Some(StoreError::write(e));
                     }
                 }
                 Some(Err(e)) => failure = Some(StoreError::Read(e.to_string())),
@@ -378,10 +434,7 @@ impl Blobs {
             writer.abort().await;
             return Err(e);
         }
-        let (bytes, sha256) = writer
-            .finish()
-            .await
-            .map_err(|e| StoreError::Write(e.to_string()))?;
+        let (bytes, sha256) = writer.finish().await.map_err(StoreError::write)?;
         Ok(StoredTrace {
             key,
             bytes,

@@ -31,6 +31,8 @@ pub enum ApiError {
     BadGateway(String),
     /// 429: this client is over a limit (concurrent uploads).
     TooManyRequests(String),
+    /// 507: the storage is full; nothing of the request was kept.
+    InsufficientStorage(String),
     /// 503: a dependency (database, blob store) is unavailable.
     Unavailable(String),
     /// 500: a bug or an unexpected failure; the cause is logged.
@@ -54,6 +56,9 @@ impl ApiError {
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::InsufficientStorage(_) => {
+                (StatusCode::INSUFFICIENT_STORAGE, "insufficient_storage")
+            }
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -86,7 +91,8 @@ impl IntoResponse for ApiError {
             | ApiError::UnsupportedMedia(d)
             | ApiError::Unprocessable(d)
             | ApiError::TooManyRequests(d)
-            | ApiError::BadGateway(d) => d,
+            | ApiError::BadGateway(d)
+            | ApiError::InsufficientStorage(d) => d,
         };
         (
             status,
@@ -102,12 +108,29 @@ impl IntoResponse for ApiError {
 impl From<worker::db::DbError> for ApiError {
     fn from(e: worker::db::DbError) -> Self {
         match e {
+            worker::db::DbError::Io(ref io) if worker::blobs::is_storage_full(io) => {
+                ApiError::InsufficientStorage(full_database(&e))
+            }
             worker::db::DbError::PoolTimedOut | worker::db::DbError::Io(_) => {
                 ApiError::Unavailable(e.to_string())
+            }
+            // SQLITE_FULL (13); PostgreSQL's disk_full (53100).
+            worker::db::DbError::Database(ref d)
+                if matches!(d.code().as_deref(), Some("13") | Some("53100")) =>
+            {
+                ApiError::InsufficientStorage(full_database(&e))
             }
             other => ApiError::Internal(format!("database: {other}")),
         }
     }
+}
+
+/// The detail of a database that has run out of space (the cause is logged).
+fn full_database(e: &worker::db::DbError) -> String {
+    tracing::error!(error = %e, "the database is out of space");
+    "the server's storage is full: nothing of this request was kept; \
+     try again once space is freed"
+        .into()
 }
 
 impl From<worker::blobs::BlobError> for ApiError {

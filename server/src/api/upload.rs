@@ -277,6 +277,14 @@ where
             StoreError::TooLarge => too_large(state.max_upload_bytes),
             StoreError::Read(e) => ApiError::BadRequest(format!("the upload was interrupted: {e}")),
             StoreError::Write(e) => ApiError::Internal(format!("writing the blob failed: {e}")),
+            StoreError::Full(e) => {
+                tracing::error!(error = %e, "the blob store is full");
+                ApiError::InsufficientStorage(
+                    "the server's storage is full: nothing of this upload was kept; \
+                     try again once space is freed (an operator must delete runs or grow the disk)"
+                        .into(),
+                )
+            }
         })?;
     let file_name = if file_name == "trace" {
         format!("trace.{}", t.encoding.suffix())

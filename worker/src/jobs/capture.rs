@@ -313,7 +313,9 @@ async fn store(
             StoreError::NotATrace(why) => bad(format!("{}: {why}", path.display())),
             StoreError::TooLarge => bad(format!("{}: too large", path.display())),
             StoreError::Read(e) => JobError::Transient(format!("reading {}: {e}", path.display())),
-            StoreError::Write(e) => JobError::Transient(format!("storing {}: {e}", path.display())),
+            StoreError::Write(e) | StoreError::Full(e) => {
+                JobError::Transient(format!("storing {}: {e}", path.display()))
+            }
         })?;
     Ok(NewTrace {
         rank,
