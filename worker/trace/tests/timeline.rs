@@ -174,6 +174,8 @@ fn a_window_as_wide_as_the_clock_counts_every_event() {
             }
         }
         assert!(ix.window(k as u32, i64::MIN, i64::MIN + 1, 1).is_empty());
-        assert!(ix.window(k as u32, i64::MAX - 1, i64::MAX, 16384).is_empty());
+        assert!(ix
+            .window(k as u32, i64::MAX - 1, i64::MAX, 16384)
+            .is_empty());
     }
 }
