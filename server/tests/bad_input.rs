@@ -714,7 +714,10 @@ async fn a_full_disk_gets_507_and_keeps_nothing_half_stored() {
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
         }
     }
     let _unmount = Unmount(data.path().to_path_buf());
