@@ -144,6 +144,31 @@ pub fn busy_alpha(busy_ns: i64, dur_ns: i64) -> f64 {
     0.25 + 0.75 * (busy_ns as f64 / dur_ns as f64).clamp(0.0, 1.0)
 }
 
+/// The view after a wheel event at plot x `x`: shift, or a mostly sideways
+/// wheel, pans; otherwise it zooms around the time under the pointer.
+#[allow(clippy::too_many_arguments)]
+pub fn wheel(v: View, dx: f64, dy: f64, shift: bool, x: f64, width: f64, lo: f64, hi: f64) -> View {
+    if shift || dx.abs() > dy.abs() {
+        let d = if shift { dy } else { dx };
+        v.pan(d / width * v.span(), lo, hi)
+    } else {
+        v.zoom(1.0015f64.powf(dy), v.time_at(x, width), lo, hi)
+    }
+}
+
+/// The view after a navigation key, as in Perfetto: W/S zoom in and out
+/// around the middle, A/D pan; `None` for any other key.
+pub fn key(v: View, key: &str, lo: f64, hi: f64) -> Option<View> {
+    let mid = (v.start + v.end) / 2.0;
+    Some(match key {
+        "w" | "W" => v.zoom(0.8, mid, lo, hi),
+        "s" | "S" => v.zoom(1.25, mid, lo, hi),
+        "a" | "A" => v.pan(-0.15 * v.span(), lo, hi),
+        "d" | "D" => v.pan(0.15 * v.span(), lo, hi),
+        _ => return None,
+    })
+}
+
 /// A highlight query's terms: lower-cased, split on `|` (`nccl|rccl`
 /// highlights either), blanks dropped.
 pub fn terms(q: &str) -> Vec<String> {
@@ -290,5 +315,26 @@ mod tests {
         };
         assert_eq!(step_offsets(&[&r0, &r1], 1), vec![30.0, 7.0]);
         assert_eq!(step_offsets(&[&r0, &r1], 0), vec![10.0, 12.0]);
+    }
+
+    #[test]
+    fn wheel_and_keys_zoom_and_pan() {
+        let v = View {
+            start: 0.0,
+            end: 1000.0,
+        };
+        // Down zooms out (clamped to the bounds), up zooms in around x.
+        let z = wheel(v, 0.0, -200.0, false, 250.0, 1000.0, 0.0, 1e6);
+        assert!(
+            z.span() < v.span() && z.start > 0.0 && z.start < 250.0,
+            "{z:?}"
+        );
+        let p = wheel(v, 0.0, 100.0, true, 0.0, 1000.0, 0.0, 1e6);
+        assert_eq!((p.start, p.end), (100.0, 1100.0));
+        let side = wheel(v, 50.0, 10.0, false, 0.0, 1000.0, 0.0, 1e6);
+        assert_eq!(side.start, 50.0);
+        assert_eq!(key(v, "d", 0.0, 1e6).map(|v| v.start), Some(150.0));
+        assert_eq!(key(v, "W", 0.0, 1e6).map(|v| v.span()), Some(800.0));
+        assert_eq!(key(v, "x", 0.0, 1e6), None);
     }
 }

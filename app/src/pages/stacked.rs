@@ -17,8 +17,8 @@
 use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    change_color, covers, fetch_plan, layer_changes, step_offsets, terms, time_label, View, BAND_H,
-    GUTTER, HEADER_H, ROW_H, RULER_H,
+    change_color, covers, fetch_plan, key, layer_changes, step_offsets, terms, time_label, wheel,
+    View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::units::change_pct;
@@ -494,17 +494,16 @@ fn Stacked(
         let v = view.get_untracked();
         let pw = plot_w();
         let x = ev.offset_x() as f64 - GUTTER;
-        if ev.shift_key() || ev.delta_x().abs() > ev.delta_y().abs() {
-            let d = if ev.shift_key() {
-                ev.delta_y()
-            } else {
-                ev.delta_x()
-            };
-            view.set(v.pan(d / pw * v.span(), lo, hi));
-        } else {
-            let factor = (1.0015f64).powf(ev.delta_y());
-            view.set(v.zoom(factor, v.time_at(x, pw), lo, hi));
-        }
+        view.set(wheel(
+            v,
+            ev.delta_x(),
+            ev.delta_y(),
+            ev.shift_key(),
+            x,
+            pw,
+            lo,
+            hi,
+        ));
     };
     let on_down = move |ev: web_sys::MouseEvent| {
         drag.set_value(Some((ev.offset_x() as f64, view.get_untracked())));
@@ -548,16 +547,10 @@ fn Stacked(
     };
     let on_key = move |ev: web_sys::KeyboardEvent| {
         let v = view.get_untracked();
-        let mid = (v.start + v.end) / 2.0;
-        let next = match ev.key().as_str() {
-            "w" | "W" => v.zoom(0.8, mid, lo, hi),
-            "s" | "S" => v.zoom(1.25, mid, lo, hi),
-            "a" | "A" => v.pan(-0.15 * v.span(), lo, hi),
-            "d" | "D" => v.pan(0.15 * v.span(), lo, hi),
-            _ => return,
-        };
-        ev.prevent_default();
-        view.set(next);
+        if let Some(next) = key(v, &ev.key(), lo, hi) {
+            ev.prevent_default();
+            view.set(next);
+        }
     };
     Effect::new(move |_| {
         if let Some(w) = web_sys::window()

@@ -8,7 +8,7 @@
 use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    covers, fetch_plan, time_label, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
+    covers, fetch_plan, key, time_label, wheel, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
@@ -476,17 +476,16 @@ pub fn TimelineTab(
         let (lo, hi) = bounds();
         let pw = plot_w();
         let x = ev.offset_x() as f64 - GUTTER;
-        if ev.shift_key() || ev.delta_x().abs() > ev.delta_y().abs() {
-            let d = if ev.shift_key() {
-                ev.delta_y()
-            } else {
-                ev.delta_x()
-            };
-            view.set(Some(v.pan(d / pw * v.span(), lo, hi)));
-        } else {
-            let factor = (1.0015f64).powf(ev.delta_y());
-            view.set(Some(v.zoom(factor, v.time_at(x, pw), lo, hi)));
-        }
+        view.set(Some(wheel(
+            v,
+            ev.delta_x(),
+            ev.delta_y(),
+            ev.shift_key(),
+            x,
+            pw,
+            lo,
+            hi,
+        )));
     };
     let on_down = move |ev: web_sys::MouseEvent| {
         if let Some(v) = view.get_untracked() {
@@ -541,16 +540,10 @@ pub fn TimelineTab(
             return;
         };
         let (lo, hi) = bounds();
-        let mid = (v.start + v.end) / 2.0;
-        let next = match ev.key().as_str() {
-            "w" | "W" => v.zoom(0.8, mid, lo, hi),
-            "s" | "S" => v.zoom(1.25, mid, lo, hi),
-            "a" | "A" => v.pan(-0.15 * v.span(), lo, hi),
-            "d" | "D" => v.pan(0.15 * v.span(), lo, hi),
-            _ => return,
-        };
-        ev.prevent_default();
-        view.set(Some(next));
+        if let Some(next) = key(v, &ev.key(), lo, hi) {
+            ev.prevent_default();
+            view.set(Some(next));
+        }
     };
     // Step through the matches: the density buckets that hold one.
     let step_match = move |dir: i64| {
