@@ -68,10 +68,17 @@ async fn main() {
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(100);
+    // SOAK_RETENTION=0 turns the reaper and the back-pressure off: the
+    // uploads then fill the disk by themselves (RELIABILITY.md's open finding).
+    let retention = std::env::var("SOAK_RETENTION").map_or(true, |v| v != "0");
+    let disk_mb: u64 = std::env::var("SOAK_DISK_MB")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(768);
     let data = tempfile::tempdir().unwrap();
     // A tmpfs, so the disk can be filled without filling the machine's.
     let tmpfs = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=768m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", &format!("size={disk_mb}m"), "tmpfs"])
         .arg(data.path())
         .status()
         .is_ok_and(|s| s.success());
@@ -139,7 +146,7 @@ async fn main() {
                     tally.lock().unwrap().acked.len() - reaped_n.load(Ordering::Relaxed) as usize;
                 if disk_full.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(200)).await;
-                } else if backlog > 60 {
+                } else if retention && backlog > 60 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -177,7 +184,7 @@ async fn main() {
                 let next = {
                     let t = tally.lock().unwrap();
                     let k = reaped_n.load(Ordering::Relaxed) as usize;
-                    (t.acked.len() > k + 30).then(|| t.acked[k].clone())
+                    (retention && t.acked.len() > k + 30).then(|| t.acked[k].clone())
                 };
                 let Some(id) = next else {
                     if Instant::now() >= deadline {
