@@ -166,7 +166,8 @@ async fn main() {
                 }
                 let mut t = tally.lock().unwrap();
                 match status {
-                    507 | 503 if disk_full.load(Ordering::Relaxed) => t.full += 1,
+                    // Without retention the uploads fill the disk themselves.
+                    507 | 503 if disk_full.load(Ordering::Relaxed) || !retention => t.full += 1,
                     s => *t.other.entry(s).or_default() += 1,
                 }
             }

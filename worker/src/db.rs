@@ -344,6 +344,20 @@ impl Db {
                     Ok(())
                 })
             })
+            // A connection that comes back still inside a transaction is
+            // closed, not pooled: closing rolls back and frees its locks.
+            // Seen on SQLite with a full disk: a statement fails with
+            // SQLITE_FULL, SQLite rolls the transaction back itself, sqlx's
+            // ROLLBACK then fails and its depth stays 1, so the next
+            // transaction on that connection is a SAVEPOINT whose rollback
+            // ("ROLLBACK TO") leaves SQLite's transaction open, holding the
+            // WAL write lock while the connection idles (RELIABILITY.md).
+            .after_release(|conn, _| {
+                Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+            })
+            .before_acquire(|conn, _| {
+                Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+            })
             .connect(&url)
             .await?;
         match backend {

@@ -185,6 +185,8 @@ pub fn new_id() -> String {
 /// The largest request body other than an upload (JSON edits, options,
 /// capture requests, CSP reports).
 pub const MAX_SMALL_BODY: usize = 1 << 20;
+/// How much of an over-long small body is read (and dropped) before the 413.
+const DRAIN_SMALL_BODY: usize = 16 << 20;
 
 /// A small request body, read whole up to [`MAX_SMALL_BODY`] bytes; longer
 /// gets 413 with `{error, detail}`. Uploads stream instead, under their own
@@ -194,20 +196,32 @@ pub struct SmallBody(pub axum::body::Bytes);
 impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
     type Rejection = ApiError;
     async fn from_request(req: axum::extract::Request, _: &S) -> Result<Self, Self::Rejection> {
-        match axum::body::to_bytes(req.into_body(), MAX_SMALL_BODY).await {
-            Ok(b) => Ok(SmallBody(b)),
-            Err(e)
-                if std::error::Error::source(&e)
-                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) =>
-            {
-                Err(ApiError::TooLarge(format!(
-                    "this request's body may be at most {MAX_SMALL_BODY} bytes"
-                )))
+        use http_body_util::BodyExt;
+        // Past the limit the rest is read and dropped (up to DRAIN_SMALL_BODY)
+        // before answering 413: a server that answers and closes while the
+        // client is still sending makes the client's TCP stack see a reset
+        // and lose the answer.
+        let mut body = req.into_body();
+        let mut kept = Vec::new();
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame =
+                frame.map_err(|e| ApiError::BadRequest(format!("reading the body failed: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                seen += data.len();
+                if seen <= MAX_SMALL_BODY {
+                    kept.extend_from_slice(&data);
+                } else if seen > DRAIN_SMALL_BODY {
+                    break;
+                }
             }
-            Err(e) => Err(ApiError::BadRequest(format!(
-                "reading the body failed: {e}"
-            ))),
         }
+        if seen > MAX_SMALL_BODY {
+            return Err(ApiError::TooLarge(format!(
+                "this request's body may be at most {MAX_SMALL_BODY} bytes"
+            )));
+        }
+        Ok(SmallBody(kept.into()))
     }
 }
 
