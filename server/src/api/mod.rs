@@ -185,8 +185,26 @@ pub fn new_id() -> String {
 /// The largest request body other than an upload (JSON edits, options,
 /// capture requests, CSP reports).
 pub const MAX_SMALL_BODY: usize = 1 << 20;
-/// How much of an over-long small body is read (and dropped) before the 413.
+/// How much of a body an early error answer reads (and drops) first.
 const DRAIN_SMALL_BODY: usize = 16 << 20;
+
+/// Reads and drops what is left of a request body (at most
+/// [`DRAIN_SMALL_BODY`] bytes, for at most 5 s) before an early error answer:
+/// a server that answers and closes while the client is still sending makes
+/// the client's TCP stack see a reset and lose the answer.
+pub async fn drain(mut body: axum::body::Body) {
+    use http_body_util::BodyExt;
+    let read = async {
+        let mut seen = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, |d| d.len());
+            if seen > DRAIN_SMALL_BODY {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+}
 
 /// A small request body, read whole up to [`MAX_SMALL_BODY`] bytes; longer
 /// gets 413 with `{error, detail}`. Uploads stream instead, under their own
@@ -197,10 +215,6 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
     type Rejection = ApiError;
     async fn from_request(req: axum::extract::Request, _: &S) -> Result<Self, Self::Rejection> {
         use http_body_util::BodyExt;
-        // Past the limit the rest is read and dropped (up to DRAIN_SMALL_BODY)
-        // before answering 413: a server that answers and closes while the
-        // client is still sending makes the client's TCP stack see a reset
-        // and lose the answer.
         let mut body = req.into_body();
         let mut kept = Vec::new();
         let mut seen = 0usize;
@@ -209,11 +223,11 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
                 frame.map_err(|e| ApiError::BadRequest(format!("reading the body failed: {e}")))?;
             if let Ok(data) = frame.into_data() {
                 seen += data.len();
-                if seen <= MAX_SMALL_BODY {
-                    kept.extend_from_slice(&data);
-                } else if seen > DRAIN_SMALL_BODY {
+                if seen > MAX_SMALL_BODY {
+                    drain(body).await;
                     break;
                 }
+                kept.extend_from_slice(&data);
             }
         }
         if seen > MAX_SMALL_BODY {

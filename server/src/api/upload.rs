@@ -85,7 +85,10 @@ pub async fn create(
     let result = match writer.and_then(|_| state.upload_slots.acquire(client)) {
         // The slot is held until the body is stored.
         Ok(_slot) => create_inner(&state, &headers, q, req).await,
-        Err(e) => Err(e),
+        Err(e) => {
+            super::drain(req.into_body()).await;
+            Err(e)
+        }
     };
     if result.is_err() {
         worker::metrics::upload_rejected();
