@@ -98,6 +98,19 @@ impl Fetched {
         }
     }
 
+    /// The slice of `row` under time `t` (within `tol` ns), the shortest
+    /// where several are: what a pointer at `t` points at.
+    pub fn at(&self, row: u32, t: f64, tol: f64) -> Option<&DrawSlice> {
+        self.slices
+            .iter()
+            .filter(|s| {
+                s.row == row
+                    && (s.start_ns as f64) <= t + tol
+                    && ((s.start_ns + s.dur_ns) as f64) >= t - tol
+            })
+            .min_by_key(|s| s.dur_ns)
+    }
+
     /// Which of the names a highlight query matches (see [`matches`]).
     pub fn hits(&self, terms: &[String]) -> Vec<bool> {
         self.names
@@ -265,6 +278,31 @@ pub fn band(
             let _ = ctx.fill_text(&text(k), GUTTER + x0 + 2.0, y + 11.0);
         }
     }
+}
+
+/// A timeline's steps band at `y` and its layers band below, placed by `p`.
+pub fn steps_and_layers(ctx: &Ctx, info: &kinetoscope_types::TimelineInfo, p: &Place, y: f64) {
+    let (steps, layers) = (&info.steps, &info.layers);
+    band(
+        ctx,
+        p.width,
+        y,
+        "steps",
+        steps.len(),
+        &|k| (p.x(steps[k].start_ns as f64), p.x(steps[k].end_ns as f64)),
+        &alternate,
+        &|k| steps[k].name.clone(),
+    );
+    band(
+        ctx,
+        p.width,
+        y + BAND_H,
+        "layers",
+        layers.len(),
+        &|k| (p.x(layers[k].start_ns as f64), p.x(layers[k].end_ns as f64)),
+        &alternate,
+        &|k| format!("L{}", layers[k].index),
+    );
 }
 
 /// The band colours: alternating so neighbours stay apart.

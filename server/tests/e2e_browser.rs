@@ -276,25 +276,35 @@ fn generated(steps: u32, layers: u32, variant: kinetoscope_trace::generate::Vari
     zstd::encode_all(&json[..], 3).unwrap()
 }
 
+/// The generated baseline and its gather-then-cast patch, uploaded as
+/// `baseline` and `gather-cast` and analyzed.
+async fn baseline_and_patch(
+    srv: &TestServer,
+    steps: u32,
+    layers: u32,
+) -> (kinetoscope_types::Created, kinetoscope_types::Created) {
+    use kinetoscope_trace::generate::Variant;
+    let a = srv
+        .upload(generated(steps, layers, Variant::Baseline), "baseline")
+        .await;
+    let b = srv
+        .upload(generated(steps, layers, Variant::GatherCast), "gather-cast")
+        .await;
+    for run in [&a, &b] {
+        assert_eq!(
+            srv.wait(&run.id, Duration::from_secs(900)).await.status,
+            "done"
+        );
+    }
+    (a, b)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn diff_link_shows_both_headlines_and_deltas() {
     require_app();
     let _one_at_a_time = BROWSER_LOCK.lock().await;
     let srv = TestServer::start(Opts::default()).await;
-    let a = srv
-        .upload(
-            generated(3, 6, kinetoscope_trace::generate::Variant::Baseline),
-            "baseline",
-        )
-        .await;
-    let b_run = srv
-        .upload(
-            generated(3, 6, kinetoscope_trace::generate::Variant::GatherCast),
-            "gather-cast",
-        )
-        .await;
-    assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
-    assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
+    let (a, b_run) = baseline_and_patch(&srv, 3, 6).await;
     let diff: Diff = srv
         .get_json(&format!("/api/diff/{}/{}", a.id, b_run.id))
         .await;
@@ -355,20 +365,7 @@ async fn diff_timeline_aligns_baseline_over_patch() {
     require_app();
     let _one_at_a_time = BROWSER_LOCK.lock().await;
     let srv = TestServer::start(Opts::default()).await;
-    let a = srv
-        .upload(
-            generated(3, 8, kinetoscope_trace::generate::Variant::Baseline),
-            "baseline",
-        )
-        .await;
-    let b_run = srv
-        .upload(
-            generated(3, 8, kinetoscope_trace::generate::Variant::GatherCast),
-            "gather-cast",
-        )
-        .await;
-    assert_eq!(srv.wait(&a.id, LONG).await.status, "done");
-    assert_eq!(srv.wait(&b_run.id, LONG).await.status, "done");
+    let (a, b_run) = baseline_and_patch(&srv, 3, 8).await;
     let diff: Diff = srv
         .get_json(&format!("/api/diff/{}/{}", a.id, b_run.id))
         .await;
@@ -958,25 +955,12 @@ async fn diff_timeline_timing() {
     let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
     let (steps, layers) = if full { (30, 78) } else { (2, 8) };
     let srv = TestServer::start(Opts::default()).await;
-    let mut ids = Vec::new();
-    for variant in [
-        kinetoscope_trace::generate::Variant::Baseline,
-        kinetoscope_trace::generate::Variant::GatherCast,
-    ] {
-        let created = srv
-            .upload(generated(steps, layers, variant), "diff-timing")
-            .await;
-        assert_eq!(
-            srv.wait(&created.id, Duration::from_secs(900)).await.status,
-            "done"
-        );
-        ids.push(created.id);
-    }
+    let (a, b_run) = baseline_and_patch(&srv, steps, layers).await;
     let b = Browser::start().await;
     b.client
         .goto(&format!(
             "{}/diff/{}/{}?view=timeline",
-            srv.url, ids[0], ids[1]
+            srv.url, a.id, b_run.id
         ))
         .await
         .unwrap();

@@ -302,37 +302,7 @@ fn Stacked(
                         .map(|st| p.x(st.start_ns as f64)),
                 );
                 if let Some(y) = b.bands {
-                    let i = &s.info;
-                    paint::band(
-                        &ctx,
-                        pw,
-                        y,
-                        "steps",
-                        i.steps.len(),
-                        &|k| {
-                            (
-                                p.x(i.steps[k].start_ns as f64),
-                                p.x(i.steps[k].end_ns as f64),
-                            )
-                        },
-                        &paint::alternate,
-                        &|k| i.steps[k].name.clone(),
-                    );
-                    paint::band(
-                        &ctx,
-                        pw,
-                        y + BAND_H,
-                        "layers",
-                        i.layers.len(),
-                        &|k| {
-                            (
-                                p.x(i.layers[k].start_ns as f64),
-                                p.x(i.layers[k].end_ns as f64),
-                            )
-                        },
-                        &paint::alternate,
-                        &|k| format!("L{}", i.layers[k].index),
-                    );
+                    paint::steps_and_layers(&ctx, &s.info, &p, y);
                 }
                 let mut st = HitStats::default();
                 for lane in &b.lanes {
@@ -451,15 +421,7 @@ fn Stacked(
             let tol = v.span() / pw * 2.0;
             data.with_untracked(|d| {
                 let f = d.get(&(k, lane.track))?;
-                f.slices
-                    .iter()
-                    .filter(|s| {
-                        s.row == row
-                            && (s.start_ns as f64) <= t + tol
-                            && ((s.start_ns + s.dur_ns) as f64) >= t - tol
-                    })
-                    .min_by_key(|s| s.dur_ns)
-                    .map(|s| (k, f.slice(s)))
+                f.at(row, t, tol).map(|s| (k, f.slice(s)))
             })
         }
     };

@@ -260,36 +260,14 @@ pub fn TimelineTab(
         };
         let pw = w - GUTTER;
         paint::ruler(&ctx, v, pw, RULER_H, i.start_ns as f64);
-        paint::band(
-            &ctx,
-            pw,
-            RULER_H,
-            "steps",
-            i.steps.len(),
-            &|k| {
-                (
-                    v.x_of(i.steps[k].start_ns as f64, pw),
-                    v.x_of(i.steps[k].end_ns as f64, pw),
-                )
-            },
-            &paint::alternate,
-            &|k| i.steps[k].name.clone(),
-        );
-        paint::band(
-            &ctx,
-            pw,
-            RULER_H + BAND_H,
-            "layers",
-            i.layers.len(),
-            &|k| {
-                (
-                    v.x_of(i.layers[k].start_ns as f64, pw),
-                    v.x_of(i.layers[k].end_ns as f64, pw),
-                )
-            },
-            &paint::alternate,
-            &|k| format!("L{}", i.layers[k].index),
-        );
+        let whole = Place {
+            view: v,
+            width: pw,
+            top: 0.0,
+            row_h: ROW_H,
+            offset: 0.0,
+        };
+        paint::steps_and_layers(&ctx, &i, &whole, RULER_H);
         // The search density strip.
         if let Some(s) = &found {
             let y = RULER_H + BAND_H * 2.0;
@@ -409,15 +387,7 @@ pub fn TimelineTab(
         let tol = v.span() / pw * 2.0;
         data.with_untracked(|d| {
             let f = d.get(&lane.track)?;
-            f.slices
-                .iter()
-                .filter(|s| {
-                    s.row == row
-                        && (s.start_ns as f64) <= t + tol
-                        && ((s.start_ns + s.dur_ns) as f64) >= t - tol
-                })
-                .min_by_key(|s| s.dur_ns)
-                .map(|s| f.slice(s))
+            f.at(row, t, tol).map(|s| f.slice(s))
         })
     };
     let on_click = {

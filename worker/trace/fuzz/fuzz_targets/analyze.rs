@@ -3,21 +3,17 @@
 //! the invariants the tests hold on real traces.
 #![no_main]
 
-use kinetoscope_trace::import::parse::{Limits, Parser};
 use kinetoscope_trace::timeline::TimelineIndex;
 use kinetoscope_trace::{analyze_all, AnalysisOptions};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+
 fuzz_target!(|data: &[u8]| {
-    let mut p = Parser::new(Limits {
-        max_json_bytes: 1 << 20,
-        max_depth: 64,
-        max_value_bytes: 64 << 10,
-    });
-    if p.feed(data, true).is_err() {
+    let Some(trace) = common::parse_whole(data) else {
         return;
-    }
-    let Ok(trace) = p.finish() else { return };
+    };
     let a = analyze_all(&trace, &AnalysisOptions::default());
     let json = serde_json::to_vec(&a.summary).expect("a summary serializes");
     let back: kinetoscope_types::Summary =

@@ -3,15 +3,14 @@
 //! panic, and the same bytes in one piece must give the same verdict.
 #![no_main]
 
-use kinetoscope_trace::import::parse::{Limits, Parser};
+use kinetoscope_trace::import::parse::Parser;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "common.rs"]
+mod common;
+
 fn parse(data: &[u8], cuts: &[usize]) -> Result<u64, String> {
-    let limits = Limits {
-        max_json_bytes: 1 << 20,
-        max_depth: 64,
-        max_value_bytes: 64 << 10,
-    };
+    let limits = common::limits();
     let mut p = Parser::new(limits);
     let mut pending: Vec<u8> = Vec::new();
     let mut at = 0;

@@ -4,10 +4,12 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use kinetoscope_trace::import::parse::{Limits, Parser};
 use kinetoscope_trace::timeline::{align, TimelineIndex};
 use kinetoscope_trace::{analyze_all, AnalysisOptions};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
 
 #[derive(Arbitrary, Debug)]
 struct Query {
@@ -31,15 +33,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = TimelineIndex::read(data);
         return;
     }
-    let mut p = Parser::new(Limits {
-        max_json_bytes: 1 << 20,
-        max_depth: 64,
-        max_value_bytes: 64 << 10,
-    });
-    if p.feed(data, true).is_err() {
+    let Some(trace) = common::parse_whole(data) else {
         return;
-    }
-    let Ok(trace) = p.finish() else { return };
+    };
     let ix = analyze_all(&trace, &AnalysisOptions::default()).timeline;
     let px = u32::from(q.px) % 16385;
     for track in [q.track, 0, 1] {
