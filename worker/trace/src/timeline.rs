@@ -187,6 +187,30 @@ impl PartialEq for Row {
 }
 
 impl Row {
+    /// An empty row of `n` slices to come, its first event id `first_event`.
+    fn with_capacity(track: u32, first_event: u32, n: usize) -> Row {
+        Row {
+            track,
+            first_event,
+            start: Vec::with_capacity(n),
+            dur: Vec::with_capacity(n),
+            name: Vec::with_capacity(n),
+            link: Vec::with_capacity(n),
+            args: Vec::with_capacity(n),
+            ..Default::default()
+        }
+    }
+
+    /// Appends a slice without args (the duration clamped to `u32`).
+    fn push(&mut self, start: i64, end: i64, name: u32, link: u32) {
+        self.start.push(start);
+        self.dur
+            .push((end - start).clamp(0, u32::MAX as i64) as u32);
+        self.name.push(name);
+        self.link.push(link);
+        self.args.push(NO_ARGS);
+    }
+
     fn len(&self) -> usize {
         self.start.len()
     }
@@ -372,21 +396,85 @@ impl Pool {
     }
 }
 
+/// The index's pools while it is built: names, args and Python stacks, each
+/// stored once and referred to by id.
+struct Names {
+    pool: Pool,
+    args: Vec<Args>,
+    args_ids: HashMap<Args, u32>,
+    stacks: Vec<Vec<u32>>,
+    /// Analysis stack id -> index stack id.
+    stack_ids: HashMap<u32, u32>,
+}
+
+impl Names {
+    fn args_id(&mut self, a: Args) -> u32 {
+        let next = self.args.len() as u32;
+        *self.args_ids.entry(a.clone()).or_insert_with(|| {
+            self.args.push(a);
+            next
+        })
+    }
+
+    /// The index's id of the analysis's Python stack `st` (its frames' trace
+    /// name ids in `frames`).
+    fn stack(&mut self, t: &Trace, frames: &[u32], st: u32) -> u32 {
+        if let Some(&id) = self.stack_ids.get(&st) {
+            return id;
+        }
+        let id = self.stacks.len() as u32;
+        let ids = frames.iter().map(|&sym| self.pool.id(t, sym)).collect();
+        self.stacks.push(ids);
+        self.stack_ids.insert(st, id);
+        id
+    }
+}
+
+/// Lays `n` slices (in start order; `item(k)` gives the k-th one's depth,
+/// start and end) into rows: each depth's slices go to the first of that
+/// depth's rows whose last slice ended by their start, else to a new row.
+/// Returns the rows (positions into the slices), by depth, then creation.
+fn layout(n: usize, item: impl Fn(usize) -> (u16, i64, i64)) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = Vec::new();
+    // Per depth: (row in `out`, end of its last slice).
+    let mut by_depth: Vec<Vec<(usize, i64)>> = Vec::new();
+    for k in 0..n {
+        let (d, start, end) = item(k);
+        let d = d as usize;
+        if by_depth.len() <= d {
+            by_depth.resize_with(d + 1, Vec::new);
+        }
+        let rows = &mut by_depth[d];
+        match rows.iter_mut().find(|(_, last_end)| *last_end <= start) {
+            Some(r) => {
+                out[r.0].push(k as u32);
+                r.1 = end;
+            }
+            None => {
+                out.push(vec![k as u32]);
+                rows.push((out.len() - 1, end));
+            }
+        }
+    }
+    by_depth
+        .iter()
+        .flatten()
+        .map(|&(r, _)| std::mem::take(&mut out[r]))
+        .collect()
+}
+
 impl TimelineIndex {
     /// Builds the index of a parsed trace. Pure: no I/O.
     pub fn build(inp: &Inputs) -> TimelineIndex {
         let t = inp.trace;
         let cpu = &t.cpu;
         let gpu = &t.gpu;
-        let mut pool = Pool::default();
-        let mut args: Vec<Args> = Vec::new();
-        let mut args_ids: HashMap<Args, u32> = HashMap::new();
-        let mut args_id = |a: Args| -> u32 {
-            let next = args.len() as u32;
-            *args_ids.entry(a.clone()).or_insert_with(|| {
-                args.push(a);
-                next
-            })
+        let mut names = Names {
+            pool: Pool::default(),
+            args: Vec::new(),
+            args_ids: HashMap::new(),
+            stacks: Vec::new(),
+            stack_ids: HashMap::new(),
         };
 
         // Depth of every CPU slice (parents come before children in time).
@@ -408,15 +496,10 @@ impl TimelineIndex {
             }
         }
 
-        // Slices per track: CPU threads, then GPU streams.
-        #[derive(Clone, Copy)]
-        enum Src {
-            Cpu(u32),
-            Gpu(u32),
-        }
+        // Slices per track (CPU threads, then GPU streams), in start order.
         let mut cpu_tracks: Vec<(u32, Vec<u32>)> = Vec::new();
         let mut cpu_track_of: HashMap<u32, usize> = HashMap::new();
-        for &i in &order {
+        for i in order {
             let tr = cpu.track[i as usize];
             let k = *cpu_track_of.entry(tr).or_insert_with(|| {
                 cpu_tracks.push((tr, Vec::new()));
@@ -436,7 +519,7 @@ impl TimelineIndex {
                 g,
             )
         });
-        for &g in &gpu_order {
+        for g in gpu_order {
             let key = (
                 gpu.device[g as usize],
                 gpu.stream[g as usize],
@@ -454,205 +537,145 @@ impl TimelineIndex {
         });
         gpu_tracks.sort_by_key(|(key, _)| (key.0, key.1, key.2));
 
-        // Rows: CPU slices by depth, each depth split where slices overlap;
-        // GPU ops greedily into the first row they fit.
+        // Rows, filled in one pass, track by track, row by row (the event
+        // ids): CPU slices by depth, each depth split where slices overlap;
+        // GPU ops greedily into the first row they fit. Each row is sized
+        // once, and each track's slice list is freed once laid out, so the
+        // build holds little beside the rows themselves.
         let mut tracks: Vec<TrackInfo> = Vec::new();
         let mut rows: Vec<Row> = Vec::new();
-        let mut slot: Vec<Src> = Vec::new(); // per event id, its source (for links)
+        let mut next_event = 0u32;
         let mut cpu_event = vec![NONE; cpu.len()];
-        let layout = |items: &[(Src, u16, i64, i64)]| -> Vec<Vec<usize>> {
-            // (row index per depth group), returns rows of item indices.
-            let mut out: Vec<Vec<usize>> = Vec::new();
-            let mut by_depth: std::collections::BTreeMap<u16, Vec<(usize, i64)>> =
-                Default::default();
-            for (k, it) in items.iter().enumerate() {
-                let rows = by_depth.entry(it.1).or_default();
-                match rows.iter_mut().find(|(_, last_end)| *last_end <= it.2) {
-                    Some(r) => {
-                        out[r.0].push(k);
-                        r.1 = it.3;
-                    }
-                    None => {
-                        out.push(vec![k]);
-                        rows.push((out.len() - 1, it.3));
-                    }
-                }
-            }
-            // Rows in depth order, then creation order.
-            let mut order: Vec<(u16, usize)> = Vec::new();
-            for (d, rs) in &by_depth {
-                for r in rs {
-                    order.push((*d, r.0));
-                }
-            }
-            order
-                .into_iter()
-                .map(|(_, r)| std::mem::take(&mut out[r]))
-                .collect()
-        };
-        let mut push_track = |info: TrackInfo,
-                              items: Vec<(Src, u16, i64, i64)>,
-                              rows: &mut Vec<Row>,
-                              slot: &mut Vec<Src>| {
-            let mut info = info;
-            info.first_row = rows.len() as u32;
-            let laid = layout(&items);
-            info.rows = laid.len() as u32;
-            info.events = items.len() as u64;
-            let track = tracks.len() as u32;
+        // A child laid out before its parent (equal start and duration):
+        // (row, index in row, parent), linked once every CPU slice has an id.
+        let mut late_links: Vec<(u32, u32, u32)> = Vec::new();
+        for (tr, slices) in cpu_tracks {
+            let track = &t.tracks[tr as usize];
+            let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
+            let laid = layout(slices.len(), |k| {
+                let i = slices[k] as usize;
+                (depth[i], cpu.ts[i], cpu.ts[i] + cpu.dur[i])
+            });
+            tracks.push(TrackInfo {
+                gpu: false,
+                label: format!("thread {tid} (pid {pid})"),
+                pid,
+                tid,
+                device: None,
+                stream: None,
+                first_row: rows.len() as u32,
+                rows: laid.len() as u32,
+                events: slices.len() as u64,
+            });
+            let track = tracks.len() as u32 - 1;
             for r in laid {
-                let mut row = Row {
-                    track,
-                    first_event: slot.len() as u32,
-                    ..Default::default()
-                };
-                for k in r {
-                    let (src, _, start, end) = items[k];
-                    row.start.push(start);
-                    row.dur.push((end - start).clamp(0, u32::MAX as i64) as u32);
-                    slot.push(src);
-                    // Names, kinds and args are filled below, once ids exist.
-                    row.name.push(0);
-                    row.link.push(NONE);
-                    row.args.push(NO_ARGS);
+                let mut row = Row::with_capacity(track, next_event, r.len());
+                let mut row_args: HashMap<u32, u16> = HashMap::new();
+                for (k, pos) in r.into_iter().enumerate() {
+                    let i = slices[pos as usize] as usize;
+                    cpu_event[i] = next_event;
+                    next_event += 1;
+                    let kind = match cpu.kind[i] {
+                        CpuKind::Annotation => SliceKind::Annotation,
+                        CpuKind::Op => SliceKind::Op,
+                        _ => SliceKind::Runtime,
+                    };
+                    let p = inp.parent[i];
+                    let link = if p == u32::MAX {
+                        NONE
+                    } else {
+                        if cpu_event[p as usize] == NONE {
+                            late_links.push((rows.len() as u32, k as u32, p));
+                        }
+                        cpu_event[p as usize]
+                    };
+                    row.push(
+                        cpu.ts[i],
+                        cpu.ts[i] + cpu.dur[i],
+                        names.pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT,
+                        link,
+                    );
+                    let python = match inp.stack_of.get(&(i as u32)) {
+                        Some(&st) if st != 0 => names.stack(t, &inp.stacks[st as usize], st),
+                        _ => NONE,
+                    };
+                    if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 || python != NONE {
+                        let (shapes, dtypes) = (
+                            names.pool.id(t, cpu.shapes[i]),
+                            names.pool.id(t, cpu.dtypes[i]),
+                        );
+                        let a = names.args_id(Args::Inputs {
+                            shapes,
+                            dtypes,
+                            python,
+                        });
+                        row.set_args(k, a, &mut row_args);
+                    }
                 }
+                row.summarize();
                 rows.push(row);
             }
-            tracks.push(info);
-        };
-        for (tr, slices) in &cpu_tracks {
-            let track = &t.tracks[*tr as usize];
-            let items: Vec<(Src, u16, i64, i64)> = slices
-                .iter()
-                .map(|&i| {
-                    let i_ = i as usize;
-                    (Src::Cpu(i), depth[i_], cpu.ts[i_], cpu.ts[i_] + cpu.dur[i_])
-                })
-                .collect();
-            let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
-            push_track(
-                TrackInfo {
-                    gpu: false,
-                    label: format!("thread {tid} (pid {pid})"),
-                    pid,
-                    tid,
-                    device: None,
-                    stream: None,
-                    first_row: 0,
-                    rows: 0,
-                    events: 0,
-                },
-                items,
-                &mut rows,
-                &mut slot,
-            );
         }
-        for ((device, stream, tr), ops) in &gpu_tracks {
-            let track = &t.tracks[*tr as usize];
-            let items: Vec<(Src, u16, i64, i64)> = ops
-                .iter()
-                .map(|&g| {
-                    let g_ = g as usize;
-                    (Src::Gpu(g), 0, gpu.ts[g_], gpu.ts[g_] + gpu.dur[g_])
-                })
-                .collect();
-            push_track(
-                TrackInfo {
-                    gpu: true,
-                    label: format!("GPU {device} stream {stream}"),
-                    pid: t.track_id_text(track.pid),
-                    tid: t.track_id_text(track.tid),
-                    device: Some(*device),
-                    stream: Some(*stream),
-                    first_row: 0,
-                    rows: 0,
-                    events: 0,
-                },
-                items,
-                &mut rows,
-                &mut slot,
-            );
+        drop(depth);
+        for (row, k, p) in late_links {
+            rows[row as usize].link[k as usize] = cpu_event[p as usize];
         }
-        for (id, s) in slot.iter().enumerate() {
-            if let Src::Cpu(i) = s {
-                cpu_event[*i as usize] = id as u32;
-            }
-        }
-        // Names, kinds, links, args.
-        let mut stacks: Vec<Vec<u32>> = Vec::new();
-        let mut stack_ids: HashMap<u32, u32> = HashMap::new();
-        for row in rows.iter_mut() {
-            let mut row_args: HashMap<u32, u16> = HashMap::new();
-            for k in 0..row.len() {
-                let id = row.first_event as usize + k;
-                match slot[id] {
-                    Src::Cpu(i) => {
-                        let i = i as usize;
-                        let kind = match cpu.kind[i] {
-                            CpuKind::Annotation => SliceKind::Annotation,
-                            CpuKind::Op => SliceKind::Op,
-                            _ => SliceKind::Runtime,
-                        };
-                        row.name[k] = pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT;
-                        let p = inp.parent[i];
-                        row.link[k] = if p == u32::MAX {
-                            NONE
-                        } else {
-                            cpu_event[p as usize]
-                        };
-                        let python = match inp.stack_of.get(&(i as u32)) {
-                            Some(&st) if st != 0 => {
-                                let next = stacks.len() as u32;
-                                *stack_ids.entry(st).or_insert_with(|| {
-                                    stacks.push(
-                                        inp.stacks[st as usize]
-                                            .iter()
-                                            .map(|&sym| pool.id(t, sym))
-                                            .collect(),
-                                    );
-                                    next
-                                })
-                            }
-                            _ => NONE,
-                        };
-                        if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 || python != NONE {
-                            let (shapes, dtypes) =
-                                (pool.id(t, cpu.shapes[i]), pool.id(t, cpu.dtypes[i]));
-                            let a = args_id(Args::Inputs {
-                                shapes,
-                                dtypes,
-                                python,
-                            });
-                            row.set_args(k, a, &mut row_args);
-                        }
-                    }
-                    Src::Gpu(g) => {
-                        let g = g as usize;
-                        let kind = match gpu.kind[g] {
-                            crate::import::store::GpuKind::Memcpy => SliceKind::Memcpy,
-                            crate::import::store::GpuKind::Memset => SliceKind::Memset,
-                            _ => SliceKind::Kernel,
-                        };
-                        row.name[k] = pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT;
-                        let r = inp.launch[g];
-                        row.link[k] = if r == u32::MAX {
+        for ((device, stream, tr), ops) in gpu_tracks {
+            let track = &t.tracks[tr as usize];
+            let laid = layout(ops.len(), |k| {
+                let g = ops[k] as usize;
+                (0, gpu.ts[g], gpu.ts[g] + gpu.dur[g])
+            });
+            tracks.push(TrackInfo {
+                gpu: true,
+                label: format!("GPU {device} stream {stream}"),
+                pid: t.track_id_text(track.pid),
+                tid: t.track_id_text(track.tid),
+                device: Some(device),
+                stream: Some(stream),
+                first_row: rows.len() as u32,
+                rows: laid.len() as u32,
+                events: ops.len() as u64,
+            });
+            let track = tracks.len() as u32 - 1;
+            for r in laid {
+                let mut row = Row::with_capacity(track, next_event, r.len());
+                let mut row_args: HashMap<u32, u16> = HashMap::new();
+                for (k, pos) in r.into_iter().enumerate() {
+                    let g = ops[pos as usize] as usize;
+                    next_event += 1;
+                    let kind = match gpu.kind[g] {
+                        crate::import::store::GpuKind::Memcpy => SliceKind::Memcpy,
+                        crate::import::store::GpuKind::Memset => SliceKind::Memset,
+                        _ => SliceKind::Kernel,
+                    };
+                    let r = inp.launch[g];
+                    row.push(
+                        gpu.ts[g],
+                        gpu.ts[g] + gpu.dur[g],
+                        names.pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT,
+                        if r == u32::MAX {
                             NONE
                         } else {
                             cpu_event[r as usize]
-                        };
-                        if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
-                            let a = args_id(Args::Launch {
-                                grid: gpu.grid[g],
-                                block: gpu.block[g],
-                                bytes: gpu.bytes[g],
-                            });
-                            row.set_args(k, a, &mut row_args);
-                        }
+                        },
+                    );
+                    if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
+                        let a = names.args_id(Args::Launch {
+                            grid: gpu.grid[g],
+                            block: gpu.block[g],
+                            bytes: gpu.bytes[g],
+                        });
+                        row.set_args(k, a, &mut row_args);
                     }
                 }
+                row.summarize();
+                rows.push(row);
             }
-            row.summarize();
         }
+        let Names {
+            pool, args, stacks, ..
+        } = names;
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for row in &rows {
             if let (Some(&s), Some(_)) = (row.start.first(), row.start.last()) {

@@ -228,7 +228,8 @@ fn analyze_inner(
     }
 
     let mut self_dev = vec![0i64; cpu.len()];
-    let mut graph_dev = vec![0i64; cpu.len()];
+    // Graph replays first; each slice's own launches are added below.
+    let mut total_dev = vec![0i64; cpu.len()];
     let mut replay = vec![NO; gpu.len()];
     let mut gpu_step = vec![NO; gpu.len()];
     let mut gpu_op_ns = 0i64;
@@ -245,7 +246,7 @@ fn analyze_inner(
             // A replay belongs to its context: the op or annotation around
             // the launch, else the Python code that called it.
             let ctx = if op != NO {
-                graph_dev[op as usize] += d;
+                total_dev[op as usize] += d;
                 cpu.name[op as usize]
             } else {
                 replay_frame.get(&r).copied().unwrap_or(NO)
@@ -267,11 +268,9 @@ fn analyze_inner(
             }
         }
     }
-    let mut total_dev: Vec<i64> = self_dev
-        .iter()
-        .zip(&graph_dev)
-        .map(|(s, g)| s + g)
-        .collect();
+    for (total, own) in total_dev.iter_mut().zip(&self_dev) {
+        *total += own;
+    }
     for &op in links.preorder.iter().rev() {
         let p = links.parent[op as usize];
         if p != NO {
@@ -302,19 +301,27 @@ fn analyze_inner(
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let (layers, layer_spans) = layers::attribute(&cx, &kernels, opts);
     let graphs = graph_stats(&cx);
+    // The timeline index is built last, once the per-slice arrays only the
+    // tables need are freed: the peak is the larger of the two, not the sum.
+    let Context {
+        links: links::Links { parent, launch, .. },
+        steps,
+        py_stacks,
+        py_stack_of,
+        ..
+    } = cx;
     let timeline = with_timeline.then(|| {
         crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
             trace: t,
-            parent: &cx.links.parent,
-            launch: &cx.links.launch,
-            steps: cx
-                .steps
+            parent: &parent,
+            launch: &launch,
+            steps: steps
                 .iter()
                 .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
                 .collect(),
             layers: layer_spans,
-            stacks: &cx.py_stacks,
-            stack_of: &cx.py_stack_of,
+            stacks: &py_stacks,
+            stack_of: &py_stack_of,
         })
     });
     let mut summary = Summary {
