@@ -204,7 +204,7 @@ fn gpu_links(
         }
     }
     if missing_corr {
-        flow_fallback(t, &mut launch, attribution);
+        flow_fallback(t, &by_corr, &mut launch, attribution);
     }
     let mut is_graph_sym: HashMap<u32, bool> = HashMap::new();
     let mut graph = vec![false; gpu.len()];
@@ -239,8 +239,15 @@ fn gpu_links(
 }
 
 /// GPU ops without `args.correlation`: follow the launch flow. A flow end
-/// sits at the GPU op (same track and start), its start at the runtime call.
-fn flow_fallback(t: &Trace, launch: &mut [u32], attribution: &mut Attribution) {
+/// sits at the GPU op (same track and start), its start at the runtime call;
+/// where the parser dropped the start (it repeated the runtime call's
+/// correlation), the runtime call with the flow's id as its correlation.
+fn flow_fallback(
+    t: &Trace,
+    by_corr: &HashMap<i64, u32>,
+    launch: &mut [u32],
+    attribution: &mut Attribution,
+) {
     let f = &t.flows;
     let mut start_at: HashMap<i64, (u32, i64)> = HashMap::new();
     let mut end_at: HashMap<(u32, i64), i64> = HashMap::new();
@@ -265,10 +272,12 @@ fn flow_fallback(t: &Trace, launch: &mut [u32], attribution: &mut Attribution) {
         if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation[g] != NONE {
             continue;
         }
-        let found = end_at
-            .get(&(gpu.track[g], gpu.ts[g]))
-            .and_then(|id| start_at.get(id))
-            .and_then(|at| runtime_at.get(at));
+        let found = end_at.get(&(gpu.track[g], gpu.ts[g])).and_then(|id| {
+            start_at
+                .get(id)
+                .and_then(|at| runtime_at.get(at))
+                .or_else(|| by_corr.get(id))
+        });
         if let Some(&r) = found {
             launch[g] = r;
             attribution.by_flow += 1;

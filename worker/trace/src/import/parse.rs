@@ -1034,6 +1034,9 @@ impl Parser {
                 if class == CatClass::LaunchFlow {
                     if let (Some(id), Some(ts)) = (ev.id, ev.ts) {
                         let track = self.track(b, ev.pid, ev.tid)?;
+                        if self.flow_is_redundant(ev.ph == b's', id, track, ts) {
+                            return Ok(());
+                        }
                         let flows = &mut self.trace.flows;
                         flows.is_start.push(ev.ph == b's');
                         flows.id.push(id);
@@ -1056,6 +1059,28 @@ impl Parser {
             }
             // Metadata (`M`) and other phases are counted, by category, only.
             _ => Ok(()),
+        }
+    }
+
+    /// Whether a launch flow end says nothing the slice just stored does
+    /// not: Kineto writes each flow right after its slice (the start after
+    /// the runtime call, the end after the GPU op), with the correlation id
+    /// as the flow's id. Such flows are not kept (they were a fifth of the
+    /// stored events); the analysis follows flows only for GPU ops without
+    /// a correlation, and reaches a dropped start through the runtime call
+    /// with that correlation (`links::flow_fallback`).
+    fn flow_is_redundant(&self, start: bool, id: i64, track: u32, ts: i64) -> bool {
+        if start {
+            let c = &self.trace.cpu;
+            c.kind.last().is_some_and(|k| k.is_runtime())
+                && c.track.last() == Some(&track)
+                && c.ts.last() == Some(&ts)
+                && c.correlation.last() == Some(&id)
+        } else {
+            let g = &self.trace.gpu;
+            g.track.last() == Some(&track)
+                && g.ts.last() == Some(&ts)
+                && g.correlation.last() == Some(&id)
         }
     }
 
@@ -1260,6 +1285,37 @@ mod tests {
             assert_eq!(t.gpu.grid, vec![[1, 2, 3]]);
             assert_eq!(t.meta.base_time_ns, Some(1751410836000000000));
         }
+    }
+
+    /// Launch flows that repeat a stored correlation are dropped; a GPU op
+    /// without a correlation still finds its launch through its flow, also
+    /// when the flow's start was dropped.
+    #[test]
+    fn launch_flows_reach_ops_without_a_correlation() {
+        let doc = br#"{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 20, "args": {"External id": 1}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 3, "args": {"correlation": 7}},
+  {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 2, "name": "ac2g"},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 6, "dur": 3, "args": {}},
+  {"ph": "s", "cat": "ac2g", "id": 8, "pid": 1, "tid": 1, "ts": 6, "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 30, "dur": 5, "args": {}},
+  {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 30, "bp": "e", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 40, "dur": 5, "args": {}},
+  {"ph": "f", "cat": "ac2g", "id": 8, "pid": 0, "tid": 7, "ts": 40, "bp": "e", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 50, "dur": 5, "args": {"correlation": 7}},
+  {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 50, "bp": "e", "name": "ac2g"}
+]}"#;
+        let mut p = Parser::new(Limits::default());
+        p.feed(doc, true).unwrap();
+        let t = p.finish().unwrap();
+        // Kept: the start without a correlation beside it (8) and the ends
+        // at ops without one; dropped: start 7 and the end at kernel c.
+        assert_eq!(t.flows.id, vec![8, 7, 8]);
+        assert_eq!(t.flows.is_start, vec![true, false, false]);
+        let links = crate::analysis::links::link(&t);
+        assert_eq!(links.launch, vec![1, 2, 1]);
+        assert_eq!(links.attribution.by_flow, 2);
+        assert_eq!(links.attribution.by_correlation, 1);
     }
 
     #[test]
