@@ -917,7 +917,10 @@ impl TimelineIndex {
     /// Writes the index (zstd-compressed binary columns).
     pub fn write<W: Write>(&self, out: W) -> io::Result<()> {
         let mut z = zstd::stream::write::Encoder::new(out, 3)?;
-        let w = &mut z;
+        // Values are written one by one: a buffer in front of the encoder
+        // makes each a copy rather than a call into zstd.
+        let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut z);
+        let w = &mut buffered;
         put_u32(w, FORMAT)?;
         put_i64(w, self.start_ns)?;
         put_i64(w, self.end_ns)?;
@@ -995,12 +998,16 @@ impl TimelineIndex {
                 put_u32(w, r.args_of(i))?;
             }
         }
+        buffered.flush()?;
+        drop(buffered);
         z.finish()?.flush()
     }
 
     /// Reads an index written by [`write`](Self::write).
     pub fn read<R: Read>(input: R) -> io::Result<TimelineIndex> {
-        let mut z = zstd::stream::read::Decoder::new(input)?;
+        // Values are read one by one: a buffer behind the decoder makes each
+        // a copy rather than a call into zstd.
+        let mut z = io::BufReader::with_capacity(1 << 16, zstd::stream::read::Decoder::new(input)?);
         let r = &mut z;
         if get_u32(r)? != FORMAT {
             return Err(io::Error::new(
