@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates tools browser s3-emulator app server bench bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates tools browser s3-emulator app server bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 run: tools app server
@@ -39,6 +39,11 @@ test: tools browser s3-emulator app gates
 bench:
 	cargo bench -p kinetoscope-trace --bench analyze
 	cargo bench -p server --bench load
+
+## The same model at 30, 120 and 300 steps (300: 4.9 GB of JSON, 14 M events;
+## generated once into target/bench, about 700 MB of zstd): time and peak RSS.
+bench-scale:
+	cargo bench -p kinetoscope-trace --bench analyze -- --scale
 
 ## The gates: formatting, lints (host crates and the app on wasm32, warnings
 ## denied, missing docs included), and the pure core's dependency tree.

@@ -42,29 +42,33 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// Writes a trace (zstd and gzip) if it is not there yet; returns (zst, gz, JSON bytes, events).
+/// Writes a trace (zstd, and gzip unless `zstd_only`) if it is not there
+/// yet; returns (zst, gz, JSON bytes, events).
 fn ensure_trace(
     name: &str,
     p: &kinetoscope_trace::generate::DecodeParams,
+    zstd_only: bool,
 ) -> (PathBuf, PathBuf, u64, u64) {
     let dir = bench_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let zst = dir.join(format!("{name}.json.zst"));
     let gz = dir.join(format!("{name}.json.gz"));
     let size_file = dir.join(format!("{name}.json.size"));
-    if !zst.exists() || !gz.exists() || !size_file.exists() {
+    if !zst.exists() || !(zstd_only || gz.exists()) || !size_file.exists() {
         eprintln!("generating {name} (once) in {}", dir.display());
         let t = Instant::now();
         let mut enc =
             zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
         let truth = kinetoscope_trace::generate::write_decode_trace(p, &mut enc).unwrap();
         enc.finish().unwrap().flush().unwrap();
-        let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
-            std::io::BufWriter::new(std::fs::File::create(&gz).unwrap()),
-            kinetoscope_trace::import::input::GzLevel::new(6),
-        );
-        kinetoscope_trace::generate::write_decode_trace(p, &mut gzenc).unwrap();
-        gzenc.finish().unwrap().flush().unwrap();
+        if !zstd_only {
+            let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
+                std::io::BufWriter::new(std::fs::File::create(&gz).unwrap()),
+                kinetoscope_trace::import::input::GzLevel::new(6),
+            );
+            kinetoscope_trace::generate::write_decode_trace(p, &mut gzenc).unwrap();
+            gzenc.finish().unwrap().flush().unwrap();
+        }
         std::fs::write(&size_file, format!("{} {}", truth.json_bytes, truth.events)).unwrap();
         eprintln!(
             "  {} events, {:.1} MB of JSON, generated in {:.1} s",
@@ -163,6 +167,10 @@ fn main() {
         return;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if args.iter().any(|a| a == "--scale") {
+        scale(cores);
+        return;
+    }
     let realistic = kinetoscope_trace::generate::DecodeParams::default();
     let with_stack = kinetoscope_trace::generate::DecodeParams {
         with_stack: true,
@@ -172,7 +180,7 @@ fn main() {
         ("decode-v2-30x78", realistic),
         ("decode-v2-30x78-stack", with_stack),
     ] {
-        let (zst, gz, json_bytes, events) = ensure_trace(name, &p);
+        let (zst, gz, json_bytes, events) = ensure_trace(name, &p, false);
         let mb = json_bytes as f64 / 1e6;
         let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
         println!(
@@ -229,6 +237,60 @@ fn main() {
         println!(
             "peak RSS per event (analyze-all): {:.1} bytes",
             all_rss as f64 * 1024.0 / events.max(1) as f64
+        );
+    }
+}
+
+/// `--scale` (`make bench-scale`): the same model at 30, 120 and 300 steps
+/// (300: about 4.9 GB of JSON, 14 M events). Prints time and peak RSS of
+/// `analyze` with every artifact at each size, the time ratio to 30 steps
+/// against the ratio of events, and the growth of peak RSS per event (a
+/// least-squares line through the three points: its slope in bytes per
+/// event and its intercept, the fixed base). Steps are `SCALE_STEPS`
+/// (comma-separated) when set.
+fn scale(cores: usize) {
+    let steps: Vec<u32> = std::env::var("SCALE_STEPS")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().parse().unwrap()).collect())
+        .unwrap_or_else(|| vec![30, 120, 300]);
+    println!("scale: the realistic decode trace (78 layers) at {steps:?} steps; {cores} cores");
+    println!(
+        "{:>6} {:>11} {:>10} {:>11} {:>9} {:>12} {:>9} {:>10}",
+        "steps", "events", "JSON GB", "zstd -d s", "analyze s", "peak RSS MB", "x zstd", "x first"
+    );
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    let mut first: Option<(f64, f64)> = None;
+    for &n in &steps {
+        let p = kinetoscope_trace::generate::DecodeParams {
+            steps: n,
+            ..Default::default()
+        };
+        let (zst, _, json_bytes, events) = ensure_trace(&format!("decode-v2-{n}x78"), &p, true);
+        let (zstd_s, _, _) = measure("zstd", &zst);
+        let (all, rss, _) = measure("analyze-all", &zst);
+        let (e0, t0) = *first.get_or_insert((events as f64, all));
+        println!(
+            "{n:>6} {events:>11} {:>10.2} {zstd_s:>11.3} {all:>9.3} {:>12.1} {:>9.2} {:>5.2} ({:.1}x events)",
+            json_bytes as f64 / 1e9,
+            rss as f64 / 1024.0,
+            all / zstd_s,
+            all / t0,
+            events as f64 / e0,
+        );
+        points.push((events as f64, rss as f64 * 1024.0));
+    }
+    if points.len() >= 2 {
+        let n = points.len() as f64;
+        let (sx, sy) = points
+            .iter()
+            .fold((0.0, 0.0), |(a, b), p| (a + p.0, b + p.1));
+        let (mx, my) = (sx / n, sy / n);
+        let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let slope = sxy / sxx;
+        println!(
+            "peak RSS grows by {slope:.1} bytes per event over a base of {:.1} MB",
+            (my - slope * mx) / 1e6
         );
     }
 }

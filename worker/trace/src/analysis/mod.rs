@@ -309,7 +309,7 @@ fn analyze_inner(
         py_stacks,
         py_stack_of,
         ..
-    } = cx;
+    } = { cx }; // a temporary: the fields not bound here are dropped now
     let timeline = with_timeline.then(|| {
         crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
             trace: t,
