@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use fantoccini::Locator;
 use kinetoscope_types::{Diff, Summary};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -530,6 +530,64 @@ async fn ui_timing() {
         times[times.len() / 2],
         times[0],
         times[times.len() - 1]
+    );
+    b.close().await;
+    srv.stop().await;
+}
+
+/// Upload to findings, as a user does it: the realistic trace as .json.zst
+/// put in the dashboard's file input, streamed over loopback, analyzed,
+/// and its run page showing the findings. Printed, not asserted (see
+/// BENCHMARKS.md). `KINETOSCOPE_UI_BENCH=1` uses the founding story's size
+/// (30 steps x 78 layers: 478 MB of JSON, 32 MB of zstd) and three uploads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_to_findings_timing() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
+    let (steps, tries) = if full { (30, 3) } else { (3, 1) };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("decode-{steps}x78.json.zst"));
+    let p = kinetoscope_trace::generate::DecodeParams {
+        steps,
+        ..Default::default()
+    };
+    let mut enc =
+        zstd::stream::write::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
+    kinetoscope_trace::generate::write_decode_trace(&p, &mut enc).unwrap();
+    enc.finish().unwrap();
+    let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
+    let srv = TestServer::start(Opts::default()).await;
+    let b = Browser::start().await;
+    let mut times = Vec::new();
+    for _ in 0..tries {
+        b.client.goto(&srv.url).await.unwrap();
+        let input = b.wait_for("#file-input", LONG).await;
+        let t0 = Instant::now();
+        input.send_keys(path.to_str().unwrap()).await.unwrap();
+        b.wait_js("location.pathname.startsWith('/runs/')", LONG)
+            .await;
+        let to_run_page = t0.elapsed();
+        let first = b
+            .wait_js(
+                "document.querySelector('#findings li') && document.querySelector('#findings li').innerText",
+                Duration::from_secs(300),
+            )
+            .await;
+        let total = t0.elapsed();
+        // The founding story's finding leads: the cast copy.
+        assert!(
+            first.as_str().unwrap_or_default().contains("aten::copy_"),
+            "first finding: {first}"
+        );
+        times.push((total.as_secs_f64(), to_run_page.as_secs_f64()));
+    }
+    times.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (total, upload) = times[times.len() / 2];
+    println!(
+        "upload to findings ({steps} steps x 78 layers, {mb:.1} MB .json.zst, {tries} uploads): median {total:.2} s (upload done and run page open at {upload:.2} s); min {:.2} s, max {:.2} s",
+        times[0].0,
+        times[times.len() - 1].0
     );
     b.close().await;
     srv.stop().await;

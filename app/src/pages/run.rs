@@ -74,6 +74,10 @@ pub fn RunPage() -> impl IntoView {
             run.set(Some(api::get::<RunInfo>(&format!("/api/runs/{id}")).await));
         });
     });
+    // While the run is queued or analyzing, ask for its status every 250 ms
+    // for the first 20 s (most analyses end by then: the findings show as
+    // soon as they exist), then every second.
+    let polls = std::cell::Cell::new(0u32);
     let handle = set_interval_with_handle(
         move || {
             let busy = run.with_untracked(|r| match r {
@@ -82,11 +86,16 @@ pub fn RunPage() -> impl IntoView {
                 }
                 _ => true,
             });
-            if busy {
+            if !busy {
+                return;
+            }
+            let n = polls.get() + 1;
+            polls.set(n);
+            if n <= 80 || n.is_multiple_of(4) {
                 tick.update(|t| *t += 1);
             }
         },
-        Duration::from_millis(1000),
+        Duration::from_millis(250),
     )
     .ok();
     on_cleanup(move || {
