@@ -16,9 +16,9 @@ PORT=${PORT:-18931}
 [ -f "$FILE" ] || { echo "no $FILE: run make bench-scale first, or set BIG_TRACE" >&2; exit 2; }
 [ -x "$BIN" ] || cargo build --release -p server --locked
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/kinetoscope-big.XXXXXX")
-KINETOSCOPE_DATA=$DATA KINETOSCOPE_LISTEN=127.0.0.1:$PORT RUST_LOG=warn "$BIN" serve &
+KINETOSCOPE_DATA=$DATA KINETOSCOPE_LISTEN=127.0.0.1:$PORT "$BIN" serve >"$DATA.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$DATA"' EXIT
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$DATA" "$DATA.log"' EXIT
 for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 rss() { awk -v k="$1:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$pid/status"; }
 before=$(rss VmRSS)
@@ -36,7 +36,8 @@ while :; do
 done
 t2=$(date +%s.%N)
 [ "$status" = done ] || { echo "the run failed:"; curl -fsS "http://127.0.0.1:$PORT/api/runs/$id"; exit 1; }
-events=$(curl -fsS "http://127.0.0.1:$PORT/api/runs/$id/summary" | sed -E 's/.*"events":([0-9]+).*/\1/')
+events=$(curl -fsS "http://127.0.0.1:$PORT/api/runs/$id/summary" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["trace"]["events"])')
 printf 'file %s: %.1f MB, %s events\n' "$FILE" "$(stat -c %s "$FILE" | awk '{print $1/1e6}')" "$events"
 printf 'upload (streamed over loopback): %.2f s; upload to done: %.2f s\n' \
   "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t0" | bc)"
