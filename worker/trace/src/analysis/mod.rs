@@ -49,12 +49,6 @@ pub(crate) struct Context<'a> {
     pub gpu_step: Vec<u32>,
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
-    /// Per CPU slice: device time of GPU ops it launched directly (graph
-    /// replays excepted: they have rows of their own), ns.
-    pub self_dev: Vec<i64>,
-    /// Per CPU slice: device time of GPU ops launched in its subtree,
-    /// graph replays included, ns.
-    pub total_dev: Vec<i64>,
     /// Per CPU slice: the outermost `cpu_op` around it or itself (annotations
     /// such as `ProfilerStep#N` are skipped), or [`NO`].
     pub top_op: Vec<u32>,
@@ -65,6 +59,20 @@ pub(crate) struct Context<'a> {
     /// Per GPU slice: the graph replay context (an op, annotation or Python
     /// frame name) it is attributed to, or [`NO`].
     pub replay: Vec<Sym>,
+}
+
+/// Per-slice sums only the op table reads: kept apart from [`Context`] so
+/// they are freed as soon as that table is built (three `i64` per CPU slice
+/// are the largest arrays of the analysis).
+struct OpSums {
+    /// Per CPU slice: device time of GPU ops it launched directly (graph
+    /// replays excepted: they have rows of their own), ns.
+    self_dev: Vec<i64>,
+    /// Per CPU slice: device time of GPU ops launched in its subtree,
+    /// graph replays included, ns.
+    total_dev: Vec<i64>,
+    /// Per CPU slice: time of its direct children (clamped to its span), ns.
+    child_ns: Vec<i64>,
 }
 
 impl Context<'_> {
@@ -277,14 +285,17 @@ fn analyze_inner(
             total_dev[p as usize] += total_dev[op as usize];
         }
     }
+    let sums = OpSums {
+        self_dev,
+        total_dev,
+        child_ns: std::mem::take(&mut links.child_ns),
+    };
     let cx = Context {
         t,
         links,
         steps,
         gpu_step,
         gpu_op_ns,
-        self_dev,
-        total_dev,
         top_op,
         py_stacks,
         py_stack_of,
@@ -293,8 +304,9 @@ fn analyze_inner(
 
     let trace = trace_info(&cx);
     let (step_rows, steps_stats) = step_rows(&cx, source);
-    let mut chains = Chains::new();
-    let mut ops = op_rows(&cx, &mut chains);
+    let mut chains = Chains::new(cpu.len());
+    let mut ops = op_rows(&cx, &sums, &mut chains);
+    drop(sums);
     ops.extend(replay_rows(&cx));
     sort_ops(&mut ops);
     let kernels = kernel_rows(&cx, &mut chains);
@@ -593,7 +605,7 @@ struct GroupAcc {
     parents: HashMap<(u32, u32), (i64, u64)>,
 }
 
-fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
+fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
     let t = cx.t;
     let cpu = &t.cpu;
     let mut acc: Vec<OpAcc> = Vec::new();
@@ -616,11 +628,11 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
         a.seen = true;
         a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
         a.calls += 1;
-        let self_cpu = (cpu.dur[i] - cx.links.child_ns[i]).max(0);
+        let self_cpu = (cpu.dur[i] - sums.child_ns[i]).max(0);
         a.self_cpu += self_cpu;
         a.cpu_total += cpu.dur[i];
-        a.self_dev += cx.self_dev[i];
-        a.total_dev += cx.total_dev[i];
+        a.self_dev += sums.self_dev[i];
+        a.total_dev += sums.total_dev[i];
         a.gpu_ops += gpu_ops_of[i] as u64;
         let in_step = have_steps && step_at(&cx.steps, cpu.ts[i]).is_some();
         if in_step {
@@ -633,7 +645,7 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
             gacc.calls += 1;
             gacc.calls_in_steps += in_step as u64;
             gacc.self_cpu += self_cpu;
-            gacc.self_dev += cx.self_dev[i];
+            gacc.self_dev += sums.self_dev[i];
             let parent = cx.links.parent[i];
             let chain = if parent == NO {
                 0
@@ -647,7 +659,7 @@ fn op_rows(cx: &Context, chains: &mut Chains) -> Vec<OpRow> {
                 cx.py_stack_of.get(&top).copied().unwrap_or(0)
             };
             let e = gacc.parents.entry((chain, py)).or_default();
-            e.0 += cx.self_dev[i];
+            e.0 += sums.self_dev[i];
             e.1 += 1;
         }
     }
@@ -867,32 +879,34 @@ fn graph_stats(cx: &Context) -> GraphStats {
 pub(crate) struct Chains {
     ids: HashMap<(u32, Sym), u32>,
     nodes: Vec<(u32, Sym)>,
-    of_op: HashMap<u32, u32>,
+    /// Per CPU slice: its chain id once known, else [`NO`].
+    of_op: Vec<u32>,
 }
 
 /// Stands for any `ProfilerStep#N` in a chain.
 const ANY_STEP: Sym = Sym::MAX;
 
 impl Chains {
-    fn new() -> Self {
+    /// Chains of a trace with `slices` CPU slices.
+    fn new(slices: usize) -> Self {
         Chains {
             ids: HashMap::new(),
             nodes: vec![(0, 0)],
-            of_op: HashMap::new(),
+            of_op: vec![NO; slices],
         }
     }
 
     /// The chain id of an op slice (memoized; walks up the op tree).
     fn of(&mut self, cx: &Context, op: u32) -> u32 {
-        if let Some(&c) = self.of_op.get(&op) {
-            return c;
+        if self.of_op[op as usize] != NO {
+            return self.of_op[op as usize];
         }
         let mut path = vec![op];
         let mut base = 0u32;
         let mut p = cx.links.parent[op as usize];
         while p != NO {
-            if let Some(&c) = self.of_op.get(&p) {
-                base = c;
+            if self.of_op[p as usize] != NO {
+                base = self.of_op[p as usize];
                 break;
             }
             path.push(p);
@@ -910,7 +924,7 @@ impl Chains {
             if id == next {
                 self.nodes.push((base, name));
             }
-            self.of_op.insert(o, id);
+            self.of_op[o as usize] = id;
             base = id;
         }
         base
