@@ -90,7 +90,27 @@ fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
         return bad(format!("expected a string, found {}", show_byte(b[i])));
     }
     let start = i + 1;
+    // Most strings of a trace are short (keys, categories, dtypes): a plain
+    // loop over the first bytes beats memchr's setup; long ones (kernel
+    // names) and escapes go on to memchr.
     let mut j = start;
+    let short = (start + 24).min(b.len());
+    while j < short {
+        match b[j] {
+            b'"' => {
+                return Ok((
+                    Span {
+                        start,
+                        end: j,
+                        escaped: false,
+                    },
+                    j + 1,
+                ))
+            }
+            b'\\' => break,
+            _ => j += 1,
+        }
+    }
     let mut escaped = false;
     loop {
         match memchr::memchr2(b'"', b'\\', &b[j..]) {
