@@ -38,6 +38,7 @@ test: tools browser s3-emulator app gates
 ## service under 20 concurrent uploads and 200 concurrent readers (see BENCHMARKS.md).
 bench:
 	cargo bench -p kinetoscope-trace --bench analyze
+	cargo bench -p kinetoscope-trace --bench analyze -- --categories
 	cargo bench -p server --bench load
 
 ## The same model at 30, 120 and 300 steps (300: 4.9 GB of JSON, 14 M events;

@@ -108,6 +108,12 @@ fn run_phase(phase: &str, file: &Path) {
             let json = serde_json::to_string(&s).unwrap();
             assert!(json.len() > 1000 && s.trace.events > 100_000);
         }
+        "analyze-any" => {
+            // Any trace, however small (a category's events alone).
+            let s = kinetoscope_trace::analyze_file(file, &Default::default(), &Default::default())
+                .unwrap();
+            serde_json::to_string(&s).unwrap();
+        }
         "analyze-all" => {
             // Everything the analysis job stores: the summary JSON and the
             // timeline index, serialized.
@@ -128,6 +134,26 @@ fn run_phase(phase: &str, file: &Path) {
         other => panic!("unknown phase {other}"),
     }
     println!("{} {} {extra}", t.elapsed().as_secs_f64(), peak_rss_kb());
+}
+
+/// Best wall time of `zstd -d -c FILE > /dev/null` (the command), if installed.
+fn zstd_cli(file: &Path) -> Option<f64> {
+    let mut best = f64::MAX;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let ok = Command::new("zstd")
+            .args(["-d", "-q", "-c"])
+            .arg(file)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .ok()?
+            .success();
+        if !ok {
+            return None;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Some(best)
 }
 
 /// Runs a phase in a child process `RUNS` times; returns (best wall s, max
@@ -171,6 +197,10 @@ fn main() {
         scale(cores);
         return;
     }
+    if args.iter().any(|a| a == "--categories") {
+        categories();
+        return;
+    }
     let realistic = kinetoscope_trace::generate::DecodeParams::default();
     let with_stack = kinetoscope_trace::generate::DecodeParams {
         with_stack: true,
@@ -189,11 +219,19 @@ fn main() {
             size(&gz),
         );
         let (zstd_s, zstd_rss, _) = measure("zstd", &zst);
+        // The issue's baseline: the zstd command itself (slower than the
+        // library in process: it checks the frame's checksum and writes).
+        let cli_s = zstd_cli(&zst);
         let (floor, floor_rss, _) = measure("floor", &zst);
         let (an, an_rss, _) = measure("analyze", &zst);
         let (all, all_rss, extra) = measure("analyze-all", &zst);
         let (all_gz, all_gz_rss, _) = measure("analyze-all", &gz);
         let rows = [
+            (
+                "zstd -d -c FILE > /dev/null (the command)",
+                cli_s.unwrap_or(f64::NAN),
+                0,
+            ),
             ("zstd -d -c FILE > /dev/null (in process)", zstd_s, zstd_rss),
             (
                 "floor: zstd decompress + serde IgnoredAny",
@@ -213,16 +251,17 @@ fn main() {
             ),
         ];
         println!(
-            "{:<52} {:>8} {:>10} {:>12} {:>9}",
-            "what", "wall s", "MB/s JSON", "peak RSS MB", "x zstd -d"
+            "{:<52} {:>8} {:>10} {:>12} {:>12} {:>12}",
+            "what", "wall s", "MB/s JSON", "peak RSS MB", "x zstd cmd", "x in process"
         );
         for (what, wall, rss) in rows {
             println!(
-                "{:<52} {:>8.3} {:>10.0} {:>12.1} {:>9.2}",
+                "{:<52} {:>8.3} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
                 what,
                 wall,
                 mb / wall,
                 rss as f64 / 1024.0,
+                wall / cli_s.unwrap_or(f64::NAN),
                 wall / zstd_s
             );
         }
@@ -256,7 +295,7 @@ fn scale(cores: usize) {
     println!("scale: the realistic decode trace (78 layers) at {steps:?} steps; {cores} cores");
     println!(
         "{:>6} {:>11} {:>10} {:>11} {:>9} {:>12} {:>9} {:>10}",
-        "steps", "events", "JSON GB", "zstd -d s", "analyze s", "peak RSS MB", "x zstd", "x first"
+        "steps", "events", "JSON GB", "zstd cmd s", "analyze s", "peak RSS MB", "x zstd", "x first"
     );
     let mut points: Vec<(f64, f64)> = Vec::new();
     let mut first: Option<(f64, f64)> = None;
@@ -266,7 +305,7 @@ fn scale(cores: usize) {
             ..Default::default()
         };
         let (zst, _, json_bytes, events) = ensure_trace(&format!("decode-v2-{n}x78"), &p, true);
-        let (zstd_s, _, _) = measure("zstd", &zst);
+        let zstd_s = zstd_cli(&zst).unwrap_or_else(|| measure("zstd", &zst).0);
         let (all, rss, _) = measure("analyze-all", &zst);
         let (e0, t0) = *first.get_or_insert((events as f64, all));
         println!(
@@ -293,4 +332,94 @@ fn scale(cores: usize) {
             (my - slope * mx) / 1e6
         );
     }
+}
+
+/// `--categories` (also run by `make bench`): events per second by
+/// category. The realistic trace and its `--with-stack` variant at 10 steps
+/// are cut into one trace per category (each event's bytes as generated,
+/// the header kept), written to `target/bench/cat-*.json.zst` (callgrind can
+/// count instructions per event on them, see BENCHMARKS.md), and each is
+/// analyzed (the summary: parse and analysis) in its own process.
+fn categories() {
+    let dir = bench_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    println!(
+        "\nevents per second by category (10 steps x 78 layers, each category's events alone; best of {RUNS})"
+    );
+    println!(
+        "{:<12} {:<20} {:>9} {:>10} {:>12} {:>10} {:>12}",
+        "trace", "category", "events", "MB JSON", "analyze s", "M events/s", "ns per event"
+    );
+    for (variant, with_stack) in [("realistic", false), ("with-stack", true)] {
+        let p = kinetoscope_trace::generate::DecodeParams {
+            steps: 10,
+            with_stack,
+            ..Default::default()
+        };
+        let mut json = Vec::new();
+        kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+        // Categories of a handful of events measure process start-up only.
+        for (cat, doc, events) in split_by_category(&json).into_iter().filter(|c| c.2 >= 1000) {
+            let file = dir.join(format!("cat-{variant}-{cat}.json.zst"));
+            std::fs::write(&file, zstd::encode_all(&doc[..], 3).unwrap()).unwrap();
+            let (wall, _, _) = measure("analyze-any", &file);
+            println!(
+                "{variant:<12} {cat:<20} {events:>9} {:>10.1} {wall:>12.3} {:>10.2} {:>12.0}",
+                doc.len() as f64 / 1e6,
+                events as f64 / wall / 1e6,
+                wall * 1e9 / events as f64
+            );
+        }
+    }
+}
+
+/// Cuts a generated trace into one document per `cat`: the text before the
+/// event array, that category's events (their bytes unchanged), and the
+/// text after. Returns (category, document, events), most events first.
+fn split_by_category(json: &[u8]) -> Vec<(String, Vec<u8>, usize)> {
+    let text = std::str::from_utf8(json).unwrap();
+    let open = text.find("\"traceEvents\": [").unwrap() + "\"traceEvents\": [".len();
+    let close = text.rfind(']').unwrap();
+    let (head, body, tail) = (&text[..open], &text[open..close], &text[close..]);
+    let mut by_cat: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    // The generator writes one event per `{ ... }` block at two spaces of
+    // indentation: split between blocks.
+    let pieces: Vec<&str> = body.split("\n  },\n  {").collect();
+    let n = pieces.len();
+    for (k, ev) in pieces.into_iter().enumerate() {
+        // The separator took each event's braces but the first's `{` and
+        // the last's `}`.
+        let mut ev = ev.trim();
+        if k == 0 {
+            ev = ev.strip_prefix('{').unwrap_or(ev);
+        }
+        if k + 1 == n {
+            ev = ev.strip_suffix('}').unwrap_or(ev);
+        }
+        let cat = ev
+            .split("\"cat\": \"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("(none)");
+        by_cat.entry(cat.to_string()).or_default().push(ev);
+    }
+    let mut out: Vec<(String, Vec<u8>, usize)> = by_cat
+        .into_iter()
+        .map(|(cat, evs)| {
+            let mut doc = String::from(head);
+            for (k, ev) in evs.iter().enumerate() {
+                if k > 0 {
+                    doc.push(',');
+                }
+                doc.push_str("\n  {\n");
+                doc.push_str(ev);
+                doc.push_str("\n  }");
+            }
+            doc.push('\n');
+            doc.push_str(tail);
+            (cat, doc.into_bytes(), evs.len())
+        })
+        .collect();
+    out.sort_by_key(|(_, _, n)| std::cmp::Reverse(*n));
+    out
 }

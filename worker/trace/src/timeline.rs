@@ -916,7 +916,8 @@ impl TimelineIndex {
 
     /// Writes the index (zstd-compressed binary columns).
     pub fn write<W: Write>(&self, out: W) -> io::Result<()> {
-        let mut z = zstd::stream::write::Encoder::new(out, 3)?;
+        // Level 2: on the realistic trace smaller and faster than 3 (5.2 vs 5.7 MB).
+        let mut z = zstd::stream::write::Encoder::new(out, 2)?;
         // Values are written one by one: a buffer in front of the encoder
         // makes each a copy rather than a call into zstd.
         let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut z);
