@@ -5,8 +5,9 @@
 //! cut by the end of the slice it stops *before* it and reports how far it got;
 //! the caller (see `input::read_trace`) keeps the unconsumed tail and feeds it
 //! again in front of the next block. Every step is therefore atomic, no
-//! generic JSON tree is ever built, and memory is bounded by the largest single
-//! event (limited by [`Limits::max_value_bytes`]).
+//! generic JSON tree is ever built, and the text held at any time is bounded
+//! by the largest single event (limited by [`Limits::max_value_bytes`]); what
+//! grows with the trace is only the columns of kept events.
 //!
 //! Only the fields the analysis needs are decoded; everything else is skipped
 //! structurally. Timestamps are parsed from their decimal text into integer
