@@ -130,8 +130,44 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
 }
 
 /// Layer of each GPU op (-1: outside any layer), and how layers were found.
+/// The layer of each GPU op (by index), where one was found: a vector, not a
+/// map, since most GPU ops of a layered trace have one.
+struct GpuLayers {
+    of: Vec<i64>,
+    set: usize,
+}
+
+impl GpuLayers {
+    const NONE: i64 = i64::MIN;
+
+    fn new(t: &crate::import::store::Trace) -> Self {
+        GpuLayers {
+            of: vec![Self::NONE; t.gpu.len()],
+            set: 0,
+        }
+    }
+
+    fn insert(&mut self, g: u32, layer: i64) {
+        let slot = &mut self.of[g as usize];
+        self.set += (*slot == Self::NONE) as usize;
+        *slot = layer;
+    }
+
+    fn get(&self, g: &u32) -> Option<&i64> {
+        self.of.get(*g as usize).filter(|&&l| l != Self::NONE)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.set == 0
+    }
+
+    fn values(&self) -> impl Iterator<Item = &i64> {
+        self.of.iter().filter(|&&l| l != Self::NONE)
+    }
+}
+
 struct Assignment {
-    layer: HashMap<u32, i64>,
+    layer: GpuLayers,
     method: LayerMethod,
     confidence: f64,
     period: Option<u64>,
@@ -297,7 +333,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
             .entry(sym)
             .or_insert_with(|| layer_index(t.name(sym)))
     };
-    let mut layer: HashMap<u32, i64> = HashMap::new();
+    let mut layer = GpuLayers::new(t);
     let mut marker: Option<Sym> = None;
     for g in 0..t.gpu.len() {
         if !t.gpu.kind[g].is_gpu_op() {
@@ -402,7 +438,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
     for f in frames.values_mut() {
         f.sort();
     }
-    let mut layer: HashMap<u32, i64> = HashMap::new();
+    let mut layer = GpuLayers::new(t);
     let mut in_layers: i64 = 0;
     let mut all: i64 = 0;
     for g in 0..t.gpu.len() {
@@ -605,7 +641,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         }
     }
     let (layers_n, score, marker, period, prefix) = best?;
-    let mut layer = HashMap::new();
+    let mut layer = GpuLayers::new(t);
     for seq in &steps {
         let pos: Vec<usize> = seq
             .iter()
@@ -714,7 +750,7 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         }
         false
     };
-    let mut layer = HashMap::new();
+    let mut layer = GpuLayers::new(t);
     for seq in seqs.iter().filter(|s| !s.is_empty()) {
         let starts: Vec<usize> = if marker.is_some() {
             let mut v: Vec<usize> = Vec::new();
