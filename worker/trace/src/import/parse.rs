@@ -138,6 +138,40 @@ fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
     }
 }
 
+/// Whether a JSON value's text is already in [`Parser::intern_compact`]'s
+/// spacing: no whitespace outside strings but one space after each comma.
+fn is_compact(raw: &[u8]) -> bool {
+    let mut in_str = false;
+    let mut esc = false;
+    let mut after_comma = false;
+    for &c in raw {
+        if in_str {
+            if esc {
+                esc = false;
+            } else if c == b'\\' {
+                esc = true;
+            } else if c == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        if after_comma {
+            if c != b' ' {
+                return false;
+            }
+            after_comma = false;
+            continue;
+        }
+        match c {
+            b' ' | b'\n' | b'\r' | b'\t' => return false,
+            b'"' => in_str = true,
+            b',' => after_comma = true,
+            _ => {}
+        }
+    }
+    !after_comma
+}
+
 fn show_byte(c: u8) -> String {
     if c.is_ascii_graphic() {
         format!("'{}'", c as char)
@@ -507,6 +541,8 @@ pub struct Parser {
     scratch: Vec<u8>,
     scratch2: Vec<u8>,
     memory_peaks: HashMap<(i64, i64), i64>,
+    /// The last event's `cat` text (unescaped), its id and class.
+    last_cat: (Vec<u8>, Sym, CatClass),
 }
 
 impl Parser {
@@ -523,6 +559,8 @@ impl Parser {
             scratch: Vec::new(),
             scratch2: Vec::new(),
             memory_peaks: HashMap::new(),
+            // Never equal to a `cat` text: those are quoted strings' contents.
+            last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
         }
     }
 
@@ -972,6 +1010,11 @@ impl Parser {
     /// Interns a JSON value (shapes, dtypes) in a canonical spacing:
     /// whitespace outside strings removed, one space after each comma.
     fn intern_compact(&mut self, raw: &[u8]) -> Sym {
+        // Kineto already writes this spacing: then the text is interned as
+        // it is, without a copy.
+        if is_compact(raw) {
+            return self.trace.names.intern_bytes(raw);
+        }
         let out = &mut self.scratch2;
         out.clear();
         let mut in_str = false;
@@ -1035,19 +1078,34 @@ impl Parser {
     fn commit(&mut self, b: &[u8], ev: RawEvent) -> Step<()> {
         let counters = &mut self.trace.counters;
         counters.events += 1;
-        let cat_sym = match ev.cat {
-            Some(s) => self.intern_span(b, s)?,
-            None => 0,
-        };
-        *self.trace.counters.by_cat.entry(cat_sym).or_insert(0) += 1;
-        let class = match self.cat_class.get(&cat_sym) {
-            Some(&c) => c,
-            None => {
-                let c = classify_cat(self.trace.names.get(cat_sym));
-                self.cat_class.insert(cat_sym, c);
-                c
+        // Runs of events share their category: the last one's text is
+        // compared before any hashing.
+        let (cat_sym, class) = match ev.cat {
+            Some(s) if !s.escaped && self.last_cat.0 == s.bytes(b) => {
+                (self.last_cat.1, self.last_cat.2)
+            }
+            cat => {
+                let cat_sym = match cat {
+                    Some(s) => self.intern_span(b, s)?,
+                    None => 0,
+                };
+                let class = match self.cat_class.get(&cat_sym) {
+                    Some(&c) => c,
+                    None => {
+                        let c = classify_cat(self.trace.names.get(cat_sym));
+                        self.cat_class.insert(cat_sym, c);
+                        c
+                    }
+                };
+                if let Some(s) = cat.filter(|s| !s.escaped) {
+                    self.last_cat.0.clear();
+                    self.last_cat.0.extend_from_slice(s.bytes(b));
+                    (self.last_cat.1, self.last_cat.2) = (cat_sym, class);
+                }
+                (cat_sym, class)
             }
         };
+        *self.trace.counters.by_cat.entry(cat_sym).or_insert(0) += 1;
         match ev.ph {
             b'X' => self.commit_slice(b, ev, class, cat_sym),
             b's' | b'f' => {
@@ -1337,6 +1395,52 @@ mod tests {
         assert_eq!(links.launch, vec![1, 2, 1]);
         assert_eq!(links.attribution.by_flow, 2);
         assert_eq!(links.attribution.by_correlation, 1);
+    }
+
+    #[test]
+    fn compact_values_are_interned_as_written() {
+        for (raw, compact) in [
+            (&b"[[2, 3], [], [1]]"[..], true),
+            (b"[[2,3], []]", false),
+            (b"[[2, 3],  []]", false),
+            (b"[ [2, 3]]", false),
+            (b"[\"a,b\", \"c d\"]", true),
+            (b"[\"a\\\", b\", \"c\"]", true),
+            (b"[1,\n 2]", false),
+        ] {
+            assert_eq!(is_compact(raw), compact, "{}", String::from_utf8_lossy(raw));
+            let mut p = Parser::new(Limits::default());
+            let sym = p.intern_compact(raw);
+            // The slow path's answer for the same text.
+            let slow = {
+                let mut out = Vec::new();
+                let (mut in_str, mut esc) = (false, false);
+                for &c in raw {
+                    if in_str {
+                        out.push(c);
+                        if esc {
+                            esc = false;
+                        } else if c == b'\\' {
+                            esc = true;
+                        } else if c == b'"' {
+                            in_str = false;
+                        }
+                        continue;
+                    }
+                    match c {
+                        b' ' | b'\n' | b'\r' | b'\t' => {}
+                        b'"' => {
+                            in_str = true;
+                            out.push(c);
+                        }
+                        b',' => out.extend_from_slice(b", "),
+                        _ => out.push(c),
+                    }
+                }
+                out
+            };
+            assert_eq!(p.trace.names.get(sym).as_bytes(), &slow[..]);
+        }
     }
 
     #[test]
