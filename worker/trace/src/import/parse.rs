@@ -167,23 +167,57 @@ fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
     }
 }
 
+/// Follows a JSON value's text byte by byte: which bytes belong to a string.
+#[derive(Default)]
+struct InString {
+    on: bool,
+    escape: bool,
+}
+
+impl InString {
+    /// Whether `c`, the next byte, is part of a string (its quotes included).
+    fn step(&mut self, c: u8) -> bool {
+        if self.on {
+            if self.escape {
+                self.escape = false;
+            } else if c == b'\\' {
+                self.escape = true;
+            } else if c == b'"' {
+                self.on = false;
+            }
+            true
+        } else {
+            self.on = c == b'"';
+            self.on
+        }
+    }
+}
+
+/// Writes a JSON value's text into `out` in the canonical spacing of
+/// [`Parser::intern_compact`]: whitespace outside strings removed, one space
+/// after each comma.
+fn compact_into(raw: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut string = InString::default();
+    for &c in raw {
+        if string.step(c) {
+            out.push(c);
+            continue;
+        }
+        match c {
+            b' ' | b'\n' | b'\r' | b'\t' => {}
+            b',' => out.extend_from_slice(b", "),
+            _ => out.push(c),
+        }
+    }
+}
+
 /// Whether a JSON value's text is already in [`Parser::intern_compact`]'s
 /// spacing: no whitespace outside strings but one space after each comma.
 fn is_compact(raw: &[u8]) -> bool {
-    let mut in_str = false;
-    let mut esc = false;
+    let mut string = InString::default();
     let mut after_comma = false;
     for &c in raw {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
-            continue;
-        }
         if after_comma {
             if c != b' ' {
                 return false;
@@ -191,9 +225,11 @@ fn is_compact(raw: &[u8]) -> bool {
             after_comma = false;
             continue;
         }
+        if string.step(c) {
+            continue;
+        }
         match c {
             b' ' | b'\n' | b'\r' | b'\t' => return false,
-            b'"' => in_str = true,
             b',' => after_comma = true,
             _ => {}
         }
@@ -1044,33 +1080,8 @@ impl Parser {
         if is_compact(raw) {
             return self.trace.names.intern_bytes(raw);
         }
-        let out = &mut self.scratch2;
-        out.clear();
-        let mut in_str = false;
-        let mut esc = false;
-        for &c in raw {
-            if in_str {
-                out.push(c);
-                if esc {
-                    esc = false;
-                } else if c == b'\\' {
-                    esc = true;
-                } else if c == b'"' {
-                    in_str = false;
-                }
-                continue;
-            }
-            match c {
-                b' ' | b'\n' | b'\r' | b'\t' => {}
-                b'"' => {
-                    in_str = true;
-                    out.push(c);
-                }
-                b',' => out.extend_from_slice(b", "),
-                _ => out.push(c),
-            }
-        }
-        self.trace.names.intern_bytes(out)
+        compact_into(raw, &mut self.scratch2);
+        self.trace.names.intern_bytes(&self.scratch2)
     }
 
     fn id_value(&mut self, b: &[u8], id: RawId) -> Step<TrackId> {
@@ -1489,34 +1500,9 @@ mod tests {
             assert_eq!(is_compact(raw), compact, "{}", String::from_utf8_lossy(raw));
             let mut p = Parser::new(Limits::default());
             let sym = p.intern_compact(raw);
-            // The slow path's answer for the same text.
-            let slow = {
-                let mut out = Vec::new();
-                let (mut in_str, mut esc) = (false, false);
-                for &c in raw {
-                    if in_str {
-                        out.push(c);
-                        if esc {
-                            esc = false;
-                        } else if c == b'\\' {
-                            esc = true;
-                        } else if c == b'"' {
-                            in_str = false;
-                        }
-                        continue;
-                    }
-                    match c {
-                        b' ' | b'\n' | b'\r' | b'\t' => {}
-                        b'"' => {
-                            in_str = true;
-                            out.push(c);
-                        }
-                        b',' => out.extend_from_slice(b", "),
-                        _ => out.push(c),
-                    }
-                }
-                out
-            };
+            // The copying path's answer for the same text.
+            let mut slow = Vec::new();
+            compact_into(raw, &mut slow);
             assert_eq!(p.trace.names.get(sym).as_bytes(), &slow[..]);
         }
     }
