@@ -84,7 +84,7 @@ fn ensure_trace(
 
 /// One phase, in this (child) process: prints `wall_s rss_kb [extra]`.
 fn run_phase(phase: &str, file: &Path) {
-    let t = Instant::now();
+    let mut t = Instant::now();
     let mut extra = String::new();
     match phase {
         "zstd" => {
@@ -130,6 +130,19 @@ fn run_phase(phase: &str, file: &Path) {
                 a.timeline.column_bytes(),
                 index.len()
             );
+        }
+        "read-index" => {
+            // What the server does on a run's first timeline request: read
+            // the stored index. Only the read is timed.
+            let tr = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
+            let a = kinetoscope_trace::analyze_all(&tr, &Default::default());
+            drop(tr);
+            let mut index = Vec::new();
+            a.timeline.write(&mut index).unwrap();
+            drop(a);
+            t = Instant::now();
+            let back = kinetoscope_trace::timeline::TimelineIndex::read(&index[..]).unwrap();
+            assert!(back.events() > 0);
         }
         other => panic!("unknown phase {other}"),
     }
@@ -266,10 +279,12 @@ fn main() {
             );
         }
         if let [ix_events, ix_bytes, stored] = extra[..] {
+            let (read, _, _) = measure("read-index", &zst);
             println!(
-                "timeline index: {ix_events} events, {:.1} bytes per event in memory, {:.1} MB stored (zstd); ingest with the index / without: {:.2}x",
+                "timeline index: {ix_events} events, {:.1} bytes per event in memory, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without: {:.2}x",
                 ix_bytes / ix_events.max(1.0),
                 stored / 1e6,
+                read * 1e3,
                 all / an
             );
         }
