@@ -548,14 +548,8 @@ async fn upload_to_findings_timing() {
     let (steps, tries) = if full { (30, 3) } else { (3, 1) };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!("decode-{steps}x78.json.zst"));
-    let p = kinetoscope_trace::generate::DecodeParams {
-        steps,
-        ..Default::default()
-    };
-    let mut enc =
-        zstd::stream::write::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut enc).unwrap();
-    enc.finish().unwrap();
+    let baseline = kinetoscope_trace::generate::Variant::Baseline;
+    std::fs::write(&path, generated(steps, 78, baseline)).unwrap();
     let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
     let srv = TestServer::start(Opts::default()).await;
     let b = Browser::start().await;
