@@ -485,7 +485,7 @@ impl TimelineIndex {
         order.sort_by_key(|&i| {
             (
                 cpu.ts[i as usize],
-                std::cmp::Reverse(cpu.dur[i as usize]),
+                std::cmp::Reverse(cpu.dur.get(i as usize)),
                 i,
             )
         });
@@ -515,14 +515,14 @@ impl TimelineIndex {
         gpu_order.sort_by_key(|&g| {
             (
                 gpu.ts[g as usize],
-                std::cmp::Reverse(gpu.dur[g as usize]),
+                std::cmp::Reverse(gpu.dur.get(g as usize)),
                 g,
             )
         });
         for g in gpu_order {
             let key = (
-                gpu.device[g as usize],
-                gpu.stream[g as usize],
+                gpu.device.get(g as usize),
+                gpu.stream.get(g as usize),
                 gpu.track[g as usize],
             );
             let k = *gpu_track_of.entry(key).or_insert_with(|| {
@@ -554,7 +554,7 @@ impl TimelineIndex {
             let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
             let laid = layout(slices.len(), |k| {
                 let i = slices[k] as usize;
-                (depth[i], cpu.ts[i], cpu.ts[i] + cpu.dur[i])
+                (depth[i], cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
             });
             tracks.push(TrackInfo {
                 gpu: false,
@@ -591,7 +591,7 @@ impl TimelineIndex {
                     };
                     row.push(
                         cpu.ts[i],
-                        cpu.ts[i] + cpu.dur[i],
+                        cpu.ts[i] + cpu.dur.get(i),
                         names.pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT,
                         link,
                     );
@@ -624,7 +624,7 @@ impl TimelineIndex {
             let track = &t.tracks[tr as usize];
             let laid = layout(ops.len(), |k| {
                 let g = ops[k] as usize;
-                (0, gpu.ts[g], gpu.ts[g] + gpu.dur[g])
+                (0, gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
             });
             tracks.push(TrackInfo {
                 gpu: true,
@@ -652,7 +652,7 @@ impl TimelineIndex {
                     let r = inp.launch[g];
                     row.push(
                         gpu.ts[g],
-                        gpu.ts[g] + gpu.dur[g],
+                        gpu.ts[g] + gpu.dur.get(g),
                         names.pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT,
                         if r == u32::MAX {
                             NONE

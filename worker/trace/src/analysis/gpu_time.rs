@@ -36,20 +36,25 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     // Per stream.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device[g], gpu.stream[g], gpu.ts[g])
+        (gpu.device.get(g), gpu.stream.get(g), gpu.ts[g])
     });
     let mut streams: Vec<StreamTime> = Vec::new();
     let mut k = 0;
     while k < idx.len() {
         let g0 = idx[k] as usize;
-        let key = (gpu.device[g0], gpu.stream[g0]);
+        let key = (gpu.device.get(g0), gpu.stream.get(g0));
         let mut j = k;
-        while j < idx.len() && (gpu.device[idx[j] as usize], gpu.stream[idx[j] as usize]) == key {
+        while j < idx.len()
+            && (
+                gpu.device.get(idx[j] as usize),
+                gpu.stream.get(idx[j] as usize),
+            ) == key
+        {
             j += 1;
         }
         let busy = union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts[g], gpu.ts[g] + gpu.dur[g])
+            (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
         }));
         streams.push(StreamTime {
             device: key.0,
@@ -62,20 +67,20 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     // Per device.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device[g], gpu.ts[g])
+        (gpu.device.get(g), gpu.ts[g])
     });
     let mut busy_ns = 0i64;
     let mut devices = 0usize;
     let mut k = 0;
     while k < idx.len() {
-        let dev = gpu.device[idx[k] as usize];
+        let dev = gpu.device.get(idx[k] as usize);
         let mut j = k;
-        while j < idx.len() && gpu.device[idx[j] as usize] == dev {
+        while j < idx.len() && gpu.device.get(idx[j] as usize) == dev {
             j += 1;
         }
         busy_ns += union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts[g], gpu.ts[g] + gpu.dur[g])
+            (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
         }));
         devices += 1;
         k = j;

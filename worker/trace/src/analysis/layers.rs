@@ -226,7 +226,7 @@ fn spans(cx: &Context, seqs: &[Vec<GpuItem>], a: &Assignment) -> Vec<LayerSpan> 
                 let g = it.g as usize;
                 let e = by_layer.entry(l).or_insert((i64::MAX, i64::MIN));
                 e.0 = e.0.min(gpu.ts[g]);
-                e.1 = e.1.max(gpu.ts[g] + gpu.dur[g]);
+                e.1 = e.1.max(gpu.ts[g] + gpu.dur.get(g));
             }
         }
         out.extend(by_layer.into_iter().map(|(l, (s, e))| (l, s, e)));
@@ -261,7 +261,7 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         } else {
             &mut outside
         };
-        let d = gpu.dur[g];
+        let d = gpu.dur.get(g);
         acc.ns += d;
         let cat = category
             .get(t.name(gpu.name[g]))
@@ -359,7 +359,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         for g in 0..gpu.len() {
             if gpu.kind[g] == GpuKind::Annotation {
                 if let Some(i) = index_of(gpu.name[g]) {
-                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur[g], gpu.track[g], i));
+                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur.get(g), gpu.track[g], i));
                     marker.get_or_insert(gpu.name[g]);
                 }
             }
@@ -428,7 +428,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
                 if c == class {
                     frames.entry(cpu.track[i]).or_default().push((
                         cpu.ts[i],
-                        cpu.ts[i] + cpu.dur[i],
+                        cpu.ts[i] + cpu.dur.get(i),
                         n,
                     ));
                 }
@@ -445,7 +445,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         if !t.gpu.kind[g].is_gpu_op() {
             continue;
         }
-        all += t.gpu.dur[g];
+        all += t.gpu.dur.get(g);
         let r = cx.links.launch[g];
         if r == NO {
             continue;
@@ -458,7 +458,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
             layer.insert(g as u32, x.2);
-            in_layers += t.gpu.dur[g];
+            in_layers += t.gpu.dur.get(g);
         }
     }
     let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
@@ -619,7 +619,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
             }
             shape = Some((l.period, l.prefix));
             score += l.score;
-            let dur = |it: &GpuItem| t.gpu.dur[it.g as usize];
+            let dur = |it: &GpuItem| t.gpu.dur.get(it.g as usize);
             covered += seq[l.starts[0]..l.end].iter().map(dur).sum::<i64>();
             total += seq.iter().map(dur).sum::<i64>();
         }

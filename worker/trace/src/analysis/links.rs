@@ -68,7 +68,7 @@ pub fn link(t: &Trace) -> Links {
                 CpuKind::Op => 1,
                 _ => 2,
             };
-            (cpu.ts[i], std::cmp::Reverse(cpu.dur[i]), rank)
+            (cpu.ts[i], std::cmp::Reverse(cpu.dur.get(i)), rank)
         });
         stack.clear();
         for &c in slices.iter() {
@@ -77,7 +77,7 @@ pub fn link(t: &Trace) -> Links {
             while let Some(&top) = stack.last() {
                 let ti = top as usize;
                 let inside =
-                    cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur[ti] || ts == cpu.ts[ti]);
+                    cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur.get(ti) || ts == cpu.ts[ti]);
                 if inside {
                     break;
                 }
@@ -86,7 +86,7 @@ pub fn link(t: &Trace) -> Links {
             if let Some(&top) = stack.last() {
                 let ti = top as usize;
                 parent[ci] = top;
-                let end = (ts + cpu.dur[ci]).min(cpu.ts[ti] + cpu.dur[ti]);
+                let end = (ts + cpu.dur.get(ci)).min(cpu.ts[ti] + cpu.dur.get(ti));
                 child_ns[ti] += (end - ts).max(0);
             }
             if cpu.kind[ci].is_op() {
@@ -117,9 +117,12 @@ fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Ve
     // Decide whether `External id` on runtime calls names their op.
     let (mut with_both, mut equal) = (0u64, 0u64);
     for i in 0..n {
-        if cpu.kind[i].is_runtime() && cpu.correlation[i] != NONE && cpu.external_id[i] != NONE {
+        if cpu.kind[i].is_runtime()
+            && cpu.correlation.get(i) != NONE
+            && cpu.external_id.get(i) != NONE
+        {
             with_both += 1;
-            if cpu.correlation[i] == cpu.external_id[i] {
+            if cpu.correlation.get(i) == cpu.external_id.get(i) {
                 equal += 1;
             }
         }
@@ -141,11 +144,11 @@ fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Ve
         }
         let p = parent[i];
         launcher[i] = p;
-        if !names_op || cpu.external_id[i] == NONE {
+        if !names_op || cpu.external_id.get(i) == NONE {
             continue;
         }
-        let ext = cpu.external_id[i];
-        if p != NO && cpu.external_id[p as usize] == ext {
+        let ext = cpu.external_id.get(i);
+        if p != NO && cpu.external_id.get(p as usize) == ext {
             continue;
         }
         // Time nesting disagrees with the id: trust the id when it names an
@@ -153,8 +156,8 @@ fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Ve
         let map = by_external.get_or_insert_with(|| {
             let mut m = HashMap::new();
             for j in 0..n {
-                if cpu.kind[j].is_op() && cpu.external_id[j] != NONE {
-                    m.entry(cpu.external_id[j]).or_insert(j as u32);
+                if cpu.kind[j].is_op() && cpu.external_id.get(j) != NONE {
+                    m.entry(cpu.external_id.get(j)).or_insert(j as u32);
                 }
             }
             m
@@ -184,8 +187,8 @@ fn gpu_links(
     let gpu = &t.gpu;
     let mut by_corr: HashMap<i64, u32> = HashMap::with_capacity(cpu.len() / 4);
     for i in 0..cpu.len() {
-        if cpu.kind[i].is_runtime() && cpu.correlation[i] != NONE {
-            by_corr.insert(cpu.correlation[i], i as u32);
+        if cpu.kind[i].is_runtime() && cpu.correlation.get(i) != NONE {
+            by_corr.insert(cpu.correlation.get(i), i as u32);
         }
     }
     let mut launch = vec![NO; gpu.len()];
@@ -195,7 +198,7 @@ fn gpu_links(
         if !gpu.kind[g].is_gpu_op() {
             continue;
         }
-        let c = gpu.correlation[g];
+        let c = gpu.correlation.get(g);
         if c == NONE {
             missing_corr = true;
         } else if let Some(&r) = by_corr.get(&c) {
@@ -217,7 +220,7 @@ fn gpu_links(
         let r = launch[g];
         if r == NO {
             attribution.without_launch += 1;
-            attribution.unattributed_us += gpu.dur[g] as f64 / 1e3;
+            attribution.unattributed_us += gpu.dur.get(g) as f64 / 1e3;
             continue;
         }
         let sym = cpu.name[r as usize];
@@ -253,9 +256,9 @@ fn flow_fallback(
     let mut end_at: HashMap<(u32, i64), i64> = HashMap::new();
     for k in 0..f.id.len() {
         if f.is_start[k] {
-            start_at.insert(f.id[k], (f.track[k], f.ts[k]));
+            start_at.insert(f.id.get(k), (f.track[k], f.ts[k]));
         } else {
-            end_at.insert((f.track[k], f.ts[k]), f.id[k]);
+            end_at.insert((f.track[k], f.ts[k]), f.id.get(k));
         }
     }
     let cpu = &t.cpu;
@@ -269,7 +272,7 @@ fn flow_fallback(
     }
     let gpu = &t.gpu;
     for g in 0..gpu.len() {
-        if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation[g] != NONE {
+        if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation.get(g) != NONE {
             continue;
         }
         let found = end_at.get(&(gpu.track[g], gpu.ts[g])).and_then(|id| {

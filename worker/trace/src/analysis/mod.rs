@@ -22,7 +22,7 @@ pub mod python;
 pub mod shapes;
 pub mod steps;
 
-use crate::import::store::{CpuKind, GpuKind, Sym, Trace};
+use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, Trace};
 use hashbrown::HashMap;
 use kinetoscope_types::*;
 use links::{Links, NO};
@@ -246,7 +246,7 @@ fn analyze_inner(
         if !gpu.kind[g].is_gpu_op() {
             continue;
         }
-        let d = gpu.dur[g];
+        let d = gpu.dur.get(g);
         gpu_op_ns += d;
         let r = links.launch[g];
         let op = links.op[g];
@@ -368,8 +368,8 @@ fn pct(part: f64, whole: f64) -> f64 {
 fn window(t: &Trace) -> Option<(i64, i64)> {
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
-    let mut visit = |ts: &[i64], dur: &[i64]| {
-        for (a, d) in ts.iter().zip(dur) {
+    let mut visit = |ts: &[i64], dur: &IntColumn| {
+        for (a, d) in ts.iter().zip(dur.iter()) {
             lo = lo.min(*a);
             hi = hi.max(a + d);
         }
@@ -416,7 +416,7 @@ fn trace_info(cx: &Context) -> TraceInfo {
         .iter()
         .zip(&t.gpu.kind)
         .filter(|(_, k)| k.is_gpu_op())
-        .map(|(d, _)| *d)
+        .map(|(d, _)| d)
         .collect();
     active.sort_unstable();
     active.dedup();
@@ -521,10 +521,10 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
             continue;
         }
         let s = s as usize;
-        rows[s].device_us += us(gpu.dur[g]);
+        rows[s].device_us += us(gpu.dur.get(g));
         rows[s].kernels += 1;
         span[s].0 = span[s].0.min(gpu.ts[g]);
-        span[s].1 = span[s].1.max(gpu.ts[g] + gpu.dur[g]);
+        span[s].1 = span[s].1.max(gpu.ts[g] + gpu.dur.get(g));
     }
     for (row, (a, b)) in rows.iter_mut().zip(span) {
         if a <= b {
@@ -628,9 +628,9 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         a.seen = true;
         a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
         a.calls += 1;
-        let self_cpu = (cpu.dur[i] - sums.child_ns[i]).max(0);
+        let self_cpu = (cpu.dur.get(i) - sums.child_ns[i]).max(0);
         a.self_cpu += self_cpu;
-        a.cpu_total += cpu.dur[i];
+        a.cpu_total += cpu.dur.get(i);
         a.self_dev += sums.self_dev[i];
         a.total_dev += sums.total_dev[i];
         a.gpu_ops += gpu_ops_of[i] as u64;
@@ -763,11 +763,11 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
             continue;
         }
         let a = acc.entry(ctx).or_default();
-        a.dev += gpu.dur[g];
+        a.dev += gpu.dur.get(g);
         a.gpu_ops += 1;
         let r = cx.links.launch[g];
         if a.launches.insert(r) {
-            a.launch_ns += cpu.dur[r as usize];
+            a.launch_ns += cpu.dur.get(r as usize);
             if cx.gpu_step[g] != NO {
                 a.launches_in_steps += 1;
             }
@@ -822,11 +822,11 @@ fn graph_stats(cx: &Context) -> GraphStats {
             continue;
         }
         if cx.links.graph[g] {
-            graph_ns += gpu.dur[g];
+            graph_ns += gpu.dur.get(g);
             launches.push(cx.links.launch[g]);
         } else {
-            eager_ns += gpu.dur[g];
-            *eager.entry(gpu.name[g]).or_default() += gpu.dur[g];
+            eager_ns += gpu.dur.get(g);
+            *eager.entry(gpu.name[g]).or_default() += gpu.dur.get(g);
         }
     }
     // Host time between consecutive replays on a thread, within a step.
@@ -846,7 +846,7 @@ fn graph_stats(cx: &Context) -> GraphStats {
             _ => false,
         };
         if same_step {
-            between += (cpu.ts[y] - (cpu.ts[x] + cpu.dur[x])).max(0);
+            between += (cpu.ts[y] - (cpu.ts[x] + cpu.dur.get(x))).max(0);
         }
     }
     let mut top: Vec<(Sym, i64)> = eager.into_iter().collect();
@@ -982,7 +982,7 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
         if !kind.is_gpu_op() {
             continue;
         }
-        let d = gpu.dur[g];
+        let d = gpu.dur.get(g);
         let a = acc.entry(gpu.name[g]).or_insert_with(|| KernelAcc {
             kind,
             calls: 0,

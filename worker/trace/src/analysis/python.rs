@@ -34,13 +34,19 @@ impl Frames {
         let mut parent = vec![NO; py.len()];
         let mut stack: Vec<u32> = Vec::new();
         for frames in by_track.values_mut() {
-            frames.sort_by_key(|&i| (py.ts[i as usize], std::cmp::Reverse(py.dur[i as usize]), i));
+            frames.sort_by_key(|&i| {
+                (
+                    py.ts[i as usize],
+                    std::cmp::Reverse(py.dur.get(i as usize)),
+                    i,
+                )
+            });
             stack.clear();
             for &f in frames.iter() {
                 let ts = py.ts[f as usize];
                 while let Some(&top) = stack.last() {
                     let top = top as usize;
-                    if ts < py.ts[top] + py.dur[top] || ts == py.ts[top] {
+                    if ts < py.ts[top] + py.dur.get(top) || ts == py.ts[top] {
                         break;
                     }
                     stack.pop();
@@ -81,7 +87,7 @@ impl Frames {
                     let f = frames[next] as usize;
                     while let Some(&top) = stack.last() {
                         let top = top as usize;
-                        if py.ts[f] < py.ts[top] + py.dur[top] || py.ts[f] == py.ts[top] {
+                        if py.ts[f] < py.ts[top] + py.dur.get(top) || py.ts[f] == py.ts[top] {
                             break;
                         }
                         stack.pop();
@@ -95,7 +101,7 @@ impl Frames {
                     .rev()
                     .find(|&&f| {
                         let f = f as usize;
-                        ts < py.ts[f] + py.dur[f] || ts == py.ts[f]
+                        ts < py.ts[f] + py.dur.get(f) || ts == py.ts[f]
                     })
                     .copied()
                     .unwrap_or(NO);

@@ -219,12 +219,12 @@ fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
     let cpu = &t.cpu;
     for i in 0..cpu.len() {
         if cpu.kind[i].is_op() {
-            visit(cpu.name[i], cpu.ts[i], cpu.dur[i]);
+            visit(cpu.name[i], cpu.ts[i], cpu.dur.get(i));
         }
     }
     let py = &t.python;
     for i in 0..py.len() {
-        visit(py.name[i], py.ts[i], py.dur[i]);
+        visit(py.name[i], py.ts[i], py.dur.get(i));
     }
     out
 }
@@ -299,7 +299,7 @@ fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
             StepSpan {
                 name: cpu.name[i],
                 ts: cpu.ts[i],
-                end: cpu.ts[i] + cpu.dur[i],
+                end: cpu.ts[i] + cpu.dur.get(i),
                 kind: kind_of(t.name(cpu.name[i])),
             }
         })

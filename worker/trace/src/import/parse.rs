@@ -1194,12 +1194,12 @@ impl Parser {
             c.kind.last().is_some_and(|k| k.is_runtime())
                 && c.track.last() == Some(&track)
                 && c.ts.last() == Some(&ts)
-                && c.correlation.last() == Some(&id)
+                && c.correlation.last() == Some(id)
         } else {
             let g = &self.trace.gpu;
             g.track.last() == Some(&track)
                 && g.ts.last() == Some(&ts)
-                && g.correlation.last() == Some(&id)
+                && g.correlation.last() == Some(id)
         }
     }
 
@@ -1259,7 +1259,6 @@ impl Parser {
                 g.device.push(device);
                 g.stream.push(stream);
                 g.correlation.push(a.correlation.unwrap_or(NONE));
-                g.external_id.push(a.external_id.unwrap_or(NONE));
                 g.grid.push(a.grid.unwrap_or_default());
                 g.block.push(a.block.unwrap_or_default());
                 g.bytes.push(a.bytes.unwrap_or(0).max(0) as u64);
@@ -1399,8 +1398,8 @@ mod tests {
             assert_eq!(t.cpu.ts, vec![10_500]);
             assert_eq!(t.name(t.cpu.shapes[0]), "[[2, 3], [2, 3], []]");
             assert_eq!(t.name(t.gpu.name[0]), "k\"1");
-            assert_eq!(t.gpu.dur, vec![1250]);
-            assert_eq!(t.gpu.stream, vec![7]);
+            assert_eq!(t.gpu.dur.to_vec(), vec![1250]);
+            assert_eq!(t.gpu.stream.to_vec(), vec![7]);
             assert_eq!(t.gpu.grid, vec![[1, 2, 3]]);
             assert_eq!(t.meta.base_time_ns, Some(1751410836000000000));
         }
@@ -1429,7 +1428,7 @@ mod tests {
         let t = p.finish().unwrap();
         // Kept: the start without a correlation beside it (8) and the ends
         // at ops without one; dropped: start 7 and the end at kernel c.
-        assert_eq!(t.flows.id, vec![8, 7, 8]);
+        assert_eq!(t.flows.id.to_vec(), vec![8, 7, 8]);
         assert_eq!(t.flows.is_start, vec![true, false, false]);
         let links = crate::analysis::links::link(&t);
         assert_eq!(links.launch, vec![1, 2, 1]);

@@ -115,6 +115,84 @@ pub const STRING_ID_BASE: i64 = i64::MIN / 2;
 /// Marker for "no value" in integer columns (correlation, external id).
 pub const NONE: i64 = i64::MIN;
 
+/// An integer column at four bytes a row: durations (ns), ids, devices and
+/// streams are almost always below 2^32 - 2, so a row holds the value
+/// itself; [`NONE`] and any other value (negative, huge: damaged or unusual
+/// traces) are marked in the row and kept in a side map, so every value
+/// reads back exactly. Half the memory of a `Vec<i64>` on real traces,
+/// which matters because the parsed columns live through the analysis.
+#[derive(Clone, Debug, Default)]
+pub struct IntColumn {
+    rows: Vec<u32>,
+    spilled: hashbrown::HashMap<u32, i64>,
+}
+
+impl IntColumn {
+    /// The row of [`NONE`].
+    const ABSENT: u32 = u32::MAX;
+    /// The row of a value kept in `spilled`.
+    const SPILLED: u32 = u32::MAX - 1;
+
+    /// Appends a value.
+    #[inline]
+    pub fn push(&mut self, v: i64) {
+        let row = if (0..i64::from(Self::SPILLED)).contains(&v) {
+            v as u32
+        } else if v == NONE {
+            Self::ABSENT
+        } else {
+            self.spilled.insert(self.rows.len() as u32, v);
+            Self::SPILLED
+        };
+        self.rows.push(row);
+    }
+
+    /// The value of row `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        let row = self.rows[i];
+        if row < Self::SPILLED {
+            i64::from(row)
+        } else {
+            self.rare(i, row)
+        }
+    }
+
+    #[cold]
+    fn rare(&self, i: usize, row: u32) -> i64 {
+        if row == Self::ABSENT {
+            NONE
+        } else {
+            self.spilled[&(i as u32)]
+        }
+    }
+
+    /// The last value.
+    pub fn last(&self) -> Option<i64> {
+        self.rows.len().checked_sub(1).map(|i| self.get(i))
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The values in row order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = i64> + '_ {
+        (0..self.rows.len()).map(|i| self.get(i))
+    }
+
+    /// The values, copied out (tests and small tables).
+    pub fn to_vec(&self) -> Vec<i64> {
+        self.iter().collect()
+    }
+}
+
 /// One (pid, tid) pair: a CPU thread or a GPU stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Track {
@@ -157,7 +235,7 @@ pub struct CpuTable {
     /// Start.
     pub ts: Vec<i64>,
     /// Duration.
-    pub dur: Vec<i64>,
+    pub dur: IntColumn,
     /// Name.
     pub name: Vec<Sym>,
     /// Track.
@@ -165,9 +243,9 @@ pub struct CpuTable {
     /// Kind.
     pub kind: Vec<CpuKind>,
     /// `args.correlation` (runtime and driver calls), else [`NONE`].
-    pub correlation: Vec<i64>,
+    pub correlation: IntColumn,
     /// `args.External id` / `external id`, else [`NONE`].
-    pub external_id: Vec<i64>,
+    pub external_id: IntColumn,
     /// Interned `Input Dims` text (0 when absent).
     pub shapes: Vec<Sym>,
     /// Interned `Input type` text (0 when absent).
@@ -222,19 +300,18 @@ pub struct GpuTable {
     /// Start.
     pub ts: Vec<i64>,
     /// Duration.
-    pub dur: Vec<i64>,
+    pub dur: IntColumn,
     /// Name.
     pub name: Vec<Sym>,
     /// Kind.
     pub kind: Vec<GpuKind>,
     /// Device.
-    pub device: Vec<i64>,
+    pub device: IntColumn,
     /// Stream.
-    pub stream: Vec<i64>,
-    /// Correlation.
-    pub correlation: Vec<i64>,
-    /// External id.
-    pub external_id: Vec<i64>,
+    pub stream: IntColumn,
+    /// Correlation (`args.correlation`), else [`NONE`]. (`External id` is
+    /// not kept for GPU ops: a GPU op reaches its op through its launch.)
+    pub correlation: IntColumn,
     /// Launch grid, `[0, 0, 0]` when absent.
     pub grid: Vec<[u32; 3]>,
     /// Block.
@@ -263,7 +340,7 @@ pub struct FlowTable {
     /// `true` for a start (`s`, at the launch), `false` for an end (`f`).
     pub is_start: Vec<bool>,
     /// Id.
-    pub id: Vec<i64>,
+    pub id: IntColumn,
     /// Track.
     pub track: Vec<u32>,
     /// Start.
@@ -278,7 +355,7 @@ pub struct PythonTable {
     /// Start.
     pub ts: Vec<i64>,
     /// Duration.
-    pub dur: Vec<i64>,
+    pub dur: IntColumn,
     /// Name.
     pub name: Vec<Sym>,
     /// Track.
@@ -305,7 +382,7 @@ pub struct OtherTable {
     /// Start.
     pub ts: Vec<i64>,
     /// Duration.
-    pub dur: Vec<i64>,
+    pub dur: IntColumn,
     /// Name.
     pub name: Vec<Sym>,
     /// Track.
@@ -419,5 +496,38 @@ impl Trace {
 impl Default for Trace {
     fn default() -> Self {
         Trace::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_column_reads_back_every_value() {
+        let values = [
+            0,
+            1,
+            1_250,
+            i64::from(u32::MAX) - 2,
+            i64::from(u32::MAX) - 1,
+            i64::from(u32::MAX),
+            i64::from(u32::MAX) + 1,
+            -1,
+            NONE,
+            i64::MAX,
+            STRING_ID_BASE + 7,
+            42,
+        ];
+        let mut col = IntColumn::default();
+        for v in values {
+            col.push(v);
+        }
+        assert_eq!(col.to_vec(), values);
+        assert_eq!(col.len(), values.len());
+        assert_eq!(col.last(), Some(42));
+        assert_eq!(col.get(8), NONE);
+        // Only the values that do not fit in a row are kept aside.
+        assert_eq!(col.spilled.len(), 6);
     }
 }
