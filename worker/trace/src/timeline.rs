@@ -20,7 +20,7 @@
 //! Event ids are positions in that layout (track by track, row by row), so
 //! an id names one slice for the lifetime of the artifact.
 
-use crate::import::store::{CpuKind, Trace};
+use crate::import::store::{sort_by_start, CpuKind, Trace};
 use hashbrown::HashMap;
 use std::io::{self, Read, Write};
 
@@ -482,12 +482,9 @@ impl TimelineIndex {
         let mut order: Vec<u32> = (0..cpu.len() as u32)
             .filter(|&i| cpu.kind[i as usize] != CpuKind::Module)
             .collect();
-        order.sort_by_key(|&i| {
-            (
-                cpu.ts[i as usize],
-                std::cmp::Reverse(cpu.dur.get(i as usize)),
-                i,
-            )
+        // Start, then longer first, then row (the rows are in row order).
+        sort_by_start(&mut order, &cpu.ts, &cpu.dur, |_, _| {
+            std::cmp::Ordering::Equal
         });
         for &i in &order {
             let p = inp.parent[i as usize];
@@ -512,12 +509,9 @@ impl TimelineIndex {
         let mut gpu_order: Vec<u32> = (0..gpu.len() as u32)
             .filter(|&g| gpu.kind[g as usize].is_gpu_op())
             .collect();
-        gpu_order.sort_by_key(|&g| {
-            (
-                gpu.ts[g as usize],
-                std::cmp::Reverse(gpu.dur.get(g as usize)),
-                g,
-            )
+        // Start, then longer first, then row (the rows are in row order).
+        sort_by_start(&mut gpu_order, &gpu.ts, &gpu.dur, |_, _| {
+            std::cmp::Ordering::Equal
         });
         for g in gpu_order {
             let key = (
@@ -599,10 +593,10 @@ impl TimelineIndex {
                         Some(&st) if st != 0 => names.stack(t, &inp.stacks[st as usize], st),
                         _ => NONE,
                     };
-                    if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 || python != NONE {
+                    if cpu.shapes(i) != 0 || cpu.dtypes(i) != 0 || python != NONE {
                         let (shapes, dtypes) = (
-                            names.pool.id(t, cpu.shapes[i]),
-                            names.pool.id(t, cpu.dtypes[i]),
+                            names.pool.id(t, cpu.shapes(i)),
+                            names.pool.id(t, cpu.dtypes(i)),
                         );
                         let a = names.args_id(Args::Inputs {
                             shapes,
@@ -660,11 +654,14 @@ impl TimelineIndex {
                             cpu_event[r as usize]
                         },
                     );
-                    if gpu.grid[g] != [0; 3] || gpu.block[g] != [0; 3] || gpu.bytes[g] > 0 {
+                    if gpu.grid(g) != [0; 3]
+                        || gpu.block(g) != [0; 3]
+                        || gpu.bytes.get(g) as u64 > 0
+                    {
                         let a = names.args_id(Args::Launch {
-                            grid: gpu.grid[g],
-                            block: gpu.block[g],
-                            bytes: gpu.bytes[g],
+                            grid: gpu.grid(g),
+                            block: gpu.block(g),
+                            bytes: gpu.bytes.get(g) as u64,
                         });
                         row.set_args(k, a, &mut row_args);
                     }

@@ -115,7 +115,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
         };
         let next = groups.len() as u32;
         let group = *groups
-            .entry((gpu.name[g], gpu.grid[g], gpu.block[g]))
+            .entry((gpu.name[g], gpu.grid(g), gpu.block(g)))
             .or_insert(next);
         seqs[s].push(GpuItem {
             g: g as u32,
@@ -664,7 +664,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
         Key::Name(_) => marker_name.clone(),
         Key::Group(_) => {
             let g = marker_item.g as usize;
-            format!("{marker_name} grid {:?}", t.gpu.grid[g])
+            format!("{marker_name} grid {:?}", t.gpu.grid(g))
         }
     };
     let shape = if prefix > 0 {

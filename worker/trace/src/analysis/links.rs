@@ -17,7 +17,7 @@
 //!   repeats the correlation and is never used: joining on it matches
 //!   unrelated ops by numeric coincidence.
 
-use crate::import::store::{CpuKind, Trace, NONE};
+use crate::import::store::{sort_by_start, CpuKind, Trace, NONE};
 use hashbrown::HashMap;
 use kinetoscope_types::Attribution;
 
@@ -61,15 +61,14 @@ pub fn link(t: &Trace) -> Links {
     for slices in by_track.iter_mut() {
         // Stable sort: Kineto writes parents before children, so equal keys
         // keep file order. Nearly sorted input makes this cheap.
-        slices.sort_by_key(|&i| {
-            let i = i as usize;
-            let rank = match cpu.kind[i] {
-                CpuKind::Annotation => 0u8,
-                CpuKind::Op => 1,
-                _ => 2,
-            };
-            (cpu.ts[i], std::cmp::Reverse(cpu.dur.get(i)), rank)
-        });
+        // Among equal starts and durations: annotations before ops before
+        // calls.
+        let rank = |i: u32| match cpu.kind[i as usize] {
+            CpuKind::Annotation => 0u8,
+            CpuKind::Op => 1,
+            _ => 2,
+        };
+        sort_by_start(slices, &cpu.ts, &cpu.dur, |a, b| rank(a).cmp(&rank(b)));
         stack.clear();
         for &c in slices.iter() {
             let ci = c as usize;

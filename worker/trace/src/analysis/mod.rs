@@ -638,9 +638,9 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         if in_step {
             a.calls_in_steps += 1;
         }
-        if cpu.shapes[i] != 0 || cpu.dtypes[i] != 0 {
+        if cpu.shapes(i) != 0 || cpu.dtypes(i) != 0 {
             let gacc = groups
-                .entry((cpu.name[i], cpu.shapes[i], cpu.dtypes[i]))
+                .entry((cpu.name[i], cpu.shapes(i), cpu.dtypes(i)))
                 .or_default();
             gacc.calls += 1;
             gacc.calls_in_steps += in_step as u64;
@@ -999,18 +999,18 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
         a.total += d;
         a.min = a.min.min(d);
         a.max = a.max.max(d);
-        a.bytes += gpu.bytes[g];
+        a.bytes += gpu.bytes.get(g) as u64;
         a.calls_in_steps += in_step as u64;
-        let grp = a.groups.entry((gpu.grid[g], gpu.block[g])).or_default();
+        let grp = a.groups.entry((gpu.grid(g), gpu.block(g))).or_default();
         grp.calls += 1;
         grp.calls_in_steps += in_step as u64;
         grp.total += d;
-        grp.bytes += gpu.bytes[g];
+        grp.bytes += gpu.bytes.get(g) as u64;
         let op = cx.links.op[g];
         if op != NO && !cx.links.graph[g] {
             let o = op as usize;
             *grp.ops
-                .entry((cpu.name[o], cpu.shapes[o], cpu.dtypes[o]))
+                .entry((cpu.name[o], cpu.shapes(o), cpu.dtypes(o)))
                 .or_default() += d;
         }
         let r = cx.links.launch[g];

@@ -7,7 +7,7 @@
 //! into a short, readable stack: innermost frames kept (they name the model
 //! code), bounded depth, consecutive repeats folded.
 
-use crate::import::store::{Sym, Trace};
+use crate::import::store::{sort_by_start, Sym, Trace};
 use hashbrown::HashMap;
 
 use super::links::NO;
@@ -34,13 +34,8 @@ impl Frames {
         let mut parent = vec![NO; py.len()];
         let mut stack: Vec<u32> = Vec::new();
         for frames in by_track.values_mut() {
-            frames.sort_by_key(|&i| {
-                (
-                    py.ts[i as usize],
-                    std::cmp::Reverse(py.dur.get(i as usize)),
-                    i,
-                )
-            });
+            // Start, then longer first, then row (pushed in row order).
+            sort_by_start(frames, &py.ts, &py.dur, |_, _| std::cmp::Ordering::Equal);
             stack.clear();
             for &f in frames.iter() {
                 let ts = py.ts[f as usize];

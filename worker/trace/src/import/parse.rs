@@ -1259,9 +1259,8 @@ impl Parser {
                 g.device.push(device);
                 g.stream.push(stream);
                 g.correlation.push(a.correlation.unwrap_or(NONE));
-                g.grid.push(a.grid.unwrap_or_default());
-                g.block.push(a.block.unwrap_or_default());
-                g.bytes.push(a.bytes.unwrap_or(0).max(0) as u64);
+                g.push_geometry(a.grid.unwrap_or_default(), a.block.unwrap_or_default());
+                g.bytes.push(a.bytes.unwrap_or(0).max(0));
                 g.track.push(track);
                 Ok(())
             }
@@ -1309,8 +1308,7 @@ impl Parser {
             NONE
         });
         c.external_id.push(ev.args.external_id.unwrap_or(NONE));
-        c.shapes.push(shapes);
-        c.dtypes.push(dtypes);
+        c.push_inputs(shapes, dtypes);
         Ok(())
     }
 }
@@ -1396,11 +1394,11 @@ mod tests {
             let t = p.finish().unwrap();
             assert_eq!(t.counters.events, 2, "cut {cut}");
             assert_eq!(t.cpu.ts, vec![10_500]);
-            assert_eq!(t.name(t.cpu.shapes[0]), "[[2, 3], [2, 3], []]");
+            assert_eq!(t.name(t.cpu.shapes(0)), "[[2, 3], [2, 3], []]");
             assert_eq!(t.name(t.gpu.name[0]), "k\"1");
             assert_eq!(t.gpu.dur.to_vec(), vec![1250]);
             assert_eq!(t.gpu.stream.to_vec(), vec![7]);
-            assert_eq!(t.gpu.grid, vec![[1, 2, 3]]);
+            assert_eq!(t.gpu.grid(0), [1, 2, 3]);
             assert_eq!(t.meta.base_time_ns, Some(1751410836000000000));
         }
     }

@@ -148,7 +148,7 @@ impl IntColumn {
     }
 
     /// The value of row `i`.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, i: usize) -> i64 {
         let row = self.rows[i];
         if row < Self::SPILLED {
@@ -193,6 +193,35 @@ impl IntColumn {
     }
 }
 
+/// Sorts rows of a table by start, longer first among rows that start
+/// together (a parent before the children it starts with), then by `tie`;
+/// stable. Starts are compared first and alone, and the rare equal starts
+/// sorted apart, which is much cheaper than one sort on the whole key.
+pub fn sort_by_start(
+    rows: &mut [u32],
+    ts: &[i64],
+    dur: &IntColumn,
+    mut tie: impl FnMut(u32, u32) -> std::cmp::Ordering,
+) {
+    rows.sort_by_key(|&r| ts[r as usize]);
+    let mut lo = 0;
+    while lo < rows.len() {
+        let start = ts[rows[lo] as usize];
+        let mut hi = lo + 1;
+        while hi < rows.len() && ts[rows[hi] as usize] == start {
+            hi += 1;
+        }
+        if hi - lo > 1 {
+            rows[lo..hi].sort_by(|&a, &b| {
+                dur.get(b as usize)
+                    .cmp(&dur.get(a as usize))
+                    .then_with(|| tie(a, b))
+            });
+        }
+        lo = hi;
+    }
+}
+
 /// One (pid, tid) pair: a CPU thread or a GPU stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Track {
@@ -230,7 +259,6 @@ impl CpuKind {
 }
 
 /// CPU-side slices (`X` events on CPU threads), one column per field.
-#[derive(Default)]
 pub struct CpuTable {
     /// Start.
     pub ts: Vec<i64>,
@@ -246,13 +274,56 @@ pub struct CpuTable {
     pub correlation: IntColumn,
     /// `args.External id` / `external id`, else [`NONE`].
     pub external_id: IntColumn,
-    /// Interned `Input Dims` text (0 when absent).
-    pub shapes: Vec<Sym>,
-    /// Interned `Input type` text (0 when absent).
-    pub dtypes: Vec<Sym>,
+    /// Input shapes and types: an index into `inputs_seen` (ops repeat a
+    /// few thousand distinct pairs, so a row holds 4 bytes, not 8).
+    inputs: Vec<u32>,
+    /// Distinct (`Input Dims`, `Input type`) pairs of interned text.
+    inputs_seen: Vec<(Sym, Sym)>,
+    /// `inputs_seen` by value, while parsing.
+    input_ids: hashbrown::HashMap<(Sym, Sym), u32>,
+}
+
+impl Default for CpuTable {
+    fn default() -> Self {
+        CpuTable {
+            ts: Vec::new(),
+            dur: IntColumn::default(),
+            name: Vec::new(),
+            track: Vec::new(),
+            kind: Vec::new(),
+            correlation: IntColumn::default(),
+            external_id: IntColumn::default(),
+            inputs: Vec::new(),
+            // Input 0 is "none": most slices (calls, annotations) have none.
+            inputs_seen: vec![(0, 0)],
+            input_ids: [((0, 0), 0)].into_iter().collect(),
+        }
+    }
 }
 
 impl CpuTable {
+    /// Appends the interned `Input Dims` and `Input type` text of the next
+    /// row (0 when absent).
+    pub fn push_inputs(&mut self, shapes: Sym, dtypes: Sym) {
+        if shapes == 0 && dtypes == 0 {
+            self.inputs.push(0);
+            return;
+        }
+        let next = self.inputs_seen.len() as u32;
+        let id = *self.input_ids.entry((shapes, dtypes)).or_insert(next);
+        if id == next {
+            self.inputs_seen.push((shapes, dtypes));
+        }
+        self.inputs.push(id);
+    }
+    /// Interned `Input Dims` text of row `i` (0 when absent).
+    pub fn shapes(&self, i: usize) -> Sym {
+        self.inputs_seen[self.inputs[i] as usize].0
+    }
+    /// Interned `Input type` text of row `i` (0 when absent).
+    pub fn dtypes(&self, i: usize) -> Sym {
+        self.inputs_seen[self.inputs[i] as usize].1
+    }
     /// Number of slices.
     pub fn len(&self) -> usize {
         self.ts.len()
@@ -312,17 +383,38 @@ pub struct GpuTable {
     /// Correlation (`args.correlation`), else [`NONE`]. (`External id` is
     /// not kept for GPU ops: a GPU op reaches its op through its launch.)
     pub correlation: IntColumn,
-    /// Launch grid, `[0, 0, 0]` when absent.
-    pub grid: Vec<[u32; 3]>,
-    /// Block.
-    pub block: Vec<[u32; 3]>,
+    /// Launch geometry: an index into `geometries` (a trace launches few
+    /// distinct grid and block shapes, so a row holds 4 bytes, not 24).
+    geometry: Vec<u32>,
+    /// Distinct (grid, block) pairs, in first-seen order.
+    geometries: Vec<([u32; 3], [u32; 3])>,
+    /// `geometries` by value, while parsing.
+    geometry_ids: hashbrown::HashMap<([u32; 3], [u32; 3]), u32>,
     /// `args.bytes` of memcpy/memset, else 0.
-    pub bytes: Vec<u64>,
+    pub bytes: IntColumn,
     /// Track.
     pub track: Vec<u32>,
 }
 
 impl GpuTable {
+    /// Appends the launch grid and block of the next row (`[0, 0, 0]` when
+    /// absent).
+    pub fn push_geometry(&mut self, grid: [u32; 3], block: [u32; 3]) {
+        let next = self.geometries.len() as u32;
+        let id = *self.geometry_ids.entry((grid, block)).or_insert(next);
+        if id == next {
+            self.geometries.push((grid, block));
+        }
+        self.geometry.push(id);
+    }
+    /// Launch grid of row `g`, `[0, 0, 0]` when absent.
+    pub fn grid(&self, g: usize) -> [u32; 3] {
+        self.geometries[self.geometry[g] as usize].0
+    }
+    /// Block of row `g`, `[0, 0, 0]` when absent.
+    pub fn block(&self, g: usize) -> [u32; 3] {
+        self.geometries[self.geometry[g] as usize].1
+    }
     /// Number of slices.
     pub fn len(&self) -> usize {
         self.ts.len()
@@ -529,5 +621,36 @@ mod tests {
         assert_eq!(col.get(8), NONE);
         // Only the values that do not fit in a row are kept aside.
         assert_eq!(col.spilled.len(), 6);
+    }
+
+    #[test]
+    fn sort_by_start_equals_one_sort_on_the_whole_key() {
+        // Many equal starts and durations, some durations spilled.
+        let mut seed = 12345u64;
+        let mut next = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 33) % m
+        };
+        let n = 2000;
+        let ts: Vec<i64> = (0..n).map(|_| next(300) as i64).collect();
+        let mut dur = IntColumn::default();
+        for _ in 0..n {
+            dur.push(match next(10) {
+                0 => -5,
+                1 => 1 << 40,
+                _ => next(4) as i64,
+            });
+        }
+        let rank: Vec<u8> = (0..n).map(|_| next(3) as u8).collect();
+        let mut want: Vec<u32> = (0..n as u32).rev().collect();
+        let mut got = want.clone();
+        want.sort_by_key(|&r| {
+            let r = r as usize;
+            (ts[r], std::cmp::Reverse(dur.get(r)), rank[r])
+        });
+        sort_by_start(&mut got, &ts, &dur, |a, b| {
+            rank[a as usize].cmp(&rank[b as usize])
+        });
+        assert_eq!(got, want);
     }
 }
