@@ -17,7 +17,7 @@
 //!   repeats the correlation and is never used: joining on it matches
 //!   unrelated ops by numeric coincidence.
 
-use crate::import::store::{sort_by_start, CpuKind, Trace, NONE};
+use crate::import::store::{sort_by_start, CpuKind, IntColumn, Trace, NONE};
 use hashbrown::HashMap;
 use kinetoscope_types::Attribution;
 
@@ -31,7 +31,7 @@ pub struct Links {
     /// Op and annotation slices, parents before their children.
     pub preorder: Vec<u32>,
     /// Per CPU slice: time of its direct children (clamped to its span), ns.
-    pub child_ns: Vec<i64>,
+    pub child_ns: IntColumn,
     /// Per GPU slice: the runtime call that launched it, or [`NO`].
     pub launch: Vec<u32>,
     /// Per GPU slice: the op that issued the launch, or [`NO`].
@@ -47,7 +47,7 @@ pub fn link(t: &Trace) -> Links {
     let cpu = &t.cpu;
     let n = cpu.len();
     let mut parent = vec![NO; n];
-    let mut child_ns = vec![0i64; n];
+    let mut child_ns = IntColumn::zeros(n);
     let mut preorder = Vec::with_capacity(n);
 
     // Bucket slices by thread; module frames are not part of the op tree.
@@ -86,7 +86,7 @@ pub fn link(t: &Trace) -> Links {
                 let ti = top as usize;
                 parent[ci] = top;
                 let end = (ts + cpu.dur.get(ci)).min(cpu.ts[ti] + cpu.dur.get(ti));
-                child_ns[ti] += (end - ts).max(0);
+                child_ns.add(ti, (end - ts).max(0));
             }
             if cpu.kind[ci].is_op() {
                 stack.push(c);

@@ -67,12 +67,12 @@ pub(crate) struct Context<'a> {
 struct OpSums {
     /// Per CPU slice: device time of GPU ops it launched directly (graph
     /// replays excepted: they have rows of their own), ns.
-    self_dev: Vec<i64>,
+    self_dev: IntColumn,
     /// Per CPU slice: device time of GPU ops launched in its subtree,
     /// graph replays included, ns.
-    total_dev: Vec<i64>,
+    total_dev: IntColumn,
     /// Per CPU slice: time of its direct children (clamped to its span), ns.
-    child_ns: Vec<i64>,
+    child_ns: IntColumn,
 }
 
 impl Context<'_> {
@@ -235,9 +235,9 @@ fn analyze_inner(
         }
     }
 
-    let mut self_dev = vec![0i64; cpu.len()];
+    let mut self_dev = IntColumn::zeros(cpu.len());
     // Graph replays first; each slice's own launches are added below.
-    let mut total_dev = vec![0i64; cpu.len()];
+    let mut total_dev = IntColumn::zeros(cpu.len());
     let mut replay = vec![NO; gpu.len()];
     let mut gpu_step = vec![NO; gpu.len()];
     let mut gpu_op_ns = 0i64;
@@ -254,7 +254,7 @@ fn analyze_inner(
             // A replay belongs to its context: the op or annotation around
             // the launch, else the Python code that called it.
             let ctx = if op != NO {
-                total_dev[op as usize] += d;
+                total_dev.add(op as usize, d);
                 cpu.name[op as usize]
             } else {
                 replay_frame.get(&r).copied().unwrap_or(NO)
@@ -266,7 +266,7 @@ fn analyze_inner(
                 a.graph_replay_us += d as f64 / 1e3;
             }
         } else if op != NO {
-            self_dev[op as usize] += d;
+            self_dev.add(op as usize, d);
         } else if r != NO {
             a.unattributed_us += d as f64 / 1e3;
         }
@@ -276,13 +276,16 @@ fn analyze_inner(
             }
         }
     }
-    for (total, own) in total_dev.iter_mut().zip(&self_dev) {
-        *total += own;
+    for (i, own) in self_dev.iter().enumerate() {
+        if own != 0 {
+            total_dev.add(i, own);
+        }
     }
     for &op in links.preorder.iter().rev() {
         let p = links.parent[op as usize];
-        if p != NO {
-            total_dev[p as usize] += total_dev[op as usize];
+        let below = total_dev.get(op as usize);
+        if p != NO && below != 0 {
+            total_dev.add(p as usize, below);
         }
     }
     let sums = OpSums {
@@ -628,11 +631,11 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         a.seen = true;
         a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
         a.calls += 1;
-        let self_cpu = (cpu.dur.get(i) - sums.child_ns[i]).max(0);
+        let self_cpu = (cpu.dur.get(i) - sums.child_ns.get(i)).max(0);
         a.self_cpu += self_cpu;
         a.cpu_total += cpu.dur.get(i);
-        a.self_dev += sums.self_dev[i];
-        a.total_dev += sums.total_dev[i];
+        a.self_dev += sums.self_dev.get(i);
+        a.total_dev += sums.total_dev.get(i);
         a.gpu_ops += gpu_ops_of[i] as u64;
         let in_step = have_steps && step_at(&cx.steps, cpu.ts[i]).is_some();
         if in_step {
@@ -645,7 +648,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
             gacc.calls += 1;
             gacc.calls_in_steps += in_step as u64;
             gacc.self_cpu += self_cpu;
-            gacc.self_dev += sums.self_dev[i];
+            gacc.self_dev += sums.self_dev.get(i);
             let parent = cx.links.parent[i];
             let chain = if parent == NO {
                 0
@@ -659,7 +662,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
                 cx.py_stack_of.get(&top).copied().unwrap_or(0)
             };
             let e = gacc.parents.entry((chain, py)).or_default();
-            e.0 += sums.self_dev[i];
+            e.0 += sums.self_dev.get(i);
             e.1 += 1;
         }
     }

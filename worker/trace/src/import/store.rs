@@ -133,18 +133,54 @@ impl IntColumn {
     /// The row of a value kept in `spilled`.
     const SPILLED: u32 = u32::MAX - 1;
 
-    /// Appends a value.
+    /// `n` zeros (sums to add to).
+    pub fn zeros(n: usize) -> IntColumn {
+        IntColumn {
+            rows: vec![0; n],
+            spilled: Default::default(),
+        }
+    }
+
+    /// The row that holds `v` at index `i` (kept aside when it does not fit).
     #[inline]
-    pub fn push(&mut self, v: i64) {
-        let row = if (0..i64::from(Self::SPILLED)).contains(&v) {
+    fn row_of(&mut self, i: usize, v: i64) -> u32 {
+        if (0..i64::from(Self::SPILLED)).contains(&v) {
             v as u32
         } else if v == NONE {
             Self::ABSENT
         } else {
-            self.spilled.insert(self.rows.len() as u32, v);
+            self.spilled.insert(i as u32, v);
             Self::SPILLED
-        };
+        }
+    }
+
+    /// Appends a value.
+    #[inline]
+    pub fn push(&mut self, v: i64) {
+        let row = self.row_of(self.rows.len(), v);
         self.rows.push(row);
+    }
+
+    /// Adds `d` to row `i`.
+    #[inline]
+    pub fn add(&mut self, i: usize, d: i64) {
+        let row = self.rows[i];
+        if row < Self::SPILLED {
+            let v = i64::from(row) + d;
+            if (0..i64::from(Self::SPILLED)).contains(&v) {
+                self.rows[i] = v as u32;
+                return;
+            }
+        }
+        self.set(i, self.get(i) + d);
+    }
+
+    /// Sets row `i` to `v`.
+    pub fn set(&mut self, i: usize, v: i64) {
+        if self.rows[i] == Self::SPILLED {
+            self.spilled.remove(&(i as u32));
+        }
+        self.rows[i] = self.row_of(i, v);
     }
 
     /// The value of row `i`.
@@ -621,6 +657,18 @@ mod tests {
         assert_eq!(col.get(8), NONE);
         // Only the values that do not fit in a row are kept aside.
         assert_eq!(col.spilled.len(), 6);
+
+        // Sums cross the row limit both ways and read back exactly.
+        let mut sums = IntColumn::zeros(3);
+        sums.add(0, i64::from(u32::MAX) - 3);
+        sums.add(0, 5);
+        assert_eq!(sums.get(0), i64::from(u32::MAX) + 2);
+        sums.add(0, -10);
+        assert_eq!(sums.get(0), i64::from(u32::MAX) - 8);
+        assert!(sums.spilled.is_empty());
+        sums.add(1, -4);
+        sums.add(2, 7);
+        assert_eq!(sums.to_vec(), [i64::from(u32::MAX) - 8, -4, 7]);
     }
 
     #[test]
