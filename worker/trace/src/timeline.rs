@@ -477,32 +477,32 @@ impl TimelineIndex {
             stack_ids: HashMap::new(),
         };
 
-        // Depth of every CPU slice (parents come before children in time).
-        let mut depth = vec![0u16; cpu.len()];
-        let mut order: Vec<u32> = (0..cpu.len() as u32)
-            .filter(|&i| cpu.kind[i as usize] != CpuKind::Module)
-            .collect();
-        // Start, then longer first, then row (the rows are in row order).
-        sort_by_start(&mut order, &cpu.ts, &cpu.dur, |_, _| {
-            std::cmp::Ordering::Equal
-        });
-        for &i in &order {
-            let p = inp.parent[i as usize];
-            if p != u32::MAX {
-                depth[i as usize] = depth[p as usize].saturating_add(1);
-            }
-        }
-
-        // Slices per track (CPU threads, then GPU streams), in start order.
+        // Slices per track (CPU threads, then GPU streams), in start order:
+        // start, then longer first, then row (each list is in row order).
         let mut cpu_tracks: Vec<(u32, Vec<u32>)> = Vec::new();
         let mut cpu_track_of: HashMap<u32, usize> = HashMap::new();
-        for i in order {
-            let tr = cpu.track[i as usize];
+        for i in 0..cpu.len() {
+            if cpu.kind[i] == CpuKind::Module {
+                continue;
+            }
+            let tr = cpu.track[i];
             let k = *cpu_track_of.entry(tr).or_insert_with(|| {
                 cpu_tracks.push((tr, Vec::new()));
                 cpu_tracks.len() - 1
             });
-            cpu_tracks[k].1.push(i);
+            cpu_tracks[k].1.push(i as u32);
+        }
+        // Depth of every CPU slice (a parent is on its children's thread
+        // and comes before them in start order).
+        let mut depth = vec![0u16; cpu.len()];
+        for (_, slices) in cpu_tracks.iter_mut() {
+            sort_by_start(slices, &cpu.ts, &cpu.dur, |_, _| std::cmp::Ordering::Equal);
+            for &i in slices.iter() {
+                let p = inp.parent[i as usize];
+                if p != u32::MAX {
+                    depth[i as usize] = depth[p as usize].saturating_add(1);
+                }
+            }
         }
         let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
         let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();
