@@ -118,8 +118,7 @@ fn run_phase(phase: &str, file: &Path) {
             // Everything the analysis job stores: the summary JSON and the
             // timeline index, serialized.
             let t = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
-            let a = kinetoscope_trace::analyze_all(&t, &Default::default());
-            drop(t);
+            let a = kinetoscope_trace::analyze_all_owned(t, &Default::default());
             let json = serde_json::to_string(&a.summary).unwrap();
             let mut index = Vec::new();
             a.timeline.write(&mut index).unwrap();
@@ -135,8 +134,7 @@ fn run_phase(phase: &str, file: &Path) {
             // What the server does on a run's first timeline request: read
             // the stored index. Only the read is timed.
             let tr = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
-            let a = kinetoscope_trace::analyze_all(&tr, &Default::default());
-            drop(tr);
+            let a = kinetoscope_trace::analyze_all_owned(tr, &Default::default());
             let mut index = Vec::new();
             a.timeline.write(&mut index).unwrap();
             drop(a);

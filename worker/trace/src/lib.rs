@@ -22,7 +22,9 @@ pub mod import;
 pub mod ranks;
 pub mod timeline;
 
-pub use analysis::{analyze, analyze_all, Analysis, AnalysisOptions, ANALYZER_VERSION};
+pub use analysis::{
+    analyze, analyze_all, analyze_all_owned, Analysis, AnalysisOptions, ANALYZER_VERSION,
+};
 pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trace, TraceError};
 pub use kinetoscope_types::Summary;
 

@@ -4,7 +4,9 @@
 
 use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
 use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
-use kinetoscope_trace::{analyze_all, read_trace, read_trace_file, AnalysisOptions, ReadOptions};
+use kinetoscope_trace::{
+    analyze_all, analyze_all_owned, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
+};
 use std::path::PathBuf;
 
 fn shared_traces() -> Vec<PathBuf> {
@@ -61,6 +63,47 @@ fn every_event_is_accounted_for_on_every_shared_trace() {
             let per = ix.column_bytes() as f64 / ix.events() as f64;
             assert!(per <= 24.0, "{what}: {per:.1} bytes per event");
         }
+        same_when_owned(
+            &what,
+            &a,
+            read_trace_file(&path, &ReadOptions::default()).unwrap(),
+        );
+    }
+}
+
+/// The job's path (the trace handed over, its summary-only columns freed
+/// before the index is built) gives the same artifacts.
+fn same_when_owned(what: &str, a: &kinetoscope_trace::Analysis, t: kinetoscope_trace::Trace) {
+    let owned = analyze_all_owned(t, &AnalysisOptions::default());
+    assert!(owned.timeline == a.timeline, "{what}: the index differs");
+    assert_eq!(
+        serde_json::to_string(&owned.summary).unwrap(),
+        serde_json::to_string(&a.summary).unwrap(),
+        "{what}: the summary differs"
+    );
+}
+
+#[test]
+fn the_jobs_path_gives_the_same_artifacts_on_generated_traces() {
+    use kinetoscope_trace::generate::Mode;
+    for (with_stack, mode) in [
+        (true, Mode::Eager),
+        (true, Mode::Piecewise),
+        (false, Mode::Graph),
+    ] {
+        let p = DecodeParams {
+            steps: 2,
+            layers: 6,
+            with_stack,
+            mode,
+            ..Default::default()
+        };
+        let mut json = Vec::new();
+        write_decode_trace(&p, &mut json).unwrap();
+        let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+        let a = analyze_all(&t, &AnalysisOptions::default());
+        assert!(a.timeline.events() > 100);
+        same_when_owned(&format!("{mode:?} stack={with_stack}"), &a, t);
     }
 }
 

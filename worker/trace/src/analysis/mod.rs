@@ -153,23 +153,59 @@ pub struct Analysis {
 
 /// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    analyze_inner(t, opts, false).0
+    summarize(t, opts).0
 }
 
 /// Analyzes a parsed trace: the summary and every artifact.
 pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
-    let (summary, timeline) = analyze_inner(t, opts, true);
+    let (summary, parts) = summarize(t, opts);
     Analysis {
         summary,
-        timeline: timeline.unwrap_or_default(),
+        timeline: parts.build(t),
     }
 }
 
-fn analyze_inner(
-    t: &Trace,
-    opts: &AnalysisOptions,
-    with_timeline: bool,
-) -> (Summary, Option<crate::timeline::TimelineIndex>) {
+/// [`analyze_all`] for a trace the caller is done with (the analysis job):
+/// the columns only the summary reads are freed before the timeline index
+/// is built, which is the analysis's peak. The same artifacts.
+pub fn analyze_all_owned(mut t: Trace, opts: &AnalysisOptions) -> Analysis {
+    let (summary, parts) = summarize(&t, opts);
+    t.free_summary_columns();
+    Analysis {
+        summary,
+        timeline: parts.build(&t),
+    }
+}
+
+/// What the timeline index needs from the summary's analysis.
+struct TimelineParts {
+    parent: Vec<u32>,
+    launch: Vec<u32>,
+    steps: Vec<StepSpan>,
+    layers: Vec<(i64, i64, i64)>,
+    stacks: Vec<Vec<Sym>>,
+    stack_of: HashMap<u32, u32>,
+}
+
+impl TimelineParts {
+    fn build(self, t: &Trace) -> crate::timeline::TimelineIndex {
+        crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
+            trace: t,
+            parent: &self.parent,
+            launch: &self.launch,
+            steps: self
+                .steps
+                .iter()
+                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
+                .collect(),
+            layers: self.layers,
+            stacks: &self.stacks,
+            stack_of: &self.stack_of,
+        })
+    }
+}
+
+fn summarize(t: &Trace, opts: &AnalysisOptions) -> (Summary, TimelineParts) {
     let mut links = links::link(t);
     let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
@@ -288,6 +324,8 @@ fn analyze_inner(
             total_dev.add(p as usize, below);
         }
     }
+    // The preorder has done its work (outermost ops, subtree sums).
+    links.preorder = Vec::new();
     let sums = OpSums {
         self_dev,
         total_dev,
@@ -316,8 +354,9 @@ fn analyze_inner(
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let (layers, layer_spans) = layers::attribute(&cx, &kernels, opts);
     let graphs = graph_stats(&cx);
-    // The timeline index is built last, once the per-slice arrays only the
-    // tables need are freed: the peak is the larger of the two, not the sum.
+    // The timeline index is built after this returns, once the per-slice
+    // arrays only the tables need are freed: the peak is the larger of the
+    // two, not the sum.
     let Context {
         links: links::Links { parent, launch, .. },
         steps,
@@ -325,20 +364,14 @@ fn analyze_inner(
         py_stack_of,
         ..
     } = { cx }; // a temporary: the fields not bound here are dropped now
-    let timeline = with_timeline.then(|| {
-        crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
-            trace: t,
-            parent: &parent,
-            launch: &launch,
-            steps: steps
-                .iter()
-                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
-                .collect(),
-            layers: layer_spans,
-            stacks: &py_stacks,
-            stack_of: &py_stack_of,
-        })
-    });
+    let parts = TimelineParts {
+        parent,
+        launch,
+        steps,
+        layers: layer_spans,
+        stacks: py_stacks,
+        stack_of: py_stack_of,
+    };
     let mut summary = Summary {
         analyzer_version: ANALYZER_VERSION,
         trace,
@@ -352,7 +385,7 @@ fn analyze_inner(
         findings: Vec::new(),
     };
     summary.findings = findings::find(&summary);
-    (summary, timeline)
+    (summary, parts)
 }
 
 fn us(ns: i64) -> f64 {

@@ -606,6 +606,19 @@ impl Trace {
         }
     }
 
+    /// Frees the columns that only the summary's analysis reads (the ids
+    /// that link launches, flows, Python frames, other slices), keeping what
+    /// the timeline index reads: called between the two on a trace that is
+    /// not needed afterwards.
+    pub fn free_summary_columns(&mut self) {
+        self.cpu.correlation = IntColumn::default();
+        self.cpu.external_id = IntColumn::default();
+        self.gpu.correlation = IntColumn::default();
+        self.flows = FlowTable::default();
+        self.python = PythonTable::default();
+        self.other = OtherTable::default();
+    }
+
     /// The name of a string id.
     pub fn name(&self, sym: Sym) -> &str {
         self.names.get(sym)
