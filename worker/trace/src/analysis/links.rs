@@ -95,6 +95,7 @@ pub fn link(t: &Trace) -> Links {
         }
     }
 
+    drop(by_track);
     let mut attribution = Attribution::default();
     let launcher = launching_ops(t, &parent, &mut attribution);
     let (launch, op, graph) = gpu_links(t, &launcher, &mut attribution);
@@ -176,6 +177,42 @@ pub fn is_graph_launch(name: &str) -> bool {
     matches!(base, "cudaGraphLaunch" | "hipGraphLaunch" | "cuGraphLaunch")
 }
 
+/// Runtime and driver calls by `args.correlation`: their rows sorted by it,
+/// searched by halving (a hash map of the same cost 9 bytes more per call,
+/// and this is the analysis's largest moment). Where calls share a
+/// correlation, the last in the file.
+pub(crate) struct ByCorrelation<'a> {
+    correlation: &'a crate::import::store::IntColumn,
+    rows: Vec<u32>,
+}
+
+impl<'a> ByCorrelation<'a> {
+    fn new(t: &'a Trace) -> Self {
+        let cpu = &t.cpu;
+        let mut rows: Vec<u32> = (0..cpu.len() as u32)
+            .filter(|&i| {
+                cpu.kind[i as usize].is_runtime() && cpu.correlation.get(i as usize) != NONE
+            })
+            .collect();
+        // Stable: calls with one correlation stay in file order. Calls come
+        // in correlation order, so this is mostly one pass.
+        rows.sort_by_key(|&i| cpu.correlation.get(i as usize));
+        ByCorrelation {
+            correlation: &cpu.correlation,
+            rows,
+        }
+    }
+
+    /// The call with correlation `c`.
+    fn get(&self, c: i64) -> Option<u32> {
+        let end = self
+            .rows
+            .partition_point(|&i| self.correlation.get(i as usize) <= c);
+        let &last = self.rows[..end].last()?;
+        (self.correlation.get(last as usize) == c).then_some(last)
+    }
+}
+
 /// Per GPU slice: its launch, the op behind it, and whether a graph replay ran it.
 fn gpu_links(
     t: &Trace,
@@ -184,12 +221,7 @@ fn gpu_links(
 ) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
     let cpu = &t.cpu;
     let gpu = &t.gpu;
-    let mut by_corr: HashMap<i64, u32> = HashMap::with_capacity(cpu.len() / 4);
-    for i in 0..cpu.len() {
-        if cpu.kind[i].is_runtime() && cpu.correlation.get(i) != NONE {
-            by_corr.insert(cpu.correlation.get(i), i as u32);
-        }
-    }
+    let by_corr = ByCorrelation::new(t);
     let mut launch = vec![NO; gpu.len()];
     let mut op = vec![NO; gpu.len()];
     let mut missing_corr = false;
@@ -200,7 +232,7 @@ fn gpu_links(
         let c = gpu.correlation.get(g);
         if c == NONE {
             missing_corr = true;
-        } else if let Some(&r) = by_corr.get(&c) {
+        } else if let Some(r) = by_corr.get(c) {
             launch[g] = r;
             attribution.by_correlation += 1;
         }
@@ -246,7 +278,7 @@ fn gpu_links(
 /// correlation), the runtime call with the flow's id as its correlation.
 fn flow_fallback(
     t: &Trace,
-    by_corr: &HashMap<i64, u32>,
+    by_corr: &ByCorrelation,
     launch: &mut [u32],
     attribution: &mut Attribution,
 ) {
@@ -277,10 +309,10 @@ fn flow_fallback(
         let found = end_at.get(&(gpu.track[g], gpu.ts[g])).and_then(|id| {
             start_at
                 .get(id)
-                .and_then(|at| runtime_at.get(at))
-                .or_else(|| by_corr.get(id))
+                .and_then(|at| runtime_at.get(at).copied())
+                .or_else(|| by_corr.get(*id))
         });
-        if let Some(&r) = found {
+        if let Some(r) = found {
             launch[g] = r;
             attribution.by_flow += 1;
         }

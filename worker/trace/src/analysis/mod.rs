@@ -50,7 +50,8 @@ pub(crate) struct Context<'a> {
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
     /// Per CPU slice: the outermost `cpu_op` around it or itself (annotations
-    /// such as `ProfilerStep#N` are skipped), or [`NO`].
+    /// such as `ProfilerStep#N` are skipped), or [`NO`]. Only read to find
+    /// Python stacks: empty when the trace has no Python frames.
     pub top_op: Vec<u32>,
     /// Python stacks: id 0 is the empty stack.
     pub py_stacks: Vec<Vec<Sym>>,
@@ -171,10 +172,8 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
 pub fn analyze_all_owned(mut t: Trace, opts: &AnalysisOptions) -> Analysis {
     let (summary, parts) = summarize(&t, opts);
     t.free_summary_columns();
-    Analysis {
-        summary,
-        timeline: parts.build(&t),
-    }
+    let timeline = parts.build(&t);
+    Analysis { summary, timeline }
 }
 
 /// What the timeline index needs from the summary's analysis.
@@ -211,22 +210,25 @@ fn summarize(t: &Trace, opts: &AnalysisOptions) -> (Summary, TimelineParts) {
     let cpu = &t.cpu;
     let gpu = &t.gpu;
 
-    // The outermost cpu_op of each slice (parents come first in preorder).
-    let mut top_op = vec![NO; cpu.len()];
-    for &o in &links.preorder {
-        let o = o as usize;
-        let p = links.parent[o];
-        top_op[o] = if p != NO && top_op[p as usize] != NO {
-            top_op[p as usize]
-        } else if cpu.kind[o] == CpuKind::Op {
-            o as u32
-        } else {
-            NO
-        };
-    }
-
     // Python stacks above the outermost ops and above graph launches.
     let frames = python::Frames::new(t);
+    // The outermost cpu_op of each slice (parents come first in preorder),
+    // where there are stacks to look up.
+    let mut top_op = Vec::new();
+    if !frames.is_empty() {
+        top_op = vec![NO; cpu.len()];
+        for &o in &links.preorder {
+            let o = o as usize;
+            let p = links.parent[o];
+            top_op[o] = if p != NO && top_op[p as usize] != NO {
+                top_op[p as usize]
+            } else if cpu.kind[o] == CpuKind::Op {
+                o as u32
+            } else {
+                NO
+            };
+        }
+    }
     let mut py_stacks: Vec<Vec<Sym>> = vec![Vec::new()];
     let mut py_stack_of: HashMap<u32, u32> = HashMap::new();
     let mut replay_frame: HashMap<u32, Sym> = HashMap::new();
@@ -647,11 +649,12 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
     let mut acc: Vec<OpAcc> = Vec::new();
     acc.resize_with(t.names.len(), OpAcc::default);
     let mut groups: HashMap<(Sym, Sym, Sym), GroupAcc> = HashMap::new();
-    let mut gpu_ops_of = vec![0u32; cpu.len()];
+    // GPU ops each op name launched directly (graph replays have rows of
+    // their own).
     for g in 0..t.gpu.len() {
         let op = cx.links.op[g];
-        if op != NO && !cx.links.graph[g] {
-            gpu_ops_of[op as usize] += 1;
+        if op != NO && !cx.links.graph[g] && cpu.kind[op as usize] != CpuKind::Module {
+            acc[cpu.name[op as usize] as usize].gpu_ops += 1;
         }
     }
     let have_steps = !cx.steps.is_empty();
@@ -669,7 +672,6 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         a.cpu_total += cpu.dur.get(i);
         a.self_dev += sums.self_dev.get(i);
         a.total_dev += sums.total_dev.get(i);
-        a.gpu_ops += gpu_ops_of[i] as u64;
         let in_step = have_steps && step_at(&cx.steps, cpu.ts[i]).is_some();
         if in_step {
             a.calls_in_steps += 1;
@@ -688,7 +690,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
             } else {
                 chains.of(cx, parent)
             };
-            let top = cx.top_op[i];
+            let top = cx.top_op.get(i).copied().unwrap_or(NO);
             let py = if top == NO {
                 0
             } else {
