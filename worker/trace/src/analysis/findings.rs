@@ -84,17 +84,19 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         }
         let idle_pct = 100.0 - g.busy_pct;
         let impact = if g.busy_pct < BUSY_PCT_MAX {
+            let piecewise = gr.mode == GraphMode::Piecewise;
             let per = if has_steps {
                 s.steps_stats.count as f64
             } else {
                 1.0
             };
             text.push_str(&format!(
-                ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) bounds the step",
+                ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) {} the step",
                 pct(idle_pct),
-                if gr.mode == GraphMode::Piecewise { "the eager parts between piecewise graphs and " } else { "" },
+                if piecewise { "the eager parts between piecewise graphs and " } else { "" },
                 time_us(gr.host_between_us / per),
                 if has_steps { " per step" } else { "" },
+                if piecewise { "bound" } else { "bounds" },
             ));
             idle_pct * 0.8
         } else {
