@@ -2,12 +2,22 @@
 //! every shared trace and on generated ones; it survives storage unchanged;
 //! details link kernels to their launches and ops.
 
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Truth};
 use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
 use kinetoscope_trace::{
     analyze_all, analyze_all_owned, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
 };
 use std::path::PathBuf;
+
+/// A generated trace, parsed, with what the generator wrote into it.
+fn generated(p: &DecodeParams) -> (kinetoscope_trace::Trace, Truth) {
+    let mut json = Vec::new();
+    let truth = write_decode_trace(p, &mut json).unwrap();
+    (
+        read_trace(&json[..], &ReadOptions::default()).unwrap(),
+        truth,
+    )
+}
 
 fn shared_traces() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
@@ -98,9 +108,7 @@ fn the_jobs_path_gives_the_same_artifacts_on_generated_traces() {
             mode,
             ..Default::default()
         };
-        let mut json = Vec::new();
-        write_decode_trace(&p, &mut json).unwrap();
-        let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+        let (t, _) = generated(&p);
         let a = analyze_all(&t, &AnalysisOptions::default());
         assert!(a.timeline.events() > 100);
         same_when_owned(&format!("{mode:?} stack={with_stack}"), &a, t);
@@ -114,9 +122,7 @@ fn a_kernel_links_to_its_launch_and_its_op() {
         layers: 8,
         ..Default::default()
     };
-    let mut json = Vec::new();
-    let truth = write_decode_trace(&p, &mut json).unwrap();
-    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let (t, truth) = generated(&p);
     let a = analyze_all(&t, &AnalysisOptions::default());
     let ix = &a.timeline;
     check_counts("generated", ix);
@@ -176,9 +182,7 @@ fn details_carry_the_python_stack() {
             mode,
             ..Default::default()
         };
-        let mut json = Vec::new();
-        write_decode_trace(&p, &mut json).unwrap();
-        let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+        let (t, _) = generated(&p);
         let a = analyze_all(&t, &AnalysisOptions::default());
         let ix = &a.timeline;
         let k = &a.summary.kernels[0];
@@ -201,9 +205,7 @@ fn a_window_as_wide_as_the_clock_counts_every_event() {
         layers: 4,
         ..Default::default()
     };
-    let mut json = Vec::new();
-    write_decode_trace(&p, &mut json).unwrap();
-    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let (t, _) = generated(&p);
     let ix = analyze_all(&t, &AnalysisOptions::default()).timeline;
     for (k, track) in ix.tracks.iter().enumerate() {
         for px in [1, 2, 16384] {
