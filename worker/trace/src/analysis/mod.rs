@@ -171,7 +171,14 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
 /// is built, which is the analysis's peak. The same artifacts.
 pub fn analyze_all_owned(mut t: Trace, opts: &AnalysisOptions) -> Analysis {
     let (summary, parts) = summarize(&t, opts);
-    t.free_summary_columns();
+    // What the timeline index does not read (TimelineIndex::build): the
+    // ids that link launches, flows, Python frames, other slices.
+    t.cpu.correlation = IntColumn::default();
+    t.cpu.external_id = IntColumn::default();
+    t.gpu.correlation = IntColumn::default();
+    t.flows = Default::default();
+    t.python = Default::default();
+    t.other = Default::default();
     let timeline = parts.build(&t);
     Analysis { summary, timeline }
 }

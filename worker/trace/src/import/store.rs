@@ -229,6 +229,42 @@ impl IntColumn {
     }
 }
 
+/// A column of values that repeat a lot (input shapes, launch geometry):
+/// each distinct value stored once, a row holds its 4-byte id.
+#[derive(Clone, Debug)]
+pub struct DistinctColumn<T> {
+    rows: Vec<u32>,
+    values: Vec<T>,
+    ids: hashbrown::HashMap<T, u32>,
+}
+
+impl<T> Default for DistinctColumn<T> {
+    fn default() -> Self {
+        DistinctColumn {
+            rows: Vec::new(),
+            values: Vec::new(),
+            ids: hashbrown::HashMap::default(),
+        }
+    }
+}
+
+impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
+    /// Appends a value.
+    pub fn push(&mut self, v: T) {
+        let next = self.values.len() as u32;
+        let id = *self.ids.entry(v).or_insert(next);
+        if id == next {
+            self.values.push(v);
+        }
+        self.rows.push(id);
+    }
+
+    /// The value of row `i`.
+    pub fn get(&self, i: usize) -> T {
+        self.values[self.rows[i] as usize]
+    }
+}
+
 /// Sorts rows of a table by start, longer first among rows that start
 /// together (a parent before the children it starts with), then by `tie`;
 /// stable. Starts are compared first and alone, and the rare equal starts
@@ -295,6 +331,7 @@ impl CpuKind {
 }
 
 /// CPU-side slices (`X` events on CPU threads), one column per field.
+#[derive(Default)]
 pub struct CpuTable {
     /// Start.
     pub ts: Vec<i64>,
@@ -310,55 +347,24 @@ pub struct CpuTable {
     pub correlation: IntColumn,
     /// `args.External id` / `external id`, else [`NONE`].
     pub external_id: IntColumn,
-    /// Input shapes and types: an index into `inputs_seen` (ops repeat a
-    /// few thousand distinct pairs, so a row holds 4 bytes, not 8).
-    inputs: Vec<u32>,
-    /// Distinct (`Input Dims`, `Input type`) pairs of interned text.
-    inputs_seen: Vec<(Sym, Sym)>,
-    /// `inputs_seen` by value, while parsing.
-    input_ids: hashbrown::HashMap<(Sym, Sym), u32>,
-}
-
-impl Default for CpuTable {
-    fn default() -> Self {
-        CpuTable {
-            ts: Vec::new(),
-            dur: IntColumn::default(),
-            name: Vec::new(),
-            track: Vec::new(),
-            kind: Vec::new(),
-            correlation: IntColumn::default(),
-            external_id: IntColumn::default(),
-            inputs: Vec::new(),
-            // Input 0 is "none": most slices (calls, annotations) have none.
-            inputs_seen: vec![(0, 0)],
-            input_ids: [((0, 0), 0)].into_iter().collect(),
-        }
-    }
+    /// Interned `Input Dims` and `Input type` text (0 when absent): ops
+    /// repeat a few thousand distinct pairs.
+    inputs: DistinctColumn<(Sym, Sym)>,
 }
 
 impl CpuTable {
     /// Appends the interned `Input Dims` and `Input type` text of the next
     /// row (0 when absent).
     pub fn push_inputs(&mut self, shapes: Sym, dtypes: Sym) {
-        if shapes == 0 && dtypes == 0 {
-            self.inputs.push(0);
-            return;
-        }
-        let next = self.inputs_seen.len() as u32;
-        let id = *self.input_ids.entry((shapes, dtypes)).or_insert(next);
-        if id == next {
-            self.inputs_seen.push((shapes, dtypes));
-        }
-        self.inputs.push(id);
+        self.inputs.push((shapes, dtypes));
     }
     /// Interned `Input Dims` text of row `i` (0 when absent).
     pub fn shapes(&self, i: usize) -> Sym {
-        self.inputs_seen[self.inputs[i] as usize].0
+        self.inputs.get(i).0
     }
     /// Interned `Input type` text of row `i` (0 when absent).
     pub fn dtypes(&self, i: usize) -> Sym {
-        self.inputs_seen[self.inputs[i] as usize].1
+        self.inputs.get(i).1
     }
     /// Number of slices.
     pub fn len(&self) -> usize {
@@ -419,13 +425,8 @@ pub struct GpuTable {
     /// Correlation (`args.correlation`), else [`NONE`]. (`External id` is
     /// not kept for GPU ops: a GPU op reaches its op through its launch.)
     pub correlation: IntColumn,
-    /// Launch geometry: an index into `geometries` (a trace launches few
-    /// distinct grid and block shapes, so a row holds 4 bytes, not 24).
-    geometry: Vec<u32>,
-    /// Distinct (grid, block) pairs, in first-seen order.
-    geometries: Vec<([u32; 3], [u32; 3])>,
-    /// `geometries` by value, while parsing.
-    geometry_ids: hashbrown::HashMap<([u32; 3], [u32; 3]), u32>,
+    /// Launch grid and block: a trace launches few distinct shapes.
+    geometry: DistinctColumn<([u32; 3], [u32; 3])>,
     /// `args.bytes` of memcpy/memset, else 0.
     pub bytes: IntColumn,
     /// Track.
@@ -436,20 +437,15 @@ impl GpuTable {
     /// Appends the launch grid and block of the next row (`[0, 0, 0]` when
     /// absent).
     pub fn push_geometry(&mut self, grid: [u32; 3], block: [u32; 3]) {
-        let next = self.geometries.len() as u32;
-        let id = *self.geometry_ids.entry((grid, block)).or_insert(next);
-        if id == next {
-            self.geometries.push((grid, block));
-        }
-        self.geometry.push(id);
+        self.geometry.push((grid, block));
     }
     /// Launch grid of row `g`, `[0, 0, 0]` when absent.
     pub fn grid(&self, g: usize) -> [u32; 3] {
-        self.geometries[self.geometry[g] as usize].0
+        self.geometry.get(g).0
     }
     /// Block of row `g`, `[0, 0, 0]` when absent.
     pub fn block(&self, g: usize) -> [u32; 3] {
-        self.geometries[self.geometry[g] as usize].1
+        self.geometry.get(g).1
     }
     /// Number of slices.
     pub fn len(&self) -> usize {
@@ -604,19 +600,6 @@ impl Trace {
             other: OtherTable::default(),
             counters: Counters::default(),
         }
-    }
-
-    /// Frees the columns that only the summary's analysis reads (the ids
-    /// that link launches, flows, Python frames, other slices), keeping what
-    /// the timeline index reads: called between the two on a trace that is
-    /// not needed afterwards.
-    pub fn free_summary_columns(&mut self) {
-        self.cpu.correlation = IntColumn::default();
-        self.cpu.external_id = IntColumn::default();
-        self.gpu.correlation = IntColumn::default();
-        self.flows = FlowTable::default();
-        self.python = PythonTable::default();
-        self.other = OtherTable::default();
     }
 
     /// The name of a string id.
