@@ -5,7 +5,7 @@ use super::{JobError, Runner};
 use crate::artifacts::artifact_key;
 use crate::db::Job;
 use crate::db::NewArtifact;
-use kinetoscope_trace::analysis::{analyze_all_owned, ANALYZER_VERSION};
+use kinetoscope_trace::analysis::{analyze_stored, ANALYZER_VERSION};
 use kinetoscope_trace::import::{read_trace, ReadOptions, TraceError};
 use kinetoscope_types::AnalysisOptions;
 use kinetoscope_types::ArtifactName;
@@ -64,12 +64,10 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
-        read_trace(reader, &read).map(|t| {
-            let a = analyze_all_owned(t, &opts);
-            let mut timeline = Vec::new();
-            let index = a.timeline.write(&mut timeline).map_err(|e| e.to_string());
-            let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string());
-            index.and(json).map(|json| (a.summary, json, timeline))
+        read_trace(reader, &read).map(|t| -> Result<_, String> {
+            let a = analyze_stored(t, &opts).map_err(|e| e.to_string())?;
+            let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string())?;
+            Ok((a.summary, json, a.timeline))
         })
     })
     .await;

@@ -23,7 +23,8 @@ pub mod ranks;
 pub mod timeline;
 
 pub use analysis::{
-    analyze, analyze_all, analyze_all_owned, Analysis, AnalysisOptions, ANALYZER_VERSION,
+    analyze, analyze_all, analyze_stored, Analysis, AnalysisOptions, StoredAnalysis,
+    ANALYZER_VERSION,
 };
 pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trace, TraceError};
 pub use kinetoscope_types::Summary;

@@ -5,7 +5,7 @@
 use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Truth};
 use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
 use kinetoscope_trace::{
-    analyze_all, analyze_all_owned, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
+    analyze_all, analyze_stored, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
 };
 use std::path::PathBuf;
 
@@ -81,11 +81,20 @@ fn every_event_is_accounted_for_on_every_shared_trace() {
     }
 }
 
-/// The job's path (the trace handed over, its summary-only columns freed
-/// before the index is built) gives the same artifacts.
+/// The job's path (the trace handed over, columns freed as phases end, the
+/// index written as it is built) gives the same artifacts: the stored index
+/// reads back as the one built in memory, and decompresses to the bytes
+/// `write` writes of it.
 fn same_when_owned(what: &str, a: &kinetoscope_trace::Analysis, t: kinetoscope_trace::Trace) {
-    let owned = analyze_all_owned(t, &AnalysisOptions::default());
-    assert!(owned.timeline == a.timeline, "{what}: the index differs");
+    let owned = analyze_stored(t, &AnalysisOptions::default()).unwrap();
+    let back = TimelineIndex::read(&owned.timeline[..]).unwrap();
+    assert!(back == a.timeline, "{what}: the index differs");
+    let mut written = Vec::new();
+    a.timeline.write(&mut written).unwrap();
+    assert!(
+        zstd::decode_all(&owned.timeline[..]).unwrap() == zstd::decode_all(&written[..]).unwrap(),
+        "{what}: the stored bytes differ"
+    );
     assert_eq!(
         serde_json::to_string(&owned.summary).unwrap(),
         serde_json::to_string(&a.summary).unwrap(),

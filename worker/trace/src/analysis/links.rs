@@ -44,6 +44,64 @@ pub struct Links {
 
 /// Builds the op tree and the GPU-op links.
 pub fn link(t: &Trace) -> Links {
+    Launches::find(t).link(t)
+}
+
+/// Each GPU op's launch, found by the ids that link them: the first half of
+/// [`link`]. Once found, nothing reads the correlations or the flows again,
+/// nor `External id` unless [`Launches::needs_external_id`] says so: a caller
+/// that owns the trace frees them before the op tree is built.
+pub struct Launches {
+    /// Per GPU slice: the runtime call that launched it, or [`NO`].
+    launch: Vec<u32>,
+    /// Whether `External id` on runtime calls names their op.
+    names_op: bool,
+    attribution: Attribution,
+}
+
+impl Launches {
+    /// Finds each GPU op's launch.
+    pub fn find(t: &Trace) -> Launches {
+        let mut attribution = Attribution::default();
+        let names_op = external_id_names_op(t, &mut attribution);
+        let launch = gpu_launches(t, &mut attribution);
+        Launches {
+            launch,
+            names_op,
+            attribution,
+        }
+    }
+
+    /// Whether [`link`](Self::link) reads `External id`.
+    pub fn needs_external_id(&self) -> bool {
+        self.names_op
+    }
+
+    /// Builds the op tree and the rest of the links.
+    pub fn link(self, t: &Trace) -> Links {
+        let Launches {
+            launch,
+            names_op,
+            mut attribution,
+        } = self;
+        let (parent, preorder, child_ns) = op_tree(t);
+        let launcher = launching_ops(t, &parent, names_op);
+        let (op, graph) = gpu_ops(t, &launch, &launcher, &mut attribution);
+        Links {
+            parent,
+            preorder,
+            child_ns,
+            launch,
+            op,
+            graph,
+            attribution,
+        }
+    }
+}
+
+/// The op tree: per CPU slice its parent, the ops in preorder, and per
+/// slice its children's time.
+fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
     let cpu = &t.cpu;
     let n = cpu.len();
     let mut parent = vec![NO; n];
@@ -95,26 +153,14 @@ pub fn link(t: &Trace) -> Links {
         }
     }
 
-    drop(by_track);
-    let mut attribution = Attribution::default();
-    let launcher = launching_ops(t, &parent, &mut attribution);
-    let (launch, op, graph) = gpu_links(t, &launcher, &mut attribution);
-    Links {
-        parent,
-        preorder,
-        child_ns,
-        launch,
-        op,
-        graph,
-        attribution,
-    }
+    (parent, preorder, child_ns)
 }
 
-/// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
-fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Vec<u32> {
+/// Whether `External id` on runtime calls names their op (else it merely
+/// repeats the correlation, or is absent).
+fn external_id_names_op(t: &Trace, attribution: &mut Attribution) -> bool {
     let cpu = &t.cpu;
     let n = cpu.len();
-    // Decide whether `External id` on runtime calls names their op.
     let (mut with_both, mut equal) = (0u64, 0u64);
     for i in 0..n {
         if cpu.kind[i].is_runtime()
@@ -135,7 +181,13 @@ fn launching_ops(t: &Trace, parent: &[u32], attribution: &mut Attribution) -> Ve
     } else {
         "correlation".into()
     };
+    names_op
+}
 
+/// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
+fn launching_ops(t: &Trace, parent: &[u32], names_op: bool) -> Vec<u32> {
+    let cpu = &t.cpu;
+    let n = cpu.len();
     let mut launcher = vec![NO; n];
     let mut by_external: Option<HashMap<i64, u32>> = None;
     for i in 0..n {
@@ -213,17 +265,11 @@ impl<'a> ByCorrelation<'a> {
     }
 }
 
-/// Per GPU slice: its launch, the op behind it, and whether a graph replay ran it.
-fn gpu_links(
-    t: &Trace,
-    launcher: &[u32],
-    attribution: &mut Attribution,
-) -> (Vec<u32>, Vec<u32>, Vec<bool>) {
-    let cpu = &t.cpu;
+/// Per GPU slice: its launch (by correlation, else by flow).
+fn gpu_launches(t: &Trace, attribution: &mut Attribution) -> Vec<u32> {
     let gpu = &t.gpu;
     let by_corr = ByCorrelation::new(t);
     let mut launch = vec![NO; gpu.len()];
-    let mut op = vec![NO; gpu.len()];
     let mut missing_corr = false;
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
@@ -240,6 +286,19 @@ fn gpu_links(
     if missing_corr {
         flow_fallback(t, &by_corr, &mut launch, attribution);
     }
+    launch
+}
+
+/// Per GPU slice: the op behind its launch, and whether a graph replay ran it.
+fn gpu_ops(
+    t: &Trace,
+    launch: &[u32],
+    launcher: &[u32],
+    attribution: &mut Attribution,
+) -> (Vec<u32>, Vec<bool>) {
+    let cpu = &t.cpu;
+    let gpu = &t.gpu;
+    let mut op = vec![NO; gpu.len()];
     let mut is_graph_sym: HashMap<u32, bool> = HashMap::new();
     let mut graph = vec![false; gpu.len()];
     let mut graph_launches = hashbrown::HashSet::new();
@@ -269,7 +328,7 @@ fn gpu_links(
         }
     }
     attribution.graph_launches = graph_launches.len() as u64;
-    (launch, op, graph)
+    (op, graph)
 }
 
 /// GPU ops without `args.correlation`: follow the launch flow. A flow end

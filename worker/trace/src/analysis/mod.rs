@@ -154,33 +154,53 @@ pub struct Analysis {
 
 /// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    summarize(t, opts).0
+    summarize(t, links::link(t), opts).0
 }
 
 /// Analyzes a parsed trace: the summary and every artifact.
 pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
-    let (summary, parts) = summarize(t, opts);
+    let (summary, parts) = summarize(t, links::link(t), opts);
     Analysis {
         summary,
-        timeline: parts.build(t),
+        timeline: parts.inputs(t, |inp| crate::timeline::TimelineIndex::build(inp)),
     }
 }
 
-/// [`analyze_all`] for a trace the caller is done with (the analysis job):
-/// the columns only the summary reads are freed before the timeline index
-/// is built, which is the analysis's peak. The same artifacts.
-pub fn analyze_all_owned(mut t: Trace, opts: &AnalysisOptions) -> Analysis {
-    let (summary, parts) = summarize(&t, opts);
-    // What the timeline index does not read (TimelineIndex::build): the
-    // ids that link launches, flows, Python frames, other slices.
+/// What the analysis job stores: the summary, and the timeline index as
+/// [`TimelineIndex::write`](crate::timeline::TimelineIndex::write) writes it.
+pub struct StoredAnalysis {
+    /// The summary (tables, findings).
+    pub summary: Summary,
+    /// The timeline index, compressed, ready to store.
+    pub timeline: Vec<u8>,
+}
+
+/// [`analyze_all`] for a trace the caller is done with (the analysis job),
+/// the index written out as it is built: the columns each phase no longer
+/// needs are freed before the next (the launch ids once launches are
+/// found; Python frames and other slices once the summary is done), and
+/// the index's rows are compressed one by one rather than held. The same
+/// summary, and the same index once read back.
+pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
+    let launches = links::Launches::find(&t);
+    // What nothing reads once launches are found: the ids that link them.
     t.cpu.correlation = IntColumn::default();
-    t.cpu.external_id = IntColumn::default();
     t.gpu.correlation = IntColumn::default();
     t.flows = Default::default();
+    if !launches.needs_external_id() {
+        t.cpu.external_id = IntColumn::default();
+    }
+    let links = launches.link(&t);
+    t.cpu.external_id = IntColumn::default();
+    let (summary, parts) = summarize(&t, links, opts);
+    // What the timeline index does not read (TimelineIndex::build).
     t.python = Default::default();
     t.other = Default::default();
-    let timeline = parts.build(&t);
-    Analysis { summary, timeline }
+    let mut timeline = Vec::new();
+    parts.inputs(&t, |inp| {
+        crate::timeline::TimelineIndex::build_stored(inp, &mut timeline)
+    })?;
+    Ok(StoredAnalysis { summary, timeline })
 }
 
 /// What the timeline index needs from the summary's analysis.
@@ -194,8 +214,9 @@ struct TimelineParts {
 }
 
 impl TimelineParts {
-    fn build(self, t: &Trace) -> crate::timeline::TimelineIndex {
-        crate::timeline::TimelineIndex::build(&crate::timeline::Inputs {
+    /// Calls `f` with the index builder's inputs.
+    fn inputs<R>(self, t: &Trace, f: impl FnOnce(&crate::timeline::Inputs) -> R) -> R {
+        f(&crate::timeline::Inputs {
             trace: t,
             parent: &self.parent,
             launch: &self.launch,
@@ -211,8 +232,11 @@ impl TimelineParts {
     }
 }
 
-fn summarize(t: &Trace, opts: &AnalysisOptions) -> (Summary, TimelineParts) {
-    let mut links = links::link(t);
+fn summarize(
+    t: &Trace,
+    mut links: links::Links,
+    opts: &AnalysisOptions,
+) -> (Summary, TimelineParts) {
     let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
     let gpu = &t.gpu;
