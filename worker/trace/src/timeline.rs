@@ -20,7 +20,7 @@
 //! Event ids are positions in that layout (track by track, row by row), so
 //! an id names one slice for the lifetime of the artifact.
 
-use crate::import::store::{sort_by_start, CpuKind, Trace};
+use crate::import::store::{sort_by_start, CpuKind, GpuKind, Trace};
 use hashbrown::HashMap;
 use std::io::{self, Read, Write};
 
@@ -202,16 +202,6 @@ impl Row {
             args: Vec::with_capacity(n),
             ..Default::default()
         }
-    }
-
-    /// Appends a slice without args (the duration clamped to `u32`).
-    fn push(&mut self, start: i64, end: i64, name: u32, link: u32) {
-        self.start.push(start);
-        self.dur
-            .push((end - start).clamp(0, u32::MAX as i64) as u32);
-        self.name.push(name);
-        self.link.push(link);
-        self.args.push(NO_ARGS);
     }
 
     fn len(&self) -> usize {
@@ -433,97 +423,106 @@ impl Names {
     }
 }
 
-/// Lays `n` slices (in start order; `item(k)` gives the k-th one's depth,
-/// start and end) into rows: each depth's slices go to the first of that
-/// depth's rows whose last slice ended by their start, else to a new row.
-/// Returns the rows (positions into the slices), by depth, then creation.
-fn layout(n: usize, item: impl Fn(usize) -> (u16, i64, i64)) -> Vec<Vec<u32>> {
-    let mut out: Vec<Vec<u32>> = Vec::new();
-    // Per depth: (row in `out`, end of its last slice).
-    let mut by_depth: Vec<Vec<(usize, i64)>> = Vec::new();
-    for k in 0..n {
-        let (d, start, end) = item(k);
-        let d = d as usize;
+/// Lays a track's slices into rows: each depth's slices go to the first of
+/// that depth's rows whose last slice ended by their start, else to a new
+/// row; rows are ordered by depth, then creation. `ids` holds the slices in
+/// start order, and `slot[id]` each one's depth; on return, `ids` holds them
+/// row by row (in start order within each), `slot[id]` each one's row, and
+/// the rows' lengths are returned. In place: the layout of a thread of
+/// millions of slices costs no list beside its own.
+fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64)) -> Vec<usize> {
+    // Per depth: (row by creation, end of its last slice).
+    let mut by_depth: Vec<Vec<(u32, i64)>> = Vec::new();
+    let mut created = 0u32;
+    for &id in ids.iter() {
+        let (start, end) = span(id as usize);
+        let d = slot[id as usize] as usize;
         if by_depth.len() <= d {
             by_depth.resize_with(d + 1, Vec::new);
         }
         let rows = &mut by_depth[d];
-        match rows.iter_mut().find(|(_, last_end)| *last_end <= start) {
+        slot[id as usize] = match rows.iter_mut().find(|(_, last_end)| *last_end <= start) {
             Some(r) => {
-                out[r.0].push(k as u32);
                 r.1 = end;
+                r.0
             }
             None => {
-                out.push(vec![k as u32]);
-                rows.push((out.len() - 1, end));
+                rows.push((created, end));
+                created += 1;
+                created - 1
             }
-        }
+        };
     }
-    by_depth
-        .iter()
-        .flatten()
-        .map(|&(r, _)| std::mem::take(&mut out[r]))
-        .collect()
+    // Creation order -> depth order.
+    let mut order = vec![0u32; created as usize];
+    for (k, &(c, _)) in by_depth.iter().flatten().enumerate() {
+        order[c as usize] = k as u32;
+    }
+    let mut lens = vec![0usize; created as usize];
+    for &id in ids.iter() {
+        let r = order[slot[id as usize] as usize];
+        slot[id as usize] = r;
+        lens[r as usize] += 1;
+    }
+    // Stable: start order holds within each row.
+    ids.sort_by_key(|&id| slot[id as usize]);
+    lens
 }
 
 impl TimelineIndex {
     /// Builds the index of a parsed trace. Pure: no I/O.
     pub fn build(inp: &Inputs) -> TimelineIndex {
-        let mut rows = Vec::new();
-        let mut ix = Self::build_rows(inp, &mut |mut row| {
-            row.summarize();
-            rows.push(row);
-            Ok(())
-        })
-        .expect("collecting rows does not fail");
-        ix.rows = rows;
+        let mut rows = Collect(Vec::new());
+        let mut ix = Self::build_rows(inp, &mut rows).expect("collecting rows does not fail");
+        ix.rows = rows.0;
         ix
     }
 
     /// Builds the index of a parsed trace straight into its stored form:
     /// the bytes [`write`](Self::write) writes of [`build`](Self::build)'s
     /// index, once decompressed, without holding the rows. Each row is
-    /// compressed as soon as it is laid out (the analysis job's peak is here:
-    /// compressed, a row takes a few bytes a slice instead of 22). The
-    /// stored form is then two zstd frames, the pools, tracks and spans
-    /// first, the rows after, which a zstd decoder reads as one stream.
-    pub fn build_stored<W: Write>(inp: &Inputs, mut out: W) -> io::Result<()> {
-        let mut rows = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
-        let mut n = 0u32;
-        let head = {
-            let mut w = io::BufWriter::with_capacity(1 << 16, &mut rows);
-            let head = Self::build_rows(inp, &mut |row| {
-                n += 1;
-                write_row(&mut w, &row)
-            })?;
-            w.flush()?;
-            head
+    /// written column by column from the trace as it is laid out (the
+    /// analysis job's peak is here: compressed, a row takes a few bytes a
+    /// slice instead of 22). The stored form is then two zstd frames, the
+    /// pools, tracks and spans first, the rows after, which a zstd decoder
+    /// reads as one stream.
+    pub fn build_stored(inp: &Inputs) -> io::Result<Vec<u8>> {
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
+        let (head, n) = {
+            let mut rows = Stream {
+                w: io::BufWriter::with_capacity(1 << 16, &mut z),
+                rows: 0,
+            };
+            let head = Self::build_rows(inp, &mut rows)?;
+            rows.w.flush()?;
+            (head, rows.rows)
         };
-        let rows = rows.finish()?;
-        let mut z = zstd::stream::write::Encoder::new(&mut out, LEVEL)?;
+        let mut stored = z.finish()?;
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
         {
             let mut w = io::BufWriter::with_capacity(1 << 16, &mut z);
             head.write_head(&mut w, n)?;
             w.flush()?;
         }
-        z.finish()?;
-        out.write_all(&rows)?;
-        out.flush()
+        // The head goes in front of the rows in place: a second copy of
+        // the rows would be the build's largest moment.
+        let head = z.finish()?;
+        stored.reserve_exact(head.len());
+        stored.splice(0..0, head);
+        Ok(stored)
     }
 
-    /// Lays out the rows, handing each to `emit` in event-id order, and
+    /// Lays out the rows, handing each to `sink` in event-id order, and
     /// returns the rest of the index (no rows).
-    fn build_rows(
-        inp: &Inputs,
-        emit: &mut dyn FnMut(Row) -> io::Result<()>,
-    ) -> io::Result<TimelineIndex> {
+    fn build_rows(inp: &Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        let mut emit = |row: Row| {
-            if let Some(&s) = row.start.first() {
-                lo = lo.min(s);
-                hi = hi.max((0..row.len()).map(|i| row.end(i)).max().unwrap_or(s));
+        let mut bounds = |s: &dyn Fn(usize) -> (i64, i64), n: usize| {
+            for k in 0..n {
+                // The end as the row keeps it (the duration clamped).
+                let (a, b) = s(k);
+                lo = lo.min(a);
+                hi = hi.max(a + clamped_dur(a, b) as i64);
             }
-            emit(row)
         };
         let t = inp.trace;
         let cpu = &t.cpu;
@@ -544,24 +543,15 @@ impl TimelineIndex {
             if cpu.kind[i] == CpuKind::Module {
                 continue;
             }
-            let tr = cpu.track[i];
+            let tr = cpu.track.get(i);
             let k = *cpu_track_of.entry(tr).or_insert_with(|| {
                 cpu_tracks.push((tr, Vec::new()));
                 cpu_tracks.len() - 1
             });
             cpu_tracks[k].1.push(i as u32);
         }
-        // Depth of every CPU slice (a parent is on its children's thread
-        // and comes before them in start order).
-        let mut depth = vec![0u16; cpu.len()];
         for (_, slices) in cpu_tracks.iter_mut() {
             sort_by_start(slices, &cpu.ts, &cpu.dur, |_, _| std::cmp::Ordering::Equal);
-            for &i in slices.iter() {
-                let p = inp.parent[i as usize];
-                if p != u32::MAX {
-                    depth[i as usize] = depth[p as usize].saturating_add(1);
-                }
-            }
         }
         let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
         let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();
@@ -576,7 +566,7 @@ impl TimelineIndex {
             let key = (
                 gpu.device.get(g as usize),
                 gpu.stream.get(g as usize),
-                gpu.track[g as usize],
+                gpu.track.get(g as usize),
             );
             let k = *gpu_track_of.entry(key).or_insert_with(|| {
                 gpu_tracks.push((key, Vec::new()));
@@ -598,13 +588,23 @@ impl TimelineIndex {
         let mut tracks: Vec<TrackInfo> = Vec::new();
         let mut n_rows = 0u32;
         let mut next_event = 0u32;
-        let mut cpu_event = vec![NONE; cpu.len()];
-        for (tr, slices) in cpu_tracks {
+        // Per CPU slice, one number that changes meaning as its thread is
+        // laid out: its depth, then its row, then its event id (what links
+        // to it read). One array for the three: this is the job's peak.
+        let mut slot = vec![0u32; cpu.len()];
+        for (tr, mut slices) in cpu_tracks {
             let track = &t.tracks[tr as usize];
             let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
-            let laid = layout(slices.len(), |k| {
-                let i = slices[k] as usize;
-                (depth[i], cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
+            // Depths: a parent is on its children's thread and comes before
+            // them in start order.
+            for &i in slices.iter() {
+                let p = inp.parent[i as usize];
+                if p != u32::MAX {
+                    slot[i as usize] = slot[p as usize].saturating_add(1);
+                }
+            }
+            let lens = layout(&mut slices, &mut slot, |i| {
+                (cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
             });
             tracks.push(TrackInfo {
                 gpu: false,
@@ -614,68 +614,39 @@ impl TimelineIndex {
                 device: None,
                 stream: None,
                 first_row: n_rows,
-                rows: laid.len() as u32,
+                rows: lens.len() as u32,
                 events: slices.len() as u64,
             });
-            n_rows += laid.len() as u32;
+            n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
-            // The track's event ids first: a parent is on its children's
-            // thread, and may lie in a later row than a child (equal start
-            // and duration), so every link is known when a row is handed over.
-            let mut e = next_event;
-            for &pos in laid.iter().flatten() {
-                cpu_event[slices[pos as usize] as usize] = e;
-                e += 1;
+            // The track's event ids first: a parent may lie in a later row
+            // than a child (equal start and duration), so every link is
+            // known when a row is handed over.
+            for (k, &i) in slices.iter().enumerate() {
+                slot[i as usize] = next_event + k as u32;
             }
-            for r in laid {
-                let mut row = Row::with_capacity(track, next_event, r.len());
-                let mut row_args: HashMap<u32, u16> = HashMap::new();
-                for (k, pos) in r.into_iter().enumerate() {
-                    let i = slices[pos as usize] as usize;
-                    next_event += 1;
-                    let kind = match cpu.kind[i] {
-                        CpuKind::Annotation => SliceKind::Annotation,
-                        CpuKind::Op => SliceKind::Op,
-                        _ => SliceKind::Runtime,
-                    };
-                    let p = inp.parent[i];
-                    let link = if p == u32::MAX {
-                        NONE
-                    } else {
-                        cpu_event[p as usize]
-                    };
-                    row.push(
-                        cpu.ts[i],
-                        cpu.ts[i] + cpu.dur.get(i),
-                        names.pool.id(t, cpu.name[i]) | (kind as u32) << KIND_SHIFT,
-                        link,
-                    );
-                    let python = match inp.stack_of.get(&(i as u32)) {
-                        Some(&st) if st != 0 => names.stack(t, &inp.stacks[st as usize], st),
-                        _ => NONE,
-                    };
-                    if cpu.shapes(i) != 0 || cpu.dtypes(i) != 0 || python != NONE {
-                        let (shapes, dtypes) = (
-                            names.pool.id(t, cpu.shapes(i)),
-                            names.pool.id(t, cpu.dtypes(i)),
-                        );
-                        let a = names.args_id(Args::Inputs {
-                            shapes,
-                            dtypes,
-                            python,
-                        });
-                        row.set_args(k, a, &mut row_args);
-                    }
-                }
-                emit(row)?;
+            let mut rest = &slices[..];
+            for len in lens {
+                let (r, after) = rest.split_at(len);
+                rest = after;
+                let mut row = CpuSlices {
+                    inp,
+                    row: r,
+                    cpu_event: &slot,
+                    names: &mut names,
+                };
+                bounds(&|k| row.span(k), len);
+                sink.row(track, next_event, &mut row)?;
+                next_event += len as u32;
             }
         }
-        drop(depth);
-        for ((device, stream, tr), ops) in gpu_tracks {
+        let cpu_event = slot;
+        // Per GPU op, its row while its stream is laid out (depth 0 first).
+        let mut gpu_slot = vec![0u32; gpu.len()];
+        for ((device, stream, tr), mut ops) in gpu_tracks {
             let track = &t.tracks[tr as usize];
-            let laid = layout(ops.len(), |k| {
-                let g = ops[k] as usize;
-                (0, gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+            let lens = layout(&mut ops, &mut gpu_slot, |g| {
+                (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
             });
             tracks.push(TrackInfo {
                 gpu: true,
@@ -685,49 +656,26 @@ impl TimelineIndex {
                 device: Some(device),
                 stream: Some(stream),
                 first_row: n_rows,
-                rows: laid.len() as u32,
+                rows: lens.len() as u32,
                 events: ops.len() as u64,
             });
-            n_rows += laid.len() as u32;
+            n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
-            for r in laid {
-                let mut row = Row::with_capacity(track, next_event, r.len());
-                let mut row_args: HashMap<u32, u16> = HashMap::new();
-                for (k, pos) in r.into_iter().enumerate() {
-                    let g = ops[pos as usize] as usize;
-                    next_event += 1;
-                    let kind = match gpu.kind[g] {
-                        crate::import::store::GpuKind::Memcpy => SliceKind::Memcpy,
-                        crate::import::store::GpuKind::Memset => SliceKind::Memset,
-                        _ => SliceKind::Kernel,
-                    };
-                    let r = inp.launch[g];
-                    row.push(
-                        gpu.ts[g],
-                        gpu.ts[g] + gpu.dur.get(g),
-                        names.pool.id(t, gpu.name[g]) | (kind as u32) << KIND_SHIFT,
-                        if r == u32::MAX {
-                            NONE
-                        } else {
-                            cpu_event[r as usize]
-                        },
-                    );
-                    if gpu.grid(g) != [0; 3]
-                        || gpu.block(g) != [0; 3]
-                        || gpu.bytes.get(g) as u64 > 0
-                    {
-                        let a = names.args_id(Args::Launch {
-                            grid: gpu.grid(g),
-                            block: gpu.block(g),
-                            bytes: gpu.bytes.get(g) as u64,
-                        });
-                        row.set_args(k, a, &mut row_args);
-                    }
-                }
-                emit(row)?;
+            let mut rest = &ops[..];
+            for len in lens {
+                let (r, after) = rest.split_at(len);
+                rest = after;
+                let mut row = GpuSlices {
+                    inp,
+                    row: r,
+                    cpu_event: &cpu_event,
+                    names: &mut names,
+                };
+                bounds(&|k| row.span(k), len);
+                sink.row(track, next_event, &mut row)?;
+                next_event += len as u32;
             }
         }
-        drop(emit);
         let Names {
             pool, args, stacks, ..
         } = names;
@@ -970,7 +918,7 @@ impl TimelineIndex {
         let mut buffered = io::BufWriter::with_capacity(1 << 16, &mut z);
         self.write_head(&mut buffered, self.rows.len() as u32)?;
         for r in &self.rows {
-            write_row(&mut buffered, r)?;
+            write_row(&mut buffered, r.track, r.first_event, &mut &*r)?;
         }
         buffered.flush()?;
         drop(buffered);
@@ -1176,24 +1124,231 @@ impl TimelineIndex {
     }
 }
 
-/// One row as stored.
-fn write_row(w: &mut impl Write, r: &Row) -> io::Result<()> {
-    put_u32(w, r.track)?;
-    put_u32(w, r.first_event)?;
-    put_u32(w, r.len() as u32)?;
-    // Starts as deltas: small numbers compress well.
-    let mut prev = 0i64;
-    for &s in &r.start {
-        put_i64(w, s - prev)?;
-        prev = s;
+/// A row's slices as the index stores them, read one column at a time:
+/// each column in slice order, names before args, so that laid-out slices
+/// intern their names and args in the same order whether the row is
+/// collected or written.
+trait Slices {
+    fn len(&self) -> usize;
+    /// Start and end, ns.
+    fn span(&self, k: usize) -> (i64, i64);
+    /// Name-pool id and kind, packed (interning the name).
+    fn name(&mut self, k: usize) -> u32;
+    /// The linked event, or [`NONE`].
+    fn link(&self, k: usize) -> u32;
+    /// Args-pool id, or [`NONE`] (interning the args).
+    fn args(&mut self, k: usize) -> u32;
+}
+
+/// A built row, as it is written.
+impl Slices for &Row {
+    fn len(&self) -> usize {
+        Row::len(self)
     }
-    for col in [&r.dur, &r.name, &r.link] {
-        for &v in col.iter() {
-            put_u32(w, v)?;
+    fn span(&self, k: usize) -> (i64, i64) {
+        (self.start[k], self.end(k))
+    }
+    fn name(&mut self, k: usize) -> u32 {
+        self.name[k]
+    }
+    fn link(&self, k: usize) -> u32 {
+        self.link[k]
+    }
+    fn args(&mut self, k: usize) -> u32 {
+        self.args_of(k)
+    }
+}
+
+/// The slices of one laid-out row of a CPU thread.
+struct CpuSlices<'a, 'i> {
+    inp: &'a Inputs<'i>,
+    /// The row's slices.
+    row: &'a [u32],
+    cpu_event: &'a [u32],
+    names: &'a mut Names,
+}
+
+impl CpuSlices<'_, '_> {
+    fn slice(&self, k: usize) -> usize {
+        self.row[k] as usize
+    }
+}
+
+impl Slices for CpuSlices<'_, '_> {
+    fn len(&self) -> usize {
+        self.row.len()
+    }
+    fn span(&self, k: usize) -> (i64, i64) {
+        let (cpu, i) = (&self.inp.trace.cpu, self.slice(k));
+        (cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
+    }
+    fn name(&mut self, k: usize) -> u32 {
+        let (t, i) = (self.inp.trace, self.slice(k));
+        let kind = match t.cpu.kind[i] {
+            CpuKind::Annotation => SliceKind::Annotation,
+            CpuKind::Op => SliceKind::Op,
+            _ => SliceKind::Runtime,
+        };
+        self.names.pool.id(t, t.cpu.name[i]) | (kind as u32) << KIND_SHIFT
+    }
+    fn link(&self, k: usize) -> u32 {
+        match self.inp.parent[self.slice(k)] {
+            u32::MAX => NONE,
+            p => self.cpu_event[p as usize],
         }
     }
-    for i in 0..r.len() {
-        put_u32(w, r.args_of(i))?;
+    fn args(&mut self, k: usize) -> u32 {
+        let (t, i, inp) = (self.inp.trace, self.slice(k), self.inp);
+        let names = &mut *self.names;
+        let python = match inp.stack_of.get(&(i as u32)) {
+            Some(&st) if st != 0 => names.stack(t, &inp.stacks[st as usize], st),
+            _ => NONE,
+        };
+        let (shapes, dtypes) = (t.cpu.shapes(i), t.cpu.dtypes(i));
+        if shapes == 0 && dtypes == 0 && python == NONE {
+            return NONE;
+        }
+        let (shapes, dtypes) = (names.pool.id(t, shapes), names.pool.id(t, dtypes));
+        names.args_id(Args::Inputs {
+            shapes,
+            dtypes,
+            python,
+        })
+    }
+}
+
+/// The slices of one laid-out row of a GPU stream.
+struct GpuSlices<'a, 'i> {
+    inp: &'a Inputs<'i>,
+    /// The row's GPU ops.
+    row: &'a [u32],
+    cpu_event: &'a [u32],
+    names: &'a mut Names,
+}
+
+impl GpuSlices<'_, '_> {
+    fn op(&self, k: usize) -> usize {
+        self.row[k] as usize
+    }
+}
+
+impl Slices for GpuSlices<'_, '_> {
+    fn len(&self) -> usize {
+        self.row.len()
+    }
+    fn span(&self, k: usize) -> (i64, i64) {
+        let (gpu, g) = (&self.inp.trace.gpu, self.op(k));
+        (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+    }
+    fn name(&mut self, k: usize) -> u32 {
+        let (t, g) = (self.inp.trace, self.op(k));
+        let kind = match t.gpu.kind[g] {
+            GpuKind::Memcpy => SliceKind::Memcpy,
+            GpuKind::Memset => SliceKind::Memset,
+            _ => SliceKind::Kernel,
+        };
+        self.names.pool.id(t, t.gpu.name[g]) | (kind as u32) << KIND_SHIFT
+    }
+    fn link(&self, k: usize) -> u32 {
+        match self.inp.launch[self.op(k)] {
+            u32::MAX => NONE,
+            r => self.cpu_event[r as usize],
+        }
+    }
+    fn args(&mut self, k: usize) -> u32 {
+        let (gpu, g) = (&self.inp.trace.gpu, self.op(k));
+        let (grid, block, bytes) = (gpu.grid(g), gpu.block(g), gpu.bytes.get(g) as u64);
+        if grid == [0; 3] && block == [0; 3] && bytes == 0 {
+            return NONE;
+        }
+        self.names.args_id(Args::Launch { grid, block, bytes })
+    }
+}
+
+/// Where laid-out rows go.
+trait RowSink {
+    /// Takes the next row (its slices read column by column, once).
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()>;
+}
+
+/// Rows collected: the in-memory index.
+struct Collect(Vec<Row>);
+
+impl RowSink for Collect {
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()> {
+        let n = s.len();
+        let mut row = Row::with_capacity(track, first_event, n);
+        for k in 0..n {
+            let (start, end) = s.span(k);
+            row.start.push(start);
+            row.dur.push(clamped_dur(start, end));
+        }
+        for k in 0..n {
+            row.name.push(s.name(k));
+        }
+        for k in 0..n {
+            row.link.push(s.link(k));
+        }
+        row.args.resize(n, NO_ARGS);
+        let mut row_args: HashMap<u32, u16> = HashMap::new();
+        for k in 0..n {
+            let a = s.args(k);
+            row.set_args(k, a, &mut row_args);
+        }
+        row.summarize();
+        self.0.push(row);
+        Ok(())
+    }
+}
+
+/// Rows written as they come: the stored index.
+struct Stream<W: Write> {
+    w: W,
+    rows: u32,
+}
+
+impl<W: Write> RowSink for Stream<W> {
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()> {
+        self.rows += 1;
+        write_row(&mut self.w, track, first_event, s)
+    }
+}
+
+/// A slice's duration as a row keeps it: clamped to `u32`.
+fn clamped_dur(start: i64, end: i64) -> u32 {
+    (end - start).clamp(0, u32::MAX as i64) as u32
+}
+
+/// One row as stored.
+fn write_row(
+    w: &mut impl Write,
+    track: u32,
+    first_event: u32,
+    s: &mut impl Slices,
+) -> io::Result<()> {
+    let n = s.len();
+    put_u32(w, track)?;
+    put_u32(w, first_event)?;
+    put_u32(w, n as u32)?;
+    // Starts as deltas: small numbers compress well.
+    let mut prev = 0i64;
+    for k in 0..n {
+        let start = s.span(k).0;
+        put_i64(w, start - prev)?;
+        prev = start;
+    }
+    for k in 0..n {
+        let (start, end) = s.span(k);
+        put_u32(w, clamped_dur(start, end))?;
+    }
+    for k in 0..n {
+        put_u32(w, s.name(k))?;
+    }
+    for k in 0..n {
+        put_u32(w, s.link(k))?;
+    }
+    for k in 0..n {
+        put_u32(w, s.args(k))?;
     }
     Ok(())
 }

@@ -359,7 +359,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         for g in 0..gpu.len() {
             if gpu.kind[g] == GpuKind::Annotation {
                 if let Some(i) = index_of(gpu.name[g]) {
-                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur.get(g), gpu.track[g], i));
+                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur.get(g), gpu.track.get(g), i));
                     marker.get_or_insert(gpu.name[g]);
                 }
             }
@@ -377,7 +377,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
                 .iter()
                 .rev()
                 .take(64)
-                .find(|s| s.2 == gpu.track[g] && gpu.ts[g] < s.1)
+                .find(|s| s.2 == gpu.track.get(g) && gpu.ts[g] < s.1)
             {
                 layer.insert(g as u32, s.3);
             }
@@ -426,7 +426,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         if cpu.kind[i] == CpuKind::Module {
             if let Some((c, n)) = module_instance(t.name(cpu.name[i])) {
                 if c == class {
-                    frames.entry(cpu.track[i]).or_default().push((
+                    frames.entry(cpu.track.get(i)).or_default().push((
                         cpu.ts[i],
                         cpu.ts[i] + cpu.dur.get(i),
                         n,
@@ -451,7 +451,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
             continue;
         }
         let r = r as usize;
-        let Some(f) = frames.get(&cpu.track[r]) else {
+        let Some(f) = frames.get(&cpu.track.get(r)) else {
             continue;
         };
         let ts = cpu.ts[r];

@@ -112,7 +112,7 @@ fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
     let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
     for i in 0..n {
         if cpu.kind[i] != CpuKind::Module {
-            by_track[cpu.track[i] as usize].push(i as u32);
+            by_track[cpu.track.get(i) as usize].push(i as u32);
         }
     }
     let mut stack: Vec<u32> = Vec::new();
@@ -215,7 +215,7 @@ fn launching_ops(t: &Trace, parent: &[u32], names_op: bool) -> Vec<u32> {
             m
         });
         if let Some(&j) = map.get(&ext) {
-            if cpu.track[j as usize] == cpu.track[i] {
+            if cpu.track.get(j as usize) == cpu.track.get(i) {
                 launcher[i] = j;
             }
         }
@@ -356,7 +356,7 @@ fn flow_fallback(
     for i in 0..cpu.len() {
         if cpu.kind[i].is_runtime() {
             runtime_at
-                .entry((cpu.track[i], cpu.ts[i]))
+                .entry((cpu.track.get(i), cpu.ts[i]))
                 .or_insert(i as u32);
         }
     }
@@ -365,7 +365,7 @@ fn flow_fallback(
         if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation.get(g) != NONE {
             continue;
         }
-        let found = end_at.get(&(gpu.track[g], gpu.ts[g])).and_then(|id| {
+        let found = end_at.get(&(gpu.track.get(g), gpu.ts[g])).and_then(|id| {
             start_at
                 .get(id)
                 .and_then(|at| runtime_at.get(at).copied())

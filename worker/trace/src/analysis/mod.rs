@@ -162,7 +162,7 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
     let (summary, parts) = summarize(t, links::link(t), opts);
     Analysis {
         summary,
-        timeline: parts.inputs(t, |inp| crate::timeline::TimelineIndex::build(inp)),
+        timeline: parts.inputs(t, crate::timeline::TimelineIndex::build),
     }
 }
 
@@ -196,10 +196,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     // What the timeline index does not read (TimelineIndex::build).
     t.python = Default::default();
     t.other = Default::default();
-    let mut timeline = Vec::new();
-    parts.inputs(&t, |inp| {
-        crate::timeline::TimelineIndex::build_stored(inp, &mut timeline)
-    })?;
+    let timeline = parts.inputs(&t, crate::timeline::TimelineIndex::build_stored)?;
     Ok(StoredAnalysis { summary, timeline })
 }
 
@@ -277,7 +274,7 @@ fn summarize(
         slices.dedup();
         let queries: Vec<(u32, i64)> = slices
             .iter()
-            .map(|&i| (cpu.track[i as usize], cpu.ts[i as usize]))
+            .map(|&i| (cpu.track.get(i as usize), cpu.ts[i as usize]))
             .collect();
         let inner = frames.innermost(t, &queries);
         let mut ids: HashMap<u32, u32> = HashMap::new();
@@ -902,11 +899,11 @@ fn graph_stats(cx: &Context) -> GraphStats {
     launches.sort_unstable();
     launches.dedup();
     let cpu = &t.cpu;
-    launches.sort_by_key(|&r| (cpu.track[r as usize], cpu.ts[r as usize]));
+    launches.sort_by_key(|&r| (cpu.track.get(r as usize), cpu.ts[r as usize]));
     let mut between = 0i64;
     for w in launches.windows(2) {
         let (x, y) = (w[0] as usize, w[1] as usize);
-        if cpu.track[x] != cpu.track[y] {
+        if cpu.track.get(x) != cpu.track.get(y) {
             continue;
         }
         let same_step = match (step_at(&cx.steps, cpu.ts[x]), step_at(&cx.steps, cpu.ts[y])) {

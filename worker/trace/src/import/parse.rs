@@ -1192,12 +1192,12 @@ impl Parser {
         if start {
             let c = &self.trace.cpu;
             c.kind.last().is_some_and(|k| k.is_runtime())
-                && c.track.last() == Some(&track)
+                && c.track.last() == Some(track)
                 && c.ts.last() == Some(&ts)
                 && c.correlation.last() == Some(id)
         } else {
             let g = &self.trace.gpu;
-            g.track.last() == Some(&track)
+            g.track.last() == Some(track)
                 && g.ts.last() == Some(&ts)
                 && g.correlation.last() == Some(id)
         }
