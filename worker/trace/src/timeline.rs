@@ -427,9 +427,9 @@ impl Names {
 /// that depth's rows whose last slice ended by their start, else to a new
 /// row; rows are ordered by depth, then creation. `ids` holds the slices in
 /// start order, and `slot[id]` each one's depth; on return, `ids` holds them
-/// row by row (in start order within each), `slot[id]` each one's row, and
-/// the rows' lengths are returned. In place: the layout of a thread of
-/// millions of slices costs no list beside its own.
+/// row by row (in start order within each), `slot[id]` each one's position
+/// there, and the rows' lengths are returned. In place: the layout of a
+/// thread of millions of slices costs no list beside its own.
 fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64)) -> Vec<usize> {
     // Per depth: (row by creation, end of its last slice).
     let mut by_depth: Vec<Vec<(u32, i64)>> = Vec::new();
@@ -464,8 +464,15 @@ fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64))
         slot[id as usize] = r;
         lens[r as usize] += 1;
     }
-    // Stable: start order holds within each row.
+    // Stable: start order holds within each row. (Placing each slice at
+    // its position by following cycles needs no scratch, but its random
+    // swaps cost more than the sort, and the scratch is freed before the
+    // build's largest moment, its last rows.)
     ids.sort_by_key(|&id| slot[id as usize]);
+    // Each slice's position.
+    for (k, &id) in ids.iter().enumerate() {
+        slot[id as usize] = k as u32;
+    }
     lens
 }
 
@@ -604,7 +611,7 @@ impl TimelineIndex {
                 }
             }
             let lens = layout(&mut slices, &mut slot, |i| {
-                (cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
+                (cpu.ts.get(i), cpu.ts.get(i) + cpu.dur.get(i))
             });
             tracks.push(TrackInfo {
                 gpu: false,
@@ -622,8 +629,8 @@ impl TimelineIndex {
             // The track's event ids first: a parent may lie in a later row
             // than a child (equal start and duration), so every link is
             // known when a row is handed over.
-            for (k, &i) in slices.iter().enumerate() {
-                slot[i as usize] = next_event + k as u32;
+            for &i in slices.iter() {
+                slot[i as usize] += next_event;
             }
             let mut rest = &slices[..];
             for len in lens {
@@ -641,12 +648,13 @@ impl TimelineIndex {
             }
         }
         let cpu_event = slot;
-        // Per GPU op, its row while its stream is laid out (depth 0 first).
+        // Per GPU op, its position while its stream is laid out (depth 0
+        // first).
         let mut gpu_slot = vec![0u32; gpu.len()];
         for ((device, stream, tr), mut ops) in gpu_tracks {
             let track = &t.tracks[tr as usize];
             let lens = layout(&mut ops, &mut gpu_slot, |g| {
-                (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+                (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
             });
             tracks.push(TrackInfo {
                 gpu: true,
@@ -1180,7 +1188,7 @@ impl Slices for CpuSlices<'_, '_> {
     }
     fn span(&self, k: usize) -> (i64, i64) {
         let (cpu, i) = (&self.inp.trace.cpu, self.slice(k));
-        (cpu.ts[i], cpu.ts[i] + cpu.dur.get(i))
+        (cpu.ts.get(i), cpu.ts.get(i) + cpu.dur.get(i))
     }
     fn name(&mut self, k: usize) -> u32 {
         let (t, i) = (self.inp.trace, self.slice(k));
@@ -1238,7 +1246,7 @@ impl Slices for GpuSlices<'_, '_> {
     }
     fn span(&self, k: usize) -> (i64, i64) {
         let (gpu, g) = (&self.inp.trace.gpu, self.op(k));
-        (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+        (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
     }
     fn name(&mut self, k: usize) -> u32 {
         let (t, g) = (self.inp.trace, self.op(k));

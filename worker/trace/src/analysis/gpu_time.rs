@@ -36,7 +36,7 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     // Per stream.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device.get(g), gpu.stream.get(g), gpu.ts[g])
+        (gpu.device.get(g), gpu.stream.get(g), gpu.ts.get(g))
     });
     let mut streams: Vec<StreamTime> = Vec::new();
     let mut k = 0;
@@ -54,7 +54,7 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
         }
         let busy = union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+            (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
         }));
         streams.push(StreamTime {
             device: key.0,
@@ -67,7 +67,7 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     // Per device.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device.get(g), gpu.ts[g])
+        (gpu.device.get(g), gpu.ts.get(g))
     });
     let mut busy_ns = 0i64;
     let mut devices = 0usize;
@@ -80,7 +80,7 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
         }
         busy_ns += union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts[g], gpu.ts[g] + gpu.dur.get(g))
+            (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
         }));
         devices += 1;
         k = j;

@@ -124,7 +124,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
         });
     }
     for s in &mut seqs {
-        s.sort_by_key(|it| (gpu.ts[it.g as usize], it.g));
+        s.sort_by_key(|it| (gpu.ts.get(it.g as usize), it.g));
     }
     seqs
 }
@@ -225,8 +225,8 @@ fn spans(cx: &Context, seqs: &[Vec<GpuItem>], a: &Assignment) -> Vec<LayerSpan> 
             if let Some(&l) = a.layer.get(&it.g) {
                 let g = it.g as usize;
                 let e = by_layer.entry(l).or_insert((i64::MAX, i64::MIN));
-                e.0 = e.0.min(gpu.ts[g]);
-                e.1 = e.1.max(gpu.ts[g] + gpu.dur.get(g));
+                e.0 = e.0.min(gpu.ts.get(g));
+                e.1 = e.1.max(gpu.ts.get(g) + gpu.dur.get(g));
             }
         }
         out.extend(by_layer.into_iter().map(|(l, (s, e))| (l, s, e)));
@@ -359,7 +359,12 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
         for g in 0..gpu.len() {
             if gpu.kind[g] == GpuKind::Annotation {
                 if let Some(i) = index_of(gpu.name[g]) {
-                    spans.push((gpu.ts[g], gpu.ts[g] + gpu.dur.get(g), gpu.track.get(g), i));
+                    spans.push((
+                        gpu.ts.get(g),
+                        gpu.ts.get(g) + gpu.dur.get(g),
+                        gpu.track.get(g),
+                        i,
+                    ));
                     marker.get_or_insert(gpu.name[g]);
                 }
             }
@@ -372,12 +377,12 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
             if !gpu.kind[g].is_gpu_op() {
                 continue;
             }
-            let k = spans.partition_point(|s| s.0 <= gpu.ts[g]);
+            let k = spans.partition_point(|s| s.0 <= gpu.ts.get(g));
             if let Some(s) = spans[..k]
                 .iter()
                 .rev()
                 .take(64)
-                .find(|s| s.2 == gpu.track.get(g) && gpu.ts[g] < s.1)
+                .find(|s| s.2 == gpu.track.get(g) && gpu.ts.get(g) < s.1)
             {
                 layer.insert(g as u32, s.3);
             }
@@ -427,8 +432,8 @@ fn by_module(cx: &Context) -> Option<Assignment> {
             if let Some((c, n)) = module_instance(t.name(cpu.name[i])) {
                 if c == class {
                     frames.entry(cpu.track.get(i)).or_default().push((
-                        cpu.ts[i],
-                        cpu.ts[i] + cpu.dur.get(i),
+                        cpu.ts.get(i),
+                        cpu.ts.get(i) + cpu.dur.get(i),
                         n,
                     ));
                 }
@@ -454,7 +459,7 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         let Some(f) = frames.get(&cpu.track.get(r)) else {
             continue;
         };
-        let ts = cpu.ts[r];
+        let ts = cpu.ts.get(r);
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
             layer.insert(g as u32, x.2);

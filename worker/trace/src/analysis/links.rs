@@ -130,11 +130,11 @@ fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
         stack.clear();
         for &c in slices.iter() {
             let ci = c as usize;
-            let ts = cpu.ts[ci];
+            let ts = cpu.ts.get(ci);
             while let Some(&top) = stack.last() {
                 let ti = top as usize;
-                let inside =
-                    cpu.ts[ti] <= ts && (ts < cpu.ts[ti] + cpu.dur.get(ti) || ts == cpu.ts[ti]);
+                let inside = cpu.ts.get(ti) <= ts
+                    && (ts < cpu.ts.get(ti) + cpu.dur.get(ti) || ts == cpu.ts.get(ti));
                 if inside {
                     break;
                 }
@@ -143,7 +143,7 @@ fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
             if let Some(&top) = stack.last() {
                 let ti = top as usize;
                 parent[ci] = top;
-                let end = (ts + cpu.dur.get(ci)).min(cpu.ts[ti] + cpu.dur.get(ti));
+                let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
                 child_ns.add(ti, (end - ts).max(0));
             }
             if cpu.kind[ci].is_op() {
@@ -346,9 +346,9 @@ fn flow_fallback(
     let mut end_at: HashMap<(u32, i64), i64> = HashMap::new();
     for k in 0..f.id.len() {
         if f.is_start[k] {
-            start_at.insert(f.id.get(k), (f.track[k], f.ts[k]));
+            start_at.insert(f.id.get(k), (f.track[k], f.ts.get(k)));
         } else {
-            end_at.insert((f.track[k], f.ts[k]), f.id.get(k));
+            end_at.insert((f.track[k], f.ts.get(k)), f.id.get(k));
         }
     }
     let cpu = &t.cpu;
@@ -356,7 +356,7 @@ fn flow_fallback(
     for i in 0..cpu.len() {
         if cpu.kind[i].is_runtime() {
             runtime_at
-                .entry((cpu.track.get(i), cpu.ts[i]))
+                .entry((cpu.track.get(i), cpu.ts.get(i)))
                 .or_insert(i as u32);
         }
     }
@@ -365,12 +365,14 @@ fn flow_fallback(
         if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation.get(g) != NONE {
             continue;
         }
-        let found = end_at.get(&(gpu.track.get(g), gpu.ts[g])).and_then(|id| {
-            start_at
-                .get(id)
-                .and_then(|at| runtime_at.get(at).copied())
-                .or_else(|| by_corr.get(*id))
-        });
+        let found = end_at
+            .get(&(gpu.track.get(g), gpu.ts.get(g)))
+            .and_then(|id| {
+                start_at
+                    .get(id)
+                    .and_then(|at| runtime_at.get(at).copied())
+                    .or_else(|| by_corr.get(*id))
+            });
         if let Some(r) = found {
             launch[g] = r;
             attribution.by_flow += 1;

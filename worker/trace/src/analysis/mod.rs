@@ -22,7 +22,7 @@ pub mod python;
 pub mod shapes;
 pub mod steps;
 
-use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, Trace};
+use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, TimeColumn, Trace};
 use hashbrown::HashMap;
 use kinetoscope_types::*;
 use links::{Links, NO};
@@ -274,7 +274,7 @@ fn summarize(
         slices.dedup();
         let queries: Vec<(u32, i64)> = slices
             .iter()
-            .map(|&i| (cpu.track.get(i as usize), cpu.ts[i as usize]))
+            .map(|&i| (cpu.track.get(i as usize), cpu.ts.get(i as usize)))
             .collect();
         let inner = frames.innermost(t, &queries);
         let mut ids: HashMap<u32, u32> = HashMap::new();
@@ -337,7 +337,7 @@ fn summarize(
             a.unattributed_us += d as f64 / 1e3;
         }
         if r != NO {
-            if let Some(s) = step_at(&steps, cpu.ts[r as usize]) {
+            if let Some(s) = step_at(&steps, cpu.ts.get(r as usize)) {
                 gpu_step[g] = s as u32;
             }
         }
@@ -434,9 +434,9 @@ fn pct(part: f64, whole: f64) -> f64 {
 fn window(t: &Trace) -> Option<(i64, i64)> {
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
-    let mut visit = |ts: &[i64], dur: &IntColumn| {
+    let mut visit = |ts: &TimeColumn, dur: &IntColumn| {
         for (a, d) in ts.iter().zip(dur.iter()) {
-            lo = lo.min(*a);
+            lo = lo.min(a);
             hi = hi.max(a + d);
         }
     };
@@ -589,8 +589,8 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
         let s = s as usize;
         rows[s].device_us += us(gpu.dur.get(g));
         rows[s].kernels += 1;
-        span[s].0 = span[s].0.min(gpu.ts[g]);
-        span[s].1 = span[s].1.max(gpu.ts[g] + gpu.dur.get(g));
+        span[s].0 = span[s].0.min(gpu.ts.get(g));
+        span[s].1 = span[s].1.max(gpu.ts.get(g) + gpu.dur.get(g));
     }
     for (row, (a, b)) in rows.iter_mut().zip(span) {
         if a <= b {
@@ -700,7 +700,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         a.cpu_total += cpu.dur.get(i);
         a.self_dev += sums.self_dev.get(i);
         a.total_dev += sums.total_dev.get(i);
-        let in_step = have_steps && step_at(&cx.steps, cpu.ts[i]).is_some();
+        let in_step = have_steps && step_at(&cx.steps, cpu.ts.get(i)).is_some();
         if in_step {
             a.calls_in_steps += 1;
         }
@@ -899,20 +899,23 @@ fn graph_stats(cx: &Context) -> GraphStats {
     launches.sort_unstable();
     launches.dedup();
     let cpu = &t.cpu;
-    launches.sort_by_key(|&r| (cpu.track.get(r as usize), cpu.ts[r as usize]));
+    launches.sort_by_key(|&r| (cpu.track.get(r as usize), cpu.ts.get(r as usize)));
     let mut between = 0i64;
     for w in launches.windows(2) {
         let (x, y) = (w[0] as usize, w[1] as usize);
         if cpu.track.get(x) != cpu.track.get(y) {
             continue;
         }
-        let same_step = match (step_at(&cx.steps, cpu.ts[x]), step_at(&cx.steps, cpu.ts[y])) {
+        let same_step = match (
+            step_at(&cx.steps, cpu.ts.get(x)),
+            step_at(&cx.steps, cpu.ts.get(y)),
+        ) {
             (Some(p), Some(q)) => p == q,
             (None, None) => cx.steps.is_empty(),
             _ => false,
         };
         if same_step {
-            between += (cpu.ts[y] - (cpu.ts[x] + cpu.dur.get(x))).max(0);
+            between += (cpu.ts.get(y) - (cpu.ts.get(x) + cpu.dur.get(x))).max(0);
         }
     }
     let mut top: Vec<(Sym, i64)> = eager.into_iter().collect();

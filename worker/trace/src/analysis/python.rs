@@ -38,10 +38,10 @@ impl Frames {
             sort_by_start(frames, &py.ts, &py.dur, |_, _| std::cmp::Ordering::Equal);
             stack.clear();
             for &f in frames.iter() {
-                let ts = py.ts[f as usize];
+                let ts = py.ts.get(f as usize);
                 while let Some(&top) = stack.last() {
                     let top = top as usize;
-                    if ts < py.ts[top] + py.dur.get(top) || ts == py.ts[top] {
+                    if ts < py.ts.get(top) + py.dur.get(top) || ts == py.ts.get(top) {
                         break;
                     }
                     stack.pop();
@@ -78,11 +78,13 @@ impl Frames {
             while k < order.len() && queries[order[k] as usize].0 == track {
                 let q = order[k] as usize;
                 let ts = queries[q].1;
-                while next < frames.len() && py.ts[frames[next] as usize] <= ts {
+                while next < frames.len() && py.ts.get(frames[next] as usize) <= ts {
                     let f = frames[next] as usize;
                     while let Some(&top) = stack.last() {
                         let top = top as usize;
-                        if py.ts[f] < py.ts[top] + py.dur.get(top) || py.ts[f] == py.ts[top] {
+                        if py.ts.get(f) < py.ts.get(top) + py.dur.get(top)
+                            || py.ts.get(f) == py.ts.get(top)
+                        {
                             break;
                         }
                         stack.pop();
@@ -96,7 +98,7 @@ impl Frames {
                     .rev()
                     .find(|&&f| {
                         let f = f as usize;
-                        ts < py.ts[f] + py.dur.get(f) || ts == py.ts[f]
+                        ts < py.ts.get(f) + py.dur.get(f) || ts == py.ts.get(f)
                     })
                     .copied()
                     .unwrap_or(NO);

@@ -219,12 +219,12 @@ fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
     let cpu = &t.cpu;
     for i in 0..cpu.len() {
         if cpu.kind[i].is_op() {
-            visit(cpu.name[i], cpu.ts[i], cpu.dur.get(i));
+            visit(cpu.name[i], cpu.ts.get(i), cpu.dur.get(i));
         }
     }
     let py = &t.python;
     for i in 0..py.len() {
-        visit(py.name[i], py.ts[i], py.dur.get(i));
+        visit(py.name[i], py.ts.get(i), py.dur.get(i));
     }
     out
 }
@@ -244,11 +244,11 @@ fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
     };
     for i in 0..t.cpu.len() {
         if t.cpu.kind[i].is_op() {
-            visit(t.cpu.name[i], t.cpu.ts[i]);
+            visit(t.cpu.name[i], t.cpu.ts.get(i));
         }
     }
     for i in 0..t.python.len() {
-        visit(t.python.name[i], t.python.ts[i]);
+        visit(t.python.name[i], t.python.ts.get(i));
     }
     hints.sort_unstable();
     for s in steps.iter_mut().filter(|s| s.kind.is_none()) {
@@ -298,8 +298,8 @@ fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
             let i = i as usize;
             StepSpan {
                 name: cpu.name[i],
-                ts: cpu.ts[i],
-                end: cpu.ts[i] + cpu.dur.get(i),
+                ts: cpu.ts.get(i),
+                end: cpu.ts.get(i) + cpu.dur.get(i),
                 kind: kind_of(t.name(cpu.name[i])),
             }
         })

@@ -1193,12 +1193,12 @@ impl Parser {
             let c = &self.trace.cpu;
             c.kind.last().is_some_and(|k| k.is_runtime())
                 && c.track.last() == Some(track)
-                && c.ts.last() == Some(&ts)
+                && c.ts.last() == Some(ts)
                 && c.correlation.last() == Some(id)
         } else {
             let g = &self.trace.gpu;
             g.track.last() == Some(track)
-                && g.ts.last() == Some(&ts)
+                && g.ts.last() == Some(ts)
                 && g.correlation.last() == Some(id)
         }
     }
@@ -1393,7 +1393,7 @@ mod tests {
             assert_eq!(m, rest.len());
             let t = p.finish().unwrap();
             assert_eq!(t.counters.events, 2, "cut {cut}");
-            assert_eq!(t.cpu.ts, vec![10_500]);
+            assert_eq!(t.cpu.ts.to_vec(), vec![10_500]);
             assert_eq!(t.name(t.cpu.shapes(0)), "[[2, 3], [2, 3], []]");
             assert_eq!(t.name(t.gpu.name[0]), "k\"1");
             assert_eq!(t.gpu.dur.to_vec(), vec![1250]);
