@@ -1,10 +1,11 @@
 //! Analysis of whatever the parser accepts: the summary, every artifact the
-//! job stores (summary JSON, the timeline index written and read back), and
-//! the invariants the tests hold on real traces.
+//! job stores (summary JSON, the timeline index written and read back, and
+//! as the job stores it: written as it is built), and the invariants the
+//! tests hold on real traces.
 #![no_main]
 
 use kinetoscope_trace::timeline::TimelineIndex;
-use kinetoscope_trace::{analyze_all, AnalysisOptions};
+use kinetoscope_trace::{analyze_all, analyze_stored, AnalysisOptions};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "common.rs"]
@@ -22,5 +23,11 @@ fuzz_target!(|data: &[u8]| {
     let mut blob = Vec::new();
     a.timeline.write(&mut blob).expect("the index writes");
     let read = TimelineIndex::read(&blob[..]).expect("the index reads back");
+    assert_eq!(read, a.timeline);
+    // The job's path: the same summary, the same index.
+    let again = common::parse_whole(data).expect("a trace parses twice");
+    let stored = analyze_stored(again, &AnalysisOptions::default()).expect("the index builds");
+    assert_eq!(serde_json::to_vec(&stored.summary).expect("serializes"), json);
+    let read = TimelineIndex::read(&stored.timeline[..]).expect("the stored index reads back");
     assert_eq!(read, a.timeline);
 });
