@@ -398,6 +398,10 @@ struct Names {
     stacks: Vec<Vec<u32>>,
     /// Analysis stack id -> index stack id.
     stack_ids: HashMap<u32, u32>,
+    /// Per distinct shapes and types pair of the trace, its args-pool id
+    /// once seen without a Python stack (most op slices: one lookup instead
+    /// of three hashes).
+    inputs_args: Vec<Option<u32>>,
 }
 
 impl Names {
@@ -523,14 +527,6 @@ impl TimelineIndex {
     /// returns the rest of the index (no rows).
     fn build_rows(inp: &Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        let mut bounds = |s: &dyn Fn(usize) -> (i64, i64), n: usize| {
-            for k in 0..n {
-                // The end as the row keeps it (the duration clamped).
-                let (a, b) = s(k);
-                lo = lo.min(a);
-                hi = hi.max(a + clamped_dur(a, b) as i64);
-            }
-        };
         let t = inp.trace;
         let cpu = &t.cpu;
         let gpu = &t.gpu;
@@ -540,6 +536,7 @@ impl TimelineIndex {
             args_ids: HashMap::new(),
             stacks: Vec::new(),
             stack_ids: HashMap::new(),
+            inputs_args: vec![None; cpu.distinct_inputs()],
         };
 
         // Slices per track (CPU threads, then GPU streams), in start order:
@@ -642,8 +639,8 @@ impl TimelineIndex {
                     cpu_event: &slot,
                     names: &mut names,
                 };
-                bounds(&|k| row.span(k), len);
-                sink.row(track, next_event, &mut row)?;
+                let (first, last) = sink.row(track, next_event, &mut row)?;
+                (lo, hi) = (lo.min(first), hi.max(last));
                 next_event += len as u32;
             }
         }
@@ -679,8 +676,8 @@ impl TimelineIndex {
                     cpu_event: &cpu_event,
                     names: &mut names,
                 };
-                bounds(&|k| row.span(k), len);
-                sink.row(track, next_event, &mut row)?;
+                let (first, last) = sink.row(track, next_event, &mut row)?;
+                (lo, hi) = (lo.min(first), hi.max(last));
                 next_event += len as u32;
             }
         }
@@ -1212,16 +1209,27 @@ impl Slices for CpuSlices<'_, '_> {
             Some(&st) if st != 0 => names.stack(t, &inp.stacks[st as usize], st),
             _ => NONE,
         };
-        let (shapes, dtypes) = (t.cpu.shapes(i), t.cpu.dtypes(i));
-        if shapes == 0 && dtypes == 0 && python == NONE {
-            return NONE;
+        let pair = t.cpu.inputs_id(i) as usize;
+        if python == NONE {
+            if let Some(a) = names.inputs_args[pair] {
+                return a;
+            }
         }
-        let (shapes, dtypes) = (names.pool.id(t, shapes), names.pool.id(t, dtypes));
-        names.args_id(Args::Inputs {
-            shapes,
-            dtypes,
-            python,
-        })
+        let (shapes, dtypes) = (t.cpu.shapes(i), t.cpu.dtypes(i));
+        let a = if shapes == 0 && dtypes == 0 && python == NONE {
+            NONE
+        } else {
+            let (shapes, dtypes) = (names.pool.id(t, shapes), names.pool.id(t, dtypes));
+            names.args_id(Args::Inputs {
+                shapes,
+                dtypes,
+                python,
+            })
+        };
+        if python == NONE {
+            names.inputs_args[pair] = Some(a);
+        }
+        a
     }
 }
 
@@ -1275,21 +1283,25 @@ impl Slices for GpuSlices<'_, '_> {
 
 /// Where laid-out rows go.
 trait RowSink {
-    /// Takes the next row (its slices read column by column, once).
-    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()>;
+    /// Takes the next row (its slices read column by column, once);
+    /// returns its first start and last end, as the row keeps them.
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<(i64, i64)>;
 }
 
 /// Rows collected: the in-memory index.
 struct Collect(Vec<Row>);
 
 impl RowSink for Collect {
-    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()> {
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<(i64, i64)> {
         let n = s.len();
         let mut row = Row::with_capacity(track, first_event, n);
+        let mut bounds = Bounds::default();
         for k in 0..n {
             let (start, end) = s.span(k);
+            let dur = clamped_dur(start, end);
             row.start.push(start);
-            row.dur.push(clamped_dur(start, end));
+            row.dur.push(dur);
+            bounds.add(start, dur);
         }
         for k in 0..n {
             row.name.push(s.name(k));
@@ -1305,7 +1317,7 @@ impl RowSink for Collect {
         }
         row.summarize();
         self.0.push(row);
-        Ok(())
+        Ok((bounds.first, bounds.last))
     }
 }
 
@@ -1316,7 +1328,7 @@ struct Stream<W: Write> {
 }
 
 impl<W: Write> RowSink for Stream<W> {
-    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<()> {
+    fn row(&mut self, track: u32, first_event: u32, s: &mut impl Slices) -> io::Result<(i64, i64)> {
         self.rows += 1;
         write_row(&mut self.w, track, first_event, s)
     }
@@ -1327,13 +1339,35 @@ fn clamped_dur(start: i64, end: i64) -> u32 {
     (end - start).clamp(0, u32::MAX as i64) as u32
 }
 
-/// One row as stored.
+/// The first start and last end of slices (their ends as rows keep them).
+struct Bounds {
+    first: i64,
+    last: i64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            first: i64::MAX,
+            last: i64::MIN,
+        }
+    }
+}
+
+impl Bounds {
+    fn add(&mut self, start: i64, dur: u32) {
+        self.first = self.first.min(start);
+        self.last = self.last.max(start + dur as i64);
+    }
+}
+
+/// One row as stored; returns its first start and last end.
 fn write_row(
     w: &mut impl Write,
     track: u32,
     first_event: u32,
     s: &mut impl Slices,
-) -> io::Result<()> {
+) -> io::Result<(i64, i64)> {
     let n = s.len();
     put_u32(w, track)?;
     put_u32(w, first_event)?;
@@ -1345,9 +1379,12 @@ fn write_row(
         put_i64(w, start - prev)?;
         prev = start;
     }
+    let mut bounds = Bounds::default();
     for k in 0..n {
         let (start, end) = s.span(k);
-        put_u32(w, clamped_dur(start, end))?;
+        let dur = clamped_dur(start, end);
+        put_u32(w, dur)?;
+        bounds.add(start, dur);
     }
     for k in 0..n {
         put_u32(w, s.name(k))?;
@@ -1358,7 +1395,7 @@ fn write_row(
     for k in 0..n {
         put_u32(w, s.args(k))?;
     }
-    Ok(())
+    Ok((bounds.first, bounds.last))
 }
 
 fn put_u32<W: Write>(w: &mut W, v: u32) -> io::Result<()> {

@@ -354,11 +354,22 @@ impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
     /// The value of row `i`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> T {
-        let id = match &self.rows {
-            DistinctIds::Narrow(rows) => rows[i] as usize,
-            DistinctIds::Wide(rows) => rows[i] as usize,
-        };
-        self.values[id]
+        self.values[self.id(i) as usize]
+    }
+
+    /// The id of row `i`'s value: rows with equal values share it; ids
+    /// run from 0 to [`distinct`](Self::distinct) - 1.
+    #[inline(always)]
+    pub fn id(&self, i: usize) -> u32 {
+        match &self.rows {
+            DistinctIds::Narrow(rows) => u32::from(rows[i]),
+            DistinctIds::Wide(rows) => rows[i],
+        }
+    }
+
+    /// Number of distinct values.
+    pub fn distinct(&self) -> usize {
+        self.values.len()
     }
 
     /// Number of rows.
@@ -480,6 +491,15 @@ impl CpuTable {
     /// Interned `Input type` text of row `i` (0 when absent).
     pub fn dtypes(&self, i: usize) -> Sym {
         self.inputs.get(i).1
+    }
+    /// Row `i`'s shapes and types as one id, shared by rows with both
+    /// equal (below [`distinct_inputs`](Self::distinct_inputs)).
+    pub fn inputs_id(&self, i: usize) -> u32 {
+        self.inputs.id(i)
+    }
+    /// Number of distinct shapes and types pairs.
+    pub fn distinct_inputs(&self) -> usize {
+        self.inputs.distinct()
     }
     /// Number of slices.
     pub fn len(&self) -> usize {
@@ -808,7 +828,9 @@ mod tests {
         assert!(few.is_empty() && few.last().is_none());
         few.push(3);
         few.push(3);
-        assert_eq!((few.len(), few.get(1), few.values.len()), (2, 3, 1));
+        assert_eq!((few.len(), few.get(1), few.distinct()), (2, 3, 1));
+        few.push(9);
+        assert_eq!((few.id(0), few.id(1), few.id(2)), (0, 0, 1));
     }
 
     #[test]
