@@ -633,12 +633,7 @@ impl TimelineIndex {
             for len in lens {
                 let (r, after) = rest.split_at(len);
                 rest = after;
-                let mut row = CpuSlices {
-                    inp,
-                    row: r,
-                    cpu_event: &slot,
-                    names: &mut names,
-                };
+                let mut row = Laid::<Cpu>::new(inp, r, &slot, &mut names);
                 let (first, last) = sink.row(track, next_event, &mut row)?;
                 (lo, hi) = (lo.min(first), hi.max(last));
                 next_event += len as u32;
@@ -670,12 +665,7 @@ impl TimelineIndex {
             for len in lens {
                 let (r, after) = rest.split_at(len);
                 rest = after;
-                let mut row = GpuSlices {
-                    inp,
-                    row: r,
-                    cpu_event: &cpu_event,
-                    names: &mut names,
-                };
+                let mut row = Laid::<Gpu>::new(inp, r, &cpu_event, &mut names);
                 let (first, last) = sink.row(track, next_event, &mut row)?;
                 (lo, hi) = (lo.min(first), hi.max(last));
                 next_event += len as u32;
@@ -1164,22 +1154,46 @@ impl Slices for &Row {
     }
 }
 
-/// The slices of one laid-out row of a CPU thread.
-struct CpuSlices<'a, 'i> {
+/// The slices of one laid-out row: of a CPU thread ([`Cpu`]) or of a GPU
+/// stream ([`Gpu`]), read from the trace.
+struct Laid<'a, 'i, Side> {
     inp: &'a Inputs<'i>,
-    /// The row's slices.
+    /// The row's slices (CPU slices or GPU ops, by their table's index).
     row: &'a [u32],
+    /// Per CPU slice, its event id.
     cpu_event: &'a [u32],
     names: &'a mut Names,
+    side: std::marker::PhantomData<Side>,
 }
 
-impl CpuSlices<'_, '_> {
+/// A row of a CPU thread.
+struct Cpu;
+/// A row of a GPU stream.
+struct Gpu;
+
+impl<'a, 'i, Side> Laid<'a, 'i, Side> {
+    fn new(
+        inp: &'a Inputs<'i>,
+        row: &'a [u32],
+        cpu_event: &'a [u32],
+        names: &'a mut Names,
+    ) -> Self {
+        Laid {
+            inp,
+            row,
+            cpu_event,
+            names,
+            side: std::marker::PhantomData,
+        }
+    }
+
+    /// The k-th slice's index in its table.
     fn slice(&self, k: usize) -> usize {
         self.row[k] as usize
     }
 }
 
-impl Slices for CpuSlices<'_, '_> {
+impl Slices for Laid<'_, '_, Cpu> {
     fn len(&self) -> usize {
         self.row.len()
     }
@@ -1233,31 +1247,16 @@ impl Slices for CpuSlices<'_, '_> {
     }
 }
 
-/// The slices of one laid-out row of a GPU stream.
-struct GpuSlices<'a, 'i> {
-    inp: &'a Inputs<'i>,
-    /// The row's GPU ops.
-    row: &'a [u32],
-    cpu_event: &'a [u32],
-    names: &'a mut Names,
-}
-
-impl GpuSlices<'_, '_> {
-    fn op(&self, k: usize) -> usize {
-        self.row[k] as usize
-    }
-}
-
-impl Slices for GpuSlices<'_, '_> {
+impl Slices for Laid<'_, '_, Gpu> {
     fn len(&self) -> usize {
         self.row.len()
     }
     fn span(&self, k: usize) -> (i64, i64) {
-        let (gpu, g) = (&self.inp.trace.gpu, self.op(k));
+        let (gpu, g) = (&self.inp.trace.gpu, self.slice(k));
         (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
     }
     fn name(&mut self, k: usize) -> u32 {
-        let (t, g) = (self.inp.trace, self.op(k));
+        let (t, g) = (self.inp.trace, self.slice(k));
         let kind = match t.gpu.kind[g] {
             GpuKind::Memcpy => SliceKind::Memcpy,
             GpuKind::Memset => SliceKind::Memset,
@@ -1266,13 +1265,13 @@ impl Slices for GpuSlices<'_, '_> {
         self.names.pool.id(t, t.gpu.name[g]) | (kind as u32) << KIND_SHIFT
     }
     fn link(&self, k: usize) -> u32 {
-        match self.inp.launch[self.op(k)] {
+        match self.inp.launch[self.slice(k)] {
             u32::MAX => NONE,
             r => self.cpu_event[r as usize],
         }
     }
     fn args(&mut self, k: usize) -> u32 {
-        let (gpu, g) = (&self.inp.trace.gpu, self.op(k));
+        let (gpu, g) = (&self.inp.trace.gpu, self.slice(k));
         let (grid, block, bytes) = (gpu.grid(g), gpu.block(g), gpu.bytes.get(g) as u64);
         if grid == [0; 3] && block == [0; 3] && bytes == 0 {
             return NONE;
