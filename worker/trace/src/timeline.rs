@@ -433,7 +433,8 @@ impl Names {
 /// start order, and `slot[id]` each one's depth; on return, `ids` holds them
 /// row by row (in start order within each), `slot[id]` each one's position
 /// there, and the rows' lengths are returned. In place: the layout of a
-/// thread of millions of slices costs no list beside its own.
+/// thread of millions of slices costs no list of lists, only the sort's
+/// scratch (half the list, freed on return).
 fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64)) -> Vec<usize> {
     // Per depth: (row by creation, end of its last slice).
     let mut by_depth: Vec<Vec<(u32, i64)>> = Vec::new();
@@ -526,7 +527,7 @@ impl TimelineIndex {
     /// Lays out the rows, handing each to `sink` in event-id order, and
     /// returns the rest of the index (no rows).
     fn build_rows(inp: &Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let mut bounds = Bounds::default();
         let t = inp.trace;
         let cpu = &t.cpu;
         let gpu = &t.gpu;
@@ -586,9 +587,9 @@ impl TimelineIndex {
 
         // Rows, track by track, row by row (the event ids): CPU slices by
         // depth, each depth split where slices overlap; GPU ops greedily
-        // into the first row they fit. Each row is sized once and handed
-        // over once filled, and each track's slice list is freed once laid
-        // out, so the build holds one row at a time beside what it reads.
+        // into the first row they fit. Each row is handed to the sink as a
+        // reader over the trace, and each track's slice list is freed once
+        // its rows are handed over.
         let mut tracks: Vec<TrackInfo> = Vec::new();
         let mut n_rows = 0u32;
         let mut next_event = 0u32;
@@ -629,15 +630,8 @@ impl TimelineIndex {
             for &i in slices.iter() {
                 slot[i as usize] += next_event;
             }
-            let mut rest = &slices[..];
-            for len in lens {
-                let (r, after) = rest.split_at(len);
-                rest = after;
-                let mut row = Laid::<Cpu>::new(inp, r, &slot, &mut names);
-                let (first, last) = sink.row(track, next_event, &mut row)?;
-                (lo, hi) = (lo.min(first), hi.max(last));
-                next_event += len as u32;
-            }
+            let mut rows = Rows::<Cpu>::new(inp, &slot, &mut names, &mut next_event, &mut bounds);
+            rows.hand_over(sink, track, &slices, lens)?;
         }
         let cpu_event = slot;
         // Per GPU op, its position while its stream is laid out (depth 0
@@ -661,19 +655,14 @@ impl TimelineIndex {
             });
             n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
-            let mut rest = &ops[..];
-            for len in lens {
-                let (r, after) = rest.split_at(len);
-                rest = after;
-                let mut row = Laid::<Gpu>::new(inp, r, &cpu_event, &mut names);
-                let (first, last) = sink.row(track, next_event, &mut row)?;
-                (lo, hi) = (lo.min(first), hi.max(last));
-                next_event += len as u32;
-            }
+            let mut rows =
+                Rows::<Gpu>::new(inp, &cpu_event, &mut names, &mut next_event, &mut bounds);
+            rows.hand_over(sink, track, &ops, lens)?;
         }
         let Names {
             pool, args, stacks, ..
         } = names;
+        let (mut lo, mut hi) = (bounds.first, bounds.last);
         if lo > hi {
             (lo, hi) = (0, 0);
         }
@@ -1171,22 +1160,67 @@ struct Cpu;
 /// A row of a GPU stream.
 struct Gpu;
 
-impl<'a, 'i, Side> Laid<'a, 'i, Side> {
+/// A track's rows on their way to the sink: what each row's reader needs,
+/// and where the event ids and the index's bounds stand.
+struct Rows<'a, 'i, Side> {
+    inp: &'a Inputs<'i>,
+    cpu_event: &'a [u32],
+    names: &'a mut Names,
+    next_event: &'a mut u32,
+    bounds: &'a mut Bounds,
+    side: std::marker::PhantomData<Side>,
+}
+
+impl<'a, 'i, Side> Rows<'a, 'i, Side>
+where
+    for<'r> Laid<'r, 'i, Side>: Slices,
+{
     fn new(
         inp: &'a Inputs<'i>,
-        row: &'a [u32],
         cpu_event: &'a [u32],
         names: &'a mut Names,
+        next_event: &'a mut u32,
+        bounds: &'a mut Bounds,
     ) -> Self {
-        Laid {
+        Rows {
             inp,
-            row,
             cpu_event,
             names,
+            next_event,
+            bounds,
             side: std::marker::PhantomData,
         }
     }
 
+    /// Hands a laid-out track's rows to `sink`: `ids` row by row, the
+    /// rows' lengths in `lens` ([`layout`]'s answer).
+    fn hand_over(
+        &mut self,
+        sink: &mut impl RowSink,
+        track: u32,
+        ids: &[u32],
+        lens: Vec<usize>,
+    ) -> io::Result<()> {
+        let mut rest = ids;
+        for len in lens {
+            let (row, after) = rest.split_at(len);
+            rest = after;
+            let mut row = Laid {
+                inp: self.inp,
+                row,
+                cpu_event: self.cpu_event,
+                names: &mut *self.names,
+                side: std::marker::PhantomData::<Side>,
+            };
+            let (first, last) = sink.row(track, *self.next_event, &mut row)?;
+            self.bounds.cover(first, last);
+            *self.next_event += len as u32;
+        }
+        Ok(())
+    }
+}
+
+impl<Side> Laid<'_, '_, Side> {
     /// The k-th slice's index in its table.
     fn slice(&self, k: usize) -> usize {
         self.row[k] as usize
@@ -1354,9 +1388,15 @@ impl Default for Bounds {
 }
 
 impl Bounds {
+    /// Takes in a slice as a row keeps it.
     fn add(&mut self, start: i64, dur: u32) {
-        self.first = self.first.min(start);
-        self.last = self.last.max(start + dur as i64);
+        self.cover(start, start + dur as i64);
+    }
+
+    /// Takes in `[first, last]`.
+    fn cover(&mut self, first: i64, last: i64) {
+        self.first = self.first.min(first);
+        self.last = self.last.max(last);
     }
 }
 

@@ -133,8 +133,8 @@ fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
             let ts = cpu.ts.get(ci);
             while let Some(&top) = stack.last() {
                 let ti = top as usize;
-                let inside = cpu.ts.get(ti) <= ts
-                    && (ts < cpu.ts.get(ti) + cpu.dur.get(ti) || ts == cpu.ts.get(ti));
+                let top_ts = cpu.ts.get(ti);
+                let inside = top_ts <= ts && (ts < top_ts + cpu.dur.get(ti) || ts == top_ts);
                 if inside {
                     break;
                 }
