@@ -500,6 +500,10 @@ impl TimelineIndex {
     /// reads as one stream.
     pub fn build_stored(inp: &Inputs) -> io::Result<Vec<u8>> {
         let mut z = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
+        // The rows are compressed on a second thread as they are laid out
+        // (zstd's own worker): the parse's decompression thread is idle by
+        // now, and the compressed bytes are the same whatever the timing.
+        z.multithread(1)?;
         let (head, n) = {
             let mut rows = Stream {
                 w: io::BufWriter::with_capacity(1 << 16, &mut z),
