@@ -783,6 +783,45 @@ impl Parser {
         }
     }
 
+    /// Whether the parser stands between two events of the event array,
+    /// after a `,` (where [`commit_scanned`](Self::commit_scanned) may go on).
+    pub(crate) fn at_next_event(&self) -> bool {
+        self.state == State::EventsNext
+    }
+
+    /// Commits the events a helper read ahead in `b` ([`scan_block`]), in
+    /// order, as [`feed`](Self::feed) would have. The caller has checked
+    /// that the parser stands just before `scanned.start`
+    /// ([`at_next_event`](Self::at_next_event), only blanks between).
+    /// `blanks` is how many bytes of whitespace lie between the parser and
+    /// the first event.
+    pub(crate) fn commit_scanned(
+        &mut self,
+        b: &[u8],
+        blanks: usize,
+        scanned: Scanned,
+    ) -> Result<(), TraceError> {
+        debug_assert!(self.at_next_event());
+        self.consumed += blanks as u64;
+        let Scanned { start, end, events } = scanned;
+        for (at, ev) in events {
+            if let Err(stop) = self.commit(b, &ev) {
+                let msg = match stop {
+                    Stop::Bad(msg) => msg,
+                    Stop::More => "an event was cut".into(),
+                };
+                let at = self.consumed + (at - start) as u64;
+                return Err(TraceError::NotATrace(format!(
+                    "{msg} (near byte {at}, after {} events)",
+                    self.trace.counters.events
+                )));
+            }
+        }
+        self.consumed += (end - start) as u64;
+        self.state = State::EventsAfterItem;
+        Ok(())
+    }
+
     fn truncated(&self) -> TraceError {
         let where_ = match self.state {
             State::Start => "before any JSON".to_string(),
@@ -885,7 +924,8 @@ impl Parser {
                         show_byte(b[i])
                     ));
                 }
-                let next = self.event(b, i)?;
+                let (ev, next) = scan_event(b, i, self.limits.max_depth)?;
+                self.commit(b, &ev)?;
                 self.state = State::EventsAfterItem;
                 Ok(Some(next))
             }
@@ -1005,184 +1045,6 @@ impl Parser {
         Ok(end)
     }
 
-    /// One event object; commits it to the store only once it is complete.
-    fn event(&mut self, b: &[u8], i: usize) -> Step<usize> {
-        let mut ev = RawEvent::default();
-        let mut j = skip_ws(b, i + 1);
-        if at(b, j)? == b'}' {
-            self.commit(b, ev)?;
-            return Ok(j + 1);
-        }
-        loop {
-            let (key, next) = scan_string(b, j)?;
-            j = skip_ws(b, next);
-            if at(b, j)? != b':' {
-                return bad("expected ':' after a key in an event");
-            }
-            j = skip_ws(b, j + 1);
-            j = match key.bytes(b) {
-                b"ph" => {
-                    let (s, next) = scan_string(b, j)?;
-                    ev.ph = *b.get(s.start).filter(|_| s.end > s.start).unwrap_or(&0);
-                    next
-                }
-                b"cat" => {
-                    let (s, next) = self.string_or_skip(b, j)?;
-                    ev.cat = s;
-                    next
-                }
-                b"name" => {
-                    let (s, next) = self.string_or_skip(b, j)?;
-                    ev.name = s;
-                    next
-                }
-                b"pid" => {
-                    let (id, next) = raw_id(b, j)?;
-                    ev.pid = id;
-                    next
-                }
-                b"tid" => {
-                    let (id, next) = raw_id(b, j)?;
-                    ev.tid = id;
-                    next
-                }
-                b"ts" => {
-                    let (v, next) = time_value(b, j)?;
-                    ev.ts = v;
-                    next
-                }
-                b"dur" => {
-                    let (v, next) = time_value(b, j)?;
-                    ev.dur = v;
-                    next
-                }
-                b"id" => {
-                    let (v, next) = int_value(b, j)?;
-                    ev.id = v;
-                    next
-                }
-                b"args" => self.args(b, j, &mut ev.args)?,
-                _ => skip_value(b, j, self.limits.max_depth)?,
-            };
-            j = skip_ws(b, j);
-            match at(b, j)? {
-                b',' => j = skip_ws(b, j + 1),
-                b'}' => {
-                    self.commit(b, ev)?;
-                    return Ok(j + 1);
-                }
-                c => {
-                    return bad(format!(
-                        "expected ',' or '}}' in an event, found {}",
-                        show_byte(c)
-                    ))
-                }
-            }
-        }
-    }
-
-    fn string_or_skip(&self, b: &[u8], j: usize) -> Step<(Option<Span>, usize)> {
-        if at(b, j)? == b'"' {
-            let (s, next) = scan_string(b, j)?;
-            Ok((Some(s), next))
-        } else {
-            Ok((None, skip_value(b, j, self.limits.max_depth)?))
-        }
-    }
-
-    fn args(&mut self, b: &[u8], i: usize, args: &mut RawArgs) -> Step<usize> {
-        if at(b, i)? != b'{' {
-            return skip_value(b, i, self.limits.max_depth);
-        }
-        let mut j = skip_ws(b, i + 1);
-        if at(b, j)? == b'}' {
-            return Ok(j + 1);
-        }
-        loop {
-            let (key, next) = scan_string(b, j)?;
-            j = skip_ws(b, next);
-            if at(b, j)? != b':' {
-                return bad("expected ':' after a key in args");
-            }
-            j = skip_ws(b, j + 1);
-            let depth = self.limits.max_depth.saturating_sub(2);
-            j = match key.bytes(b) {
-                b"correlation" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.correlation = v;
-                    n
-                }
-                b"External id" | b"external id" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.external_id = v;
-                    n
-                }
-                b"device" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.device = v;
-                    n
-                }
-                b"stream" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.stream = v;
-                    n
-                }
-                b"bytes" | b"Bytes" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.bytes = v;
-                    n
-                }
-                b"grid" => {
-                    let (v, n) = dim3_value(b, j, depth)?;
-                    args.grid = v;
-                    n
-                }
-                b"block" => {
-                    let (v, n) = dim3_value(b, j, depth)?;
-                    args.block = v;
-                    n
-                }
-                b"Input Dims" | b"Input dims" => {
-                    let n = skip_value(b, j, depth)?;
-                    args.input_dims = Some((j, n));
-                    n
-                }
-                b"Input type" => {
-                    let n = skip_value(b, j, depth)?;
-                    args.input_type = Some((j, n));
-                    n
-                }
-                b"Total Allocated" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.total_allocated = v;
-                    n
-                }
-                b"Device Type" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.device_type = v;
-                    n
-                }
-                b"Device Id" => {
-                    let (v, n) = int_value(b, j)?;
-                    args.device_id = v;
-                    n
-                }
-                _ => skip_value(b, j, depth)?,
-            };
-            j = skip_ws(b, j);
-            match at(b, j)? {
-                b',' => j = skip_ws(b, j + 1),
-                b'}' => return Ok(j + 1),
-                c => {
-                    return bad(format!(
-                        "expected ',' or '}}' in args, found {}",
-                        show_byte(c)
-                    ))
-                }
-            }
-        }
-    }
-
     /// Interns a string span, decoding escapes when present.
     fn intern_span(&mut self, b: &[u8], s: Span) -> Step<Sym> {
         if s.escaped {
@@ -1239,7 +1101,7 @@ impl Parser {
     }
 
     /// Stores a complete event in the tables it belongs to.
-    fn commit(&mut self, b: &[u8], ev: RawEvent) -> Step<()> {
+    fn commit(&mut self, b: &[u8], ev: &RawEvent) -> Step<()> {
         let counters = &mut self.trace.counters;
         counters.events += 1;
         // Runs of events share their category: the last one's text is
@@ -1327,7 +1189,7 @@ impl Parser {
         }
     }
 
-    fn commit_slice(&mut self, b: &[u8], ev: RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {
+    fn commit_slice(&mut self, b: &[u8], ev: &RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {
         let (Some(ts), dur) = (ev.ts, ev.dur.unwrap_or(0)) else {
             // A slice without a start cannot be placed; it is counted only.
             return Ok(());
@@ -1345,7 +1207,7 @@ impl Parser {
             None => 0,
         };
         match class {
-            CatClass::Cpu(kind) => self.push_cpu(b, &ev, kind, name, ts, dur),
+            CatClass::Cpu(kind) => self.push_cpu(b, ev, kind, name, ts, dur),
             CatClass::Python => {
                 // Every frame goes to the lean Python table (launch chains
                 // reach the model code through it); `nn.Module` frames also
@@ -1357,7 +1219,7 @@ impl Parser {
                 py.name.push(name);
                 py.track.push(track);
                 if self.trace.names.get(name).starts_with("nn.Module: ") {
-                    self.push_cpu(b, &ev, CpuKind::Module, name, ts, dur)
+                    self.push_cpu(b, ev, CpuKind::Module, name, ts, dur)
                 } else {
                     Ok(())
                 }
@@ -1434,6 +1296,248 @@ impl Parser {
         c.external_id.push(ev.args.external_id.unwrap_or(NONE));
         c.push_inputs(shapes, dtypes);
         Ok(())
+    }
+}
+
+/// The events of one block read ahead by a helper thread, not yet
+/// committed: see [`scan_block`] and [`Parser::commit_scanned`].
+#[derive(Default)]
+pub(crate) struct Scanned {
+    /// Where the first event read starts (its `{`).
+    pub start: usize,
+    /// The index after the last event read.
+    pub end: usize,
+    /// Each event read, with where it starts.
+    events: Vec<(usize, RawEvent)>,
+}
+
+impl Scanned {
+    /// Whether no event was read (the block is then parsed as usual).
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+}
+
+/// Reads ahead the events of a block in the middle of the event array, on
+/// a helper thread, while the parser is still before it: from the first
+/// place in `b` after `from` that looks like the start of an event (`{`
+/// after `}` and `,`), whole events until one is cut by the end of `b` or
+/// anything else than `,` follows one. The guess is checked when the parser
+/// reaches it ([`Parser::commit_scanned`]'s caller), so a `{` inside a string
+/// costs the read-ahead, never a wrong trace.
+pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits) -> Scanned {
+    let Some(start) = event_start_after(b, from) else {
+        return Scanned::default();
+    };
+    let mut out = Scanned {
+        start,
+        end: start,
+        events: Vec::with_capacity(b.len() / 256),
+    };
+    let mut i = start;
+    while let Ok((ev, next)) = scan_event(b, i, limits.max_depth) {
+        out.events.push((i, ev));
+        out.end = next;
+        let j = skip_ws(b, next);
+        match (b.get(j), b.get(skip_ws(b, j + 1))) {
+            (Some(b','), Some(b'{')) => i = skip_ws(b, j + 1),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The first `{` at or after `from` whose previous non-blank bytes are `}`
+/// and `,`: where an event probably starts.
+fn event_start_after(b: &[u8], from: usize) -> Option<usize> {
+    let before = |mut k: usize| {
+        while k > from && matches!(b[k - 1], b' ' | b'\n' | b'\r' | b'\t') {
+            k -= 1;
+        }
+        (k > from).then(|| (k - 1, b[k - 1]))
+    };
+    memchr::memchr_iter(b'{', b.get(from..)?)
+        .map(|k| from + k)
+        .find(|&k| match before(k) {
+            Some((c, b',')) => matches!(before(c), Some((_, b'}'))),
+            _ => false,
+        })
+}
+
+/// Reads one event object at `i` (its `{`): the fields the analysis needs,
+/// and the index after it. Reads only the bytes: the parser commits the
+/// event, on this thread or after a helper thread scanned a block
+/// ([`scan_block`]).
+fn scan_event(b: &[u8], i: usize, max_depth: usize) -> Step<(RawEvent, usize)> {
+    let mut ev = RawEvent::default();
+    let mut j = skip_ws(b, i + 1);
+    if at(b, j)? == b'}' {
+        return Ok((ev, j + 1));
+    }
+    loop {
+        let (key, next) = scan_string(b, j)?;
+        j = skip_ws(b, next);
+        if at(b, j)? != b':' {
+            return bad("expected ':' after a key in an event");
+        }
+        j = skip_ws(b, j + 1);
+        j = match key.bytes(b) {
+            b"ph" => {
+                let (s, next) = scan_string(b, j)?;
+                ev.ph = *b.get(s.start).filter(|_| s.end > s.start).unwrap_or(&0);
+                next
+            }
+            b"cat" => {
+                let (s, next) = string_or_skip(b, j, max_depth)?;
+                ev.cat = s;
+                next
+            }
+            b"name" => {
+                let (s, next) = string_or_skip(b, j, max_depth)?;
+                ev.name = s;
+                next
+            }
+            b"pid" => {
+                let (id, next) = raw_id(b, j)?;
+                ev.pid = id;
+                next
+            }
+            b"tid" => {
+                let (id, next) = raw_id(b, j)?;
+                ev.tid = id;
+                next
+            }
+            b"ts" => {
+                let (v, next) = time_value(b, j)?;
+                ev.ts = v;
+                next
+            }
+            b"dur" => {
+                let (v, next) = time_value(b, j)?;
+                ev.dur = v;
+                next
+            }
+            b"id" => {
+                let (v, next) = int_value(b, j)?;
+                ev.id = v;
+                next
+            }
+            b"args" => scan_args(b, j, &mut ev.args, max_depth)?,
+            _ => skip_value(b, j, max_depth)?,
+        };
+        j = skip_ws(b, j);
+        match at(b, j)? {
+            b',' => j = skip_ws(b, j + 1),
+            b'}' => return Ok((ev, j + 1)),
+            c => {
+                return bad(format!(
+                    "expected ',' or '}}' in an event, found {}",
+                    show_byte(c)
+                ))
+            }
+        }
+    }
+}
+
+fn string_or_skip(b: &[u8], j: usize, max_depth: usize) -> Step<(Option<Span>, usize)> {
+    if at(b, j)? == b'"' {
+        let (s, next) = scan_string(b, j)?;
+        Ok((Some(s), next))
+    } else {
+        Ok((None, skip_value(b, j, max_depth)?))
+    }
+}
+
+fn scan_args(b: &[u8], i: usize, args: &mut RawArgs, max_depth: usize) -> Step<usize> {
+    if at(b, i)? != b'{' {
+        return skip_value(b, i, max_depth);
+    }
+    let mut j = skip_ws(b, i + 1);
+    if at(b, j)? == b'}' {
+        return Ok(j + 1);
+    }
+    loop {
+        let (key, next) = scan_string(b, j)?;
+        j = skip_ws(b, next);
+        if at(b, j)? != b':' {
+            return bad("expected ':' after a key in args");
+        }
+        j = skip_ws(b, j + 1);
+        let depth = max_depth.saturating_sub(2);
+        j = match key.bytes(b) {
+            b"correlation" => {
+                let (v, n) = int_value(b, j)?;
+                args.correlation = v;
+                n
+            }
+            b"External id" | b"external id" => {
+                let (v, n) = int_value(b, j)?;
+                args.external_id = v;
+                n
+            }
+            b"device" => {
+                let (v, n) = int_value(b, j)?;
+                args.device = v;
+                n
+            }
+            b"stream" => {
+                let (v, n) = int_value(b, j)?;
+                args.stream = v;
+                n
+            }
+            b"bytes" | b"Bytes" => {
+                let (v, n) = int_value(b, j)?;
+                args.bytes = v;
+                n
+            }
+            b"grid" => {
+                let (v, n) = dim3_value(b, j, depth)?;
+                args.grid = v;
+                n
+            }
+            b"block" => {
+                let (v, n) = dim3_value(b, j, depth)?;
+                args.block = v;
+                n
+            }
+            b"Input Dims" | b"Input dims" => {
+                let n = skip_value(b, j, depth)?;
+                args.input_dims = Some((j, n));
+                n
+            }
+            b"Input type" => {
+                let n = skip_value(b, j, depth)?;
+                args.input_type = Some((j, n));
+                n
+            }
+            b"Total Allocated" => {
+                let (v, n) = int_value(b, j)?;
+                args.total_allocated = v;
+                n
+            }
+            b"Device Type" => {
+                let (v, n) = int_value(b, j)?;
+                args.device_type = v;
+                n
+            }
+            b"Device Id" => {
+                let (v, n) = int_value(b, j)?;
+                args.device_id = v;
+                n
+            }
+            _ => skip_value(b, j, depth)?,
+        };
+        j = skip_ws(b, j);
+        match at(b, j)? {
+            b',' => j = skip_ws(b, j + 1),
+            b'}' => return Ok(j + 1),
+            c => {
+                return bad(format!(
+                    "expected ',' or '}}' in args, found {}",
+                    show_byte(c)
+                ))
+            }
+        }
     }
 }
 

@@ -461,7 +461,7 @@ pub fn sort_by_time(rows: &mut [u32], ts: &TimeColumn) {
         for &r in src {
             count[(key(r) >> shift & MASK) as usize] += 1;
         }
-        if count.iter().any(|&c| c == src.len()) {
+        if count.contains(&src.len()) {
             shift += BITS;
             continue;
         }
