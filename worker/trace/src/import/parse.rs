@@ -119,19 +119,26 @@ fn zero_byte(w: u64) -> u64 {
 /// Scans a string starting at its opening quote; returns its content span and
 /// the index after the closing quote.
 ///
-/// Inlined where it is called: a string that ends within its first eight
-/// bytes without an escape (most keys, categories and dtypes) costs a word
-/// load and a few operations; the rest go to [`scan_string_long`].
+/// Inlined where it is called: a string that ends within its first 16
+/// bytes without an escape (most keys, categories, dtypes and op names)
+/// costs two word loads and a few operations; the rest go to
+/// [`scan_string_long`].
 #[inline(always)]
 fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
     let start = i + 1;
-    if let (Some(b'"'), Some(w)) = (b.get(i), b.get(start..start + 8)) {
-        let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
-        let m =
-            zero_byte(w ^ (SWAR_ONES * b'"' as u64)) | zero_byte(w ^ (SWAR_ONES * b'\\' as u64));
+    if let (Some(b'"'), Some(w)) = (b.get(i), b.get(start..start + 16)) {
+        let lo = u64::from_le_bytes(w[..8].try_into().expect("eight bytes"));
+        let hi = u64::from_le_bytes(w[8..].try_into().expect("eight bytes"));
+        let special = |w: u64| {
+            zero_byte(w ^ (SWAR_ONES * b'"' as u64)) | zero_byte(w ^ (SWAR_ONES * b'\\' as u64))
+        };
+        // The lowest flagged byte is exact (borrows only run upward).
+        let (m, at) = match special(lo) {
+            0 => (special(hi), start + 8),
+            m => (m, start),
+        };
         if m != 0 {
-            // The lowest flagged byte is exact (borrows only run upward).
-            let p = start + (m.trailing_zeros() / 8) as usize;
+            let p = at + (m.trailing_zeros() / 8) as usize;
             if b[p] == b'"' {
                 let span = Span {
                     start,
@@ -145,7 +152,7 @@ fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
     scan_string_long(b, i)
 }
 
-/// [`scan_string`] for strings longer than eight bytes, with escapes, or
+/// [`scan_string`] for strings longer than 16 bytes, with escapes, or
 /// near the end of the slice.
 #[inline(never)]
 fn scan_string_long(b: &[u8], i: usize) -> Step<(Span, usize)> {
@@ -730,6 +737,8 @@ pub struct Parser {
     scratch: Vec<u8>,
     scratch2: Vec<u8>,
     memory_peaks: HashMap<(i64, i64), i64>,
+    /// Shapes and dtypes as written, with their interned canonical text.
+    compact: HashMap<Box<[u8]>, Sym>,
     /// The last event's `cat` text (unescaped), its id and class.
     last_cat: (Vec<u8>, Sym, CatClass),
 }
@@ -748,6 +757,7 @@ impl Parser {
             scratch: Vec::new(),
             scratch2: Vec::new(),
             memory_peaks: HashMap::new(),
+            compact: HashMap::new(),
             // Never equal to a `cat` text: those are quoted strings' contents.
             last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
         }
@@ -1061,13 +1071,21 @@ impl Parser {
     /// Interns a JSON value (shapes, dtypes) in a canonical spacing:
     /// whitespace outside strings removed, one space after each comma.
     fn intern_compact(&mut self, raw: &[u8]) -> Sym {
+        // The same few hundred texts repeat on every layer of every step:
+        // each is brought to the canonical spacing once.
+        if let Some(&sym) = self.compact.get(raw) {
+            return sym;
+        }
         // Kineto already writes this spacing: then the text is interned as
         // it is, without a copy.
-        if is_compact(raw) {
-            return self.trace.names.intern_bytes(raw);
-        }
-        compact_into(raw, &mut self.scratch2);
-        self.trace.names.intern_bytes(&self.scratch2)
+        let sym = if is_compact(raw) {
+            self.trace.names.intern_bytes(raw)
+        } else {
+            compact_into(raw, &mut self.scratch2);
+            self.trace.names.intern_bytes(&self.scratch2)
+        };
+        self.compact.insert(raw.into(), sym);
+        sym
     }
 
     fn id_value(&mut self, b: &[u8], id: RawId) -> Step<TrackId> {
