@@ -92,17 +92,53 @@ fn skip_ws_run(b: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// A string's content span in the current slice.
+/// A string's content span in the current slice (slices are under 4 GiB:
+/// [`Parser::feed`] refuses longer ones). Four-byte offsets keep the events
+/// a helper reads ahead small ([`Scanned`]).
 #[derive(Clone, Copy, Default, Debug)]
 struct Span {
-    start: usize,
-    end: usize,
+    start: u32,
+    end: u32,
     escaped: bool,
 }
 
 impl Span {
+    fn new(start: usize, end: usize, escaped: bool) -> Span {
+        Span {
+            start: start as u32,
+            end: end as u32,
+            escaped,
+        }
+    }
+
     fn bytes<'a>(&self, b: &'a [u8]) -> &'a [u8] {
-        &b[self.start..self.end]
+        &b[self.start as usize..self.end as usize]
+    }
+}
+
+/// An integer field of an event that may be absent, in eight bytes:
+/// `i64::MIN` (which no number the parser reads gives) means absent.
+#[derive(Clone, Copy, Debug)]
+struct MaybeInt(i64);
+
+impl MaybeInt {
+    const ABSENT: MaybeInt = MaybeInt(i64::MIN);
+
+    fn get(self) -> Option<i64> {
+        (self.0 != i64::MIN).then_some(self.0)
+    }
+}
+
+impl Default for MaybeInt {
+    fn default() -> Self {
+        MaybeInt::ABSENT
+    }
+}
+
+impl From<Option<i64>> for MaybeInt {
+    fn from(v: Option<i64>) -> Self {
+        // Clamped by one: a number read as i64::MIN stays present.
+        v.map_or(MaybeInt::ABSENT, |v| MaybeInt(v.max(i64::MIN + 1)))
     }
 }
 
@@ -140,11 +176,7 @@ fn scan_string(b: &[u8], i: usize) -> Step<(Span, usize)> {
         if m != 0 {
             let p = at + (m.trailing_zeros() / 8) as usize;
             if b[p] == b'"' {
-                let span = Span {
-                    start,
-                    end: p,
-                    escaped: false,
-                };
+                let span = Span::new(start, p, false);
                 return Ok((span, p + 1));
             }
         }
@@ -188,14 +220,7 @@ fn scan_string_long(b: &[u8], i: usize) -> Step<(Span, usize)> {
     };
     if let Some(p) = special {
         if b[p] == b'"' {
-            return Ok((
-                Span {
-                    start,
-                    end: p,
-                    escaped: false,
-                },
-                p + 1,
-            ));
+            return Ok((Span::new(start, p, false), p + 1));
         }
         // An escape: memchr below starts at it.
         j = p;
@@ -207,14 +232,7 @@ fn scan_string_long(b: &[u8], i: usize) -> Step<(Span, usize)> {
             Some(k) => {
                 let p = j + k;
                 if b[p] == b'"' {
-                    return Ok((
-                        Span {
-                            start,
-                            end: p,
-                            escaped,
-                        },
-                        p + 1,
-                    ));
+                    return Ok((Span::new(start, p, escaped), p + 1));
                 }
                 escaped = true;
                 if p + 1 >= b.len() {
@@ -638,20 +656,22 @@ enum RawId {
 
 #[derive(Default)]
 struct RawArgs {
-    correlation: Option<i64>,
-    external_id: Option<i64>,
-    device: Option<i64>,
-    stream: Option<i64>,
+    correlation: MaybeInt,
+    external_id: MaybeInt,
+    device: MaybeInt,
+    stream: MaybeInt,
     grid: Option<[u32; 3]>,
     block: Option<[u32; 3]>,
-    input_dims: Option<(usize, usize)>,
-    input_type: Option<(usize, usize)>,
-    bytes: Option<i64>,
-    total_allocated: Option<i64>,
-    device_type: Option<i64>,
-    device_id: Option<i64>,
+    /// Where the `Input Dims` and `Input type` values' text lies.
+    input_dims: Option<Span>,
+    input_type: Option<Span>,
+    bytes: MaybeInt,
+    total_allocated: MaybeInt,
+    device_type: MaybeInt,
+    device_id: MaybeInt,
 }
 
+/// The fields of one event the analysis reads, before it is committed.
 #[derive(Default)]
 struct RawEvent {
     ph: u8,
@@ -659,9 +679,9 @@ struct RawEvent {
     name: Option<Span>,
     pid: RawId,
     tid: RawId,
-    ts: Option<i64>,
-    dur: Option<i64>,
-    id: Option<i64>,
+    ts: MaybeInt,
+    dur: MaybeInt,
+    id: MaybeInt,
     args: RawArgs,
 }
 
@@ -765,8 +785,15 @@ impl Parser {
 
     /// Parses as many whole values of `b` as possible and returns how many
     /// bytes were consumed; the rest must be passed again, followed by more
-    /// input. With `eof`, the input ends at `b`.
+    /// input. With `eof`, the input ends at `b`. `b` is under 4 GiB (the
+    /// reader feeds blocks of a few MB).
     pub fn feed(&mut self, b: &[u8], eof: bool) -> Result<usize, TraceError> {
+        if b.len() > u32::MAX as usize {
+            // Spans are four-byte offsets; `read_trace` feeds blocks.
+            return Err(TraceError::TooLarge(
+                "more than 4 GiB of JSON fed in one slice".into(),
+            ));
+        }
         let mut i = 0;
         loop {
             match self.step(b, i) {
@@ -1155,7 +1182,7 @@ impl Parser {
             b's' | b'f' => {
                 // Other flows (fwdbwd) are only counted, by category.
                 if class == CatClass::LaunchFlow {
-                    if let (Some(id), Some(ts)) = (ev.id, ev.ts) {
+                    if let (Some(id), Some(ts)) = (ev.id.get(), ev.ts.get()) {
                         let track = self.track(b, ev.pid, ev.tid)?;
                         if self.flow_is_redundant(ev.ph == b's', id, track, ts) {
                             return Ok(());
@@ -1170,10 +1197,10 @@ impl Parser {
                 Ok(())
             }
             b'i' | b'I' => {
-                if let Some(total) = ev.args.total_allocated {
+                if let Some(total) = ev.args.total_allocated.get() {
                     let key = (
-                        ev.args.device_type.unwrap_or(-1),
-                        ev.args.device_id.unwrap_or(-1),
+                        ev.args.device_type.get().unwrap_or(-1),
+                        ev.args.device_id.get().unwrap_or(-1),
                     );
                     let peak = self.memory_peaks.entry(key).or_insert(i64::MIN);
                     *peak = (*peak).max(total);
@@ -1208,7 +1235,7 @@ impl Parser {
     }
 
     fn commit_slice(&mut self, b: &[u8], ev: &RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {
-        let (Some(ts), dur) = (ev.ts, ev.dur.unwrap_or(0)) else {
+        let (Some(ts), dur) = (ev.ts.get(), ev.dur.get().unwrap_or(0)) else {
             // A slice without a start cannot be placed; it is counted only.
             return Ok(());
         };
@@ -1245,12 +1272,12 @@ impl Parser {
             CatClass::Gpu(kind) => {
                 let track = self.track(b, ev.pid, ev.tid)?;
                 let a = &ev.args;
-                let device = match (a.device, ev.pid) {
+                let device = match (a.device.get(), ev.pid) {
                     (Some(d), _) => d,
                     (None, RawId::Int(p)) => p,
                     _ => 0,
                 };
-                let stream = match (a.stream, ev.tid) {
+                let stream = match (a.stream.get(), ev.tid) {
                     (Some(s), _) => s,
                     (None, RawId::Int(t)) => t,
                     _ => self.trace.tracks[track as usize].tid,
@@ -1262,9 +1289,9 @@ impl Parser {
                 g.kind.push(kind);
                 g.device.push(device);
                 g.stream.push(stream);
-                g.correlation.push(a.correlation.unwrap_or(NONE));
+                g.correlation.push(a.correlation.get().unwrap_or(NONE));
                 g.push_geometry(a.grid.unwrap_or_default(), a.block.unwrap_or_default());
-                g.bytes.push(a.bytes.unwrap_or(0).max(0));
+                g.bytes.push(a.bytes.get().unwrap_or(0).max(0));
                 g.track.push(track);
                 Ok(())
             }
@@ -1293,11 +1320,11 @@ impl Parser {
     ) -> Step<()> {
         let track = self.track(b, ev.pid, ev.tid)?;
         let shapes = match ev.args.input_dims {
-            Some((s, e)) => self.intern_compact(&b[s..e]),
+            Some(s) => self.intern_compact(s.bytes(b)),
             None => 0,
         };
         let dtypes = match ev.args.input_type {
-            Some((s, e)) => self.intern_compact(&b[s..e]),
+            Some(s) => self.intern_compact(s.bytes(b)),
             None => 0,
         };
         let c = &mut self.trace.cpu;
@@ -1307,11 +1334,12 @@ impl Parser {
         c.track.push(track);
         c.kind.push(kind);
         c.correlation.push(if kind.is_runtime() {
-            ev.args.correlation.unwrap_or(NONE)
+            ev.args.correlation.get().unwrap_or(NONE)
         } else {
             NONE
         });
-        c.external_id.push(ev.args.external_id.unwrap_or(NONE));
+        c.external_id
+            .push(ev.args.external_id.get().unwrap_or(NONE));
         c.push_inputs(shapes, dtypes);
         Ok(())
     }
@@ -1344,7 +1372,8 @@ impl Scanned {
 /// reaches it ([`Parser::commit_scanned`]'s caller), so a `{` inside a string
 /// costs the read-ahead, never a wrong trace.
 pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits) -> Scanned {
-    let Some(start) = event_start_after(b, from) else {
+    let fits = b.len() <= u32::MAX as usize;
+    let Some(start) = event_start_after(b, from).filter(|_| fits) else {
         return Scanned::default();
     };
     let mut out = Scanned {
@@ -1402,7 +1431,7 @@ fn scan_event(b: &[u8], i: usize, max_depth: usize) -> Step<(RawEvent, usize)> {
         j = match key.bytes(b) {
             b"ph" => {
                 let (s, next) = scan_string(b, j)?;
-                ev.ph = *b.get(s.start).filter(|_| s.end > s.start).unwrap_or(&0);
+                ev.ph = s.bytes(b).first().copied().unwrap_or(0);
                 next
             }
             b"cat" => {
@@ -1427,17 +1456,17 @@ fn scan_event(b: &[u8], i: usize, max_depth: usize) -> Step<(RawEvent, usize)> {
             }
             b"ts" => {
                 let (v, next) = time_value(b, j)?;
-                ev.ts = v;
+                ev.ts = v.into();
                 next
             }
             b"dur" => {
                 let (v, next) = time_value(b, j)?;
-                ev.dur = v;
+                ev.dur = v.into();
                 next
             }
             b"id" => {
                 let (v, next) = int_value(b, j)?;
-                ev.id = v;
+                ev.id = v.into();
                 next
             }
             b"args" => scan_args(b, j, &mut ev.args, max_depth)?,
@@ -1485,27 +1514,27 @@ fn scan_args(b: &[u8], i: usize, args: &mut RawArgs, max_depth: usize) -> Step<u
         j = match key.bytes(b) {
             b"correlation" => {
                 let (v, n) = int_value(b, j)?;
-                args.correlation = v;
+                args.correlation = v.into();
                 n
             }
             b"External id" | b"external id" => {
                 let (v, n) = int_value(b, j)?;
-                args.external_id = v;
+                args.external_id = v.into();
                 n
             }
             b"device" => {
                 let (v, n) = int_value(b, j)?;
-                args.device = v;
+                args.device = v.into();
                 n
             }
             b"stream" => {
                 let (v, n) = int_value(b, j)?;
-                args.stream = v;
+                args.stream = v.into();
                 n
             }
             b"bytes" | b"Bytes" => {
                 let (v, n) = int_value(b, j)?;
-                args.bytes = v;
+                args.bytes = v.into();
                 n
             }
             b"grid" => {
@@ -1520,27 +1549,27 @@ fn scan_args(b: &[u8], i: usize, args: &mut RawArgs, max_depth: usize) -> Step<u
             }
             b"Input Dims" | b"Input dims" => {
                 let n = skip_value(b, j, depth)?;
-                args.input_dims = Some((j, n));
+                args.input_dims = Some(Span::new(j, n, false));
                 n
             }
             b"Input type" => {
                 let n = skip_value(b, j, depth)?;
-                args.input_type = Some((j, n));
+                args.input_type = Some(Span::new(j, n, false));
                 n
             }
             b"Total Allocated" => {
                 let (v, n) = int_value(b, j)?;
-                args.total_allocated = v;
+                args.total_allocated = v.into();
                 n
             }
             b"Device Type" => {
                 let (v, n) = int_value(b, j)?;
-                args.device_type = v;
+                args.device_type = v.into();
                 n
             }
             b"Device Id" => {
                 let (v, n) = int_value(b, j)?;
-                args.device_id = v;
+                args.device_id = v.into();
                 n
             }
             _ => skip_value(b, j, depth)?,
@@ -1813,7 +1842,7 @@ mod tests {
                 for cut in 2..=doc.len() {
                     let got = scan_string(&doc[..cut], 2)
                         .ok()
-                        .map(|(s, next)| (s.start, s.end, s.escaped, next));
+                        .map(|(s, next)| (s.start as usize, s.end as usize, s.escaped, next));
                     let want = reference(&doc[..cut], 2).map(|(a, e, x)| (a, e, x, e + 1));
                     assert_eq!(got, want, "len {len}, escape at {special:?}, cut {cut}");
                 }
