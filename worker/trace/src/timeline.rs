@@ -360,6 +360,10 @@ pub struct Inputs<'a> {
     pub trace: &'a Trace,
     /// Per CPU slice: its parent op, or `u32::MAX`.
     pub parent: &'a [u32],
+    /// Per track (by id): its CPU slices (module frames aside) in start
+    /// order, longer first among equal starts (the op tree's order; taken
+    /// by the build).
+    pub threads: Vec<Vec<u32>>,
     /// Per GPU slice: its launch (a CPU slice), or `u32::MAX`.
     pub launch: &'a [u32],
     /// Steps: (name, start, end).
@@ -483,7 +487,7 @@ fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64))
 
 impl TimelineIndex {
     /// Builds the index of a parsed trace. Pure: no I/O.
-    pub fn build(inp: &Inputs) -> TimelineIndex {
+    pub fn build(inp: Inputs) -> TimelineIndex {
         let mut rows = Collect(Vec::new());
         let mut ix = Self::build_rows(inp, &mut rows).expect("collecting rows does not fail");
         ix.rows = rows.0;
@@ -498,7 +502,7 @@ impl TimelineIndex {
     /// slice instead of 22). The stored form is then two zstd frames, the
     /// pools, tracks and spans first, the rows after, which a zstd decoder
     /// reads as one stream.
-    pub fn build_stored(inp: &Inputs) -> io::Result<Vec<u8>> {
+    pub fn build_stored(inp: Inputs) -> io::Result<Vec<u8>> {
         let mut z = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
         // The rows are compressed on a second thread as they are laid out
         // (zstd's own worker): the parse's decompression thread is idle by
@@ -530,7 +534,9 @@ impl TimelineIndex {
 
     /// Lays out the rows, handing each to `sink` in event-id order, and
     /// returns the rest of the index (no rows).
-    fn build_rows(inp: &Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
+    fn build_rows(mut inp: Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
+        let threads = std::mem::take(&mut inp.threads);
+        let inp = &inp;
         let mut bounds = Bounds::default();
         let t = inp.trace;
         let cpu = &t.cpu;
@@ -546,21 +552,26 @@ impl TimelineIndex {
 
         // Slices per track (CPU threads, then GPU streams), in start order:
         // start, then longer first, then row (each list is in row order).
+        // Threads come in the op tree's order, which differs only among
+        // slices of equal start and duration (annotations, ops, calls):
+        // those runs are put back in row order.
         let mut cpu_tracks: Vec<(u32, Vec<u32>)> = Vec::new();
-        let mut cpu_track_of: HashMap<u32, usize> = HashMap::new();
-        for i in 0..cpu.len() {
-            if cpu.kind[i] == CpuKind::Module {
+        for (tr, mut slices) in threads.into_iter().enumerate() {
+            if slices.is_empty() {
                 continue;
             }
-            let tr = cpu.track.get(i);
-            let k = *cpu_track_of.entry(tr).or_insert_with(|| {
-                cpu_tracks.push((tr, Vec::new()));
-                cpu_tracks.len() - 1
-            });
-            cpu_tracks[k].1.push(i as u32);
-        }
-        for (_, slices) in cpu_tracks.iter_mut() {
-            sort_by_start(slices, &cpu.ts, &cpu.dur, |_, _| std::cmp::Ordering::Equal);
+            let key = |i: u32| (cpu.ts.get(i as usize), cpu.dur.get(i as usize));
+            let mut lo = 0;
+            while lo < slices.len() {
+                let k = key(slices[lo]);
+                let mut hi = lo + 1;
+                while hi < slices.len() && key(slices[hi]) == k {
+                    hi += 1;
+                }
+                slices[lo..hi].sort_unstable();
+                lo = hi;
+            }
+            cpu_tracks.push((tr as u32, slices));
         }
         let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
         let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();

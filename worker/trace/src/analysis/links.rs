@@ -32,6 +32,10 @@ pub struct Links {
     pub preorder: Vec<u32>,
     /// Per CPU slice: time of its direct children (clamped to its span), ns.
     pub child_ns: IntColumn,
+    /// Per track (by id; empty for GPU streams): its CPU slices, module
+    /// frames aside, in start order, longer first among equal starts, then
+    /// annotations, ops, calls. The timeline lays threads out from these.
+    pub by_thread: Vec<Vec<u32>>,
     /// Per GPU slice: the runtime call that launched it, or [`NO`].
     pub launch: Vec<u32>,
     /// Per GPU slice: the op that issued the launch, or [`NO`].
@@ -84,13 +88,14 @@ impl Launches {
             names_op,
             mut attribution,
         } = self;
-        let (parent, preorder, child_ns) = op_tree(t);
+        let (parent, preorder, child_ns, by_thread) = op_tree(t);
         let launcher = launching_ops(t, &parent, names_op);
         let (op, graph) = gpu_ops(t, &launch, &launcher, &mut attribution);
         Links {
             parent,
             preorder,
             child_ns,
+            by_thread,
             launch,
             op,
             graph,
@@ -99,9 +104,9 @@ impl Launches {
     }
 }
 
-/// The op tree: per CPU slice its parent, the ops in preorder, and per
-/// slice its children's time.
-fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
+/// The op tree: per CPU slice its parent, the ops in preorder, per slice
+/// its children's time, and each thread's slices in start order.
+fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn, Vec<Vec<u32>>) {
     let cpu = &t.cpu;
     let n = cpu.len();
     let mut parent = vec![NO; n];
@@ -153,7 +158,7 @@ fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn) {
         }
     }
 
-    (parent, preorder, child_ns)
+    (parent, preorder, child_ns, by_track)
 }
 
 /// Whether `External id` on runtime calls names their op (else it merely

@@ -203,6 +203,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
 /// What the timeline index needs from the summary's analysis.
 struct TimelineParts {
     parent: Vec<u32>,
+    by_thread: Vec<Vec<u32>>,
     launch: Vec<u32>,
     steps: Vec<StepSpan>,
     layers: Vec<(i64, i64, i64)>,
@@ -212,10 +213,11 @@ struct TimelineParts {
 
 impl TimelineParts {
     /// Calls `f` with the index builder's inputs.
-    fn inputs<R>(self, t: &Trace, f: impl FnOnce(&crate::timeline::Inputs) -> R) -> R {
-        f(&crate::timeline::Inputs {
+    fn inputs<R>(self, t: &Trace, f: impl FnOnce(crate::timeline::Inputs) -> R) -> R {
+        f(crate::timeline::Inputs {
             trace: t,
             parent: &self.parent,
+            threads: self.by_thread,
             launch: &self.launch,
             steps: self
                 .steps
@@ -388,7 +390,13 @@ fn summarize(
     // arrays only the tables need are freed: the peak is the larger of the
     // two, not the sum.
     let Context {
-        links: links::Links { parent, launch, .. },
+        links:
+            links::Links {
+                parent,
+                launch,
+                by_thread,
+                ..
+            },
         steps,
         py_stacks,
         py_stack_of,
@@ -396,6 +404,7 @@ fn summarize(
     } = { cx }; // a temporary: the fields not bound here are dropped now
     let parts = TimelineParts {
         parent,
+        by_thread,
         launch,
         steps,
         layers: layer_spans,
