@@ -245,11 +245,16 @@ fn parse_stream(
             }
         });
         let helper_limits = limits.clone();
+        let (used_tx, used_rx) = mpsc::channel::<Scanned>();
         scope.spawn(move || {
             for block in ahead_rx {
                 let read = block.map(|block| {
-                    let scanned =
-                        scan_block(&block.buf[..HEADROOM + block.len], HEADROOM, &helper_limits);
+                    let scanned = scan_block(
+                        &block.buf[..HEADROOM + block.len],
+                        HEADROOM,
+                        &helper_limits,
+                        used_rx.try_recv().unwrap_or_default(),
+                    );
                     (block, scanned)
                 });
                 if scanned_tx.send(read).is_err() {
@@ -267,11 +272,15 @@ fn parse_stream(
                 (own_rx.recv().map_err(|_| stopped())??, None)
             } else {
                 let (block, scanned) = scanned_rx.recv().map_err(|_| stopped())??;
-                (block, Some(scanned).filter(|s| !s.is_empty()))
+                (block, Some(scanned))
             };
             let end = HEADROOM + len;
             let from = match scanned {
                 None => HEADROOM,
+                Some(scanned) if scanned.is_empty() => {
+                    let _ = used_tx.send(scanned);
+                    HEADROOM
+                }
                 Some(scanned) => {
                     // Parse up to where the helper started: if the parser
                     // then stands just before it, between two events, the
@@ -282,15 +291,17 @@ fn parse_stream(
                     let used = parser.feed(&joined, false)?;
                     let blanks = &joined[used..];
                     carry.clear();
-                    if parser.at_next_event() && blanks.iter().all(u8::is_ascii_whitespace) {
-                        let next = scanned.end;
-                        parser.commit_scanned(&buf, blanks.len(), scanned)?;
-                        next
-                    } else {
-                        // The guess was wrong: go on from where the parser is.
-                        carry.extend_from_slice(blanks);
-                        scanned.start
-                    }
+                    let from =
+                        if parser.at_next_event() && blanks.iter().all(u8::is_ascii_whitespace) {
+                            parser.commit_scanned(&buf, blanks.len(), &scanned)?;
+                            scanned.end
+                        } else {
+                            // The guess was wrong: go on from where the parser is.
+                            carry.extend_from_slice(blanks);
+                            scanned.start
+                        };
+                    let _ = used_tx.send(scanned);
+                    from
                 }
             };
             // The unconsumed tail goes in front of the new bytes, in the

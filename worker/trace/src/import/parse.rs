@@ -836,13 +836,13 @@ impl Parser {
         &mut self,
         b: &[u8],
         blanks: usize,
-        scanned: Scanned,
+        scanned: &Scanned,
     ) -> Result<(), TraceError> {
         debug_assert!(self.at_next_event());
         self.consumed += blanks as u64;
-        let Scanned { start, end, events } = scanned;
-        for (at, ev) in events {
-            if let Err(stop) = self.commit(b, &ev) {
+        let (start, end) = (scanned.start, scanned.end);
+        for &(at, ref ev) in &scanned.events {
+            if let Err(stop) = self.commit(b, ev) {
                 let msg = match stop {
                     Stop::Bad(msg) => msg,
                     Stop::More => "an event was cut".into(),
@@ -1371,16 +1371,16 @@ impl Scanned {
 /// anything else than `,` follows one. The guess is checked when the parser
 /// reaches it ([`Parser::commit_scanned`]'s caller), so a `{` inside a string
 /// costs the read-ahead, never a wrong trace.
-pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits) -> Scanned {
+///
+/// `out` is a used `Scanned` whose space is reused (a fresh one per block
+/// cost page faults).
+pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits, mut out: Scanned) -> Scanned {
+    out.events.clear();
     let fits = b.len() <= u32::MAX as usize;
     let Some(start) = event_start_after(b, from).filter(|_| fits) else {
-        return Scanned::default();
+        return out;
     };
-    let mut out = Scanned {
-        start,
-        end: start,
-        events: Vec::with_capacity(b.len() / 256),
-    };
+    (out.start, out.end) = (start, start);
     let mut i = start;
     while let Ok((ev, next)) = scan_event(b, i, limits.max_depth) {
         out.events.push((i, ev));
