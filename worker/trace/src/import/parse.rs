@@ -469,6 +469,17 @@ fn plain_int(b: &[u8], i: usize) -> Option<(i64, usize)> {
     plain_number(b, i, false).map(|(neg, v, _, end)| (if neg { -v } else { v }, end))
 }
 
+/// The bytes [`skip_value`] stops at inside an array or object.
+static STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t
+};
+
 /// Skips one JSON value of any kind, checking bracket balance and depth.
 fn skip_value(b: &[u8], i: usize, max_depth: usize) -> Step<usize> {
     match at(b, i)? {
@@ -477,6 +488,11 @@ fn skip_value(b: &[u8], i: usize, max_depth: usize) -> Step<usize> {
             let mut depth = 0usize;
             let mut j = i;
             loop {
+                // Bytes that are none of `"`, `[`, `]`, `{`, `}` (numbers,
+                // commas, blanks) are passed over in a tight loop.
+                while b.get(j).is_some_and(|&c| !STRUCTURAL[c as usize]) {
+                    j += 1;
+                }
                 let c = at(b, j)?;
                 match c {
                     b'"' => {
