@@ -777,6 +777,8 @@ pub struct Parser {
     compact: HashMap<Box<[u8]>, Sym>,
     /// The last event's `cat` text (unescaped), its id and class.
     last_cat: (Vec<u8>, Sym, CatClass),
+    /// The last numeric (pid, tid) pair and its track.
+    last_track: (Track, u32),
 }
 
 impl Parser {
@@ -796,6 +798,14 @@ impl Parser {
             compact: HashMap::new(),
             // Never equal to a `cat` text: those are quoted strings' contents.
             last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
+            // Not a pair any event has: track ids of numbers are looked up.
+            last_track: (
+                Track {
+                    pid: i64::MIN,
+                    tid: i64::MIN,
+                },
+                0,
+            ),
         }
     }
 
@@ -1150,6 +1160,21 @@ impl Parser {
     }
 
     fn track(&mut self, b: &[u8], pid: RawId, tid: RawId) -> Step<u32> {
+        // Runs of events share their thread or stream: numeric ids equal to
+        // the last event's reuse its track without hashing.
+        if let (RawId::Int(p), RawId::Int(t)) = (pid, tid) {
+            let (last, id) = self.last_track;
+            if last == (Track { pid: p, tid: t }) {
+                return Ok(id);
+            }
+            let id = self.track_slow(b, pid, tid)?;
+            self.last_track = (Track { pid: p, tid: t }, id);
+            return Ok(id);
+        }
+        self.track_slow(b, pid, tid)
+    }
+
+    fn track_slow(&mut self, b: &[u8], pid: RawId, tid: RawId) -> Step<u32> {
         let track = Track {
             pid: self.id_value(b, pid)?,
             tid: self.id_value(b, tid)?,
