@@ -154,16 +154,18 @@ pub struct Analysis {
 
 /// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    summarize(t, links::link(t), opts).0
+    summarize(t, links::link(t), opts, |_| ()).0
 }
 
 /// Analyzes a parsed trace: the summary and every artifact.
 pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
-    let (summary, parts) = summarize(t, links::link(t), opts);
-    Analysis {
-        summary,
-        timeline: parts.inputs(t, crate::timeline::TimelineIndex::build),
-    }
+    let (summary, timeline) = summarize(
+        t,
+        links::link(t),
+        opts,
+        crate::timeline::TimelineIndex::build,
+    );
+    Analysis { summary, timeline }
 }
 
 /// What the analysis job stores: the summary, and the timeline index as
@@ -192,50 +194,28 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     }
     let links = launches.link(&t);
     t.cpu.external_id = IntColumn::default();
-    let (summary, parts) = summarize(&t, links, opts);
-    // What the timeline index does not read (TimelineIndex::build).
-    t.python = Default::default();
-    t.other = Default::default();
-    let timeline = parts.inputs(&t, crate::timeline::TimelineIndex::build_stored)?;
-    Ok(StoredAnalysis { summary, timeline })
+    let (summary, timeline) = summarize(
+        &t,
+        links,
+        opts,
+        crate::timeline::TimelineIndex::build_stored,
+    );
+    Ok(StoredAnalysis {
+        summary,
+        timeline: timeline?,
+    })
 }
 
-/// What the timeline index needs from the summary's analysis.
-struct TimelineParts {
-    parent: Vec<u32>,
-    by_thread: Vec<Vec<u32>>,
-    launch: Vec<u32>,
-    steps: Vec<StepSpan>,
-    layers: Vec<(i64, i64, i64)>,
-    stacks: Vec<Vec<Sym>>,
-    stack_of: HashMap<u32, u32>,
-}
-
-impl TimelineParts {
-    /// Calls `f` with the index builder's inputs.
-    fn inputs<R>(self, t: &Trace, f: impl FnOnce(crate::timeline::Inputs) -> R) -> R {
-        f(crate::timeline::Inputs {
-            trace: t,
-            parent: &self.parent,
-            threads: self.by_thread,
-            launch: &self.launch,
-            steps: self
-                .steps
-                .iter()
-                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
-                .collect(),
-            layers: self.layers,
-            stacks: &self.stacks,
-            stack_of: &self.stack_of,
-        })
-    }
-}
-
-fn summarize(
+/// The summary, and what `timeline` makes of the timeline index's inputs
+/// (the index itself, or its stored form; nothing for the summary alone).
+/// The index is laid out while a second thread finds the layers (it reads
+/// them last, for its head).
+fn summarize<R>(
     t: &Trace,
     mut links: links::Links,
     opts: &AnalysisOptions,
-) -> (Summary, TimelineParts) {
+    timeline: impl FnOnce(crate::timeline::Inputs) -> R,
+) -> (Summary, R) {
     let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
     let cpu = &t.cpu;
     let gpu = &t.gpu;
@@ -383,34 +363,37 @@ fn summarize(
     ops.extend(replay_rows(&cx));
     sort_ops(&mut ops);
     let kernels = kernel_rows(&cx, &mut chains);
+    drop(chains);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
-    let (layers, layer_spans) = layers::attribute(&cx, &kernels, opts);
     let graphs = graph_stats(&cx);
-    // The timeline index is built after this returns, once the per-slice
-    // arrays only the tables need are freed: the peak is the larger of the
-    // two, not the sum.
-    let Context {
-        links:
-            links::Links {
-                parent,
-                launch,
-                by_thread,
-                ..
-            },
-        steps,
-        py_stacks,
-        py_stack_of,
-        ..
-    } = { cx }; // a temporary: the fields not bound here are dropped now
-    let parts = TimelineParts {
-        parent,
-        by_thread,
-        launch,
-        steps,
-        layers: layer_spans,
-        stacks: py_stacks,
-        stack_of: py_stack_of,
-    };
+    let mut cx = cx;
+    let by_thread = std::mem::take(&mut cx.links.by_thread);
+    let (layers, timeline) = std::thread::scope(|scope| {
+        let (cx, kernels) = (&cx, &kernels);
+        let (spans_tx, spans_rx) = std::sync::mpsc::sync_channel(1);
+        let found = scope.spawn(move || {
+            let (layers, spans) = layers::attribute(cx, kernels, opts);
+            let _ = spans_tx.send(spans);
+            layers
+        });
+        let timeline = timeline(crate::timeline::Inputs {
+            trace: t,
+            parent: &cx.links.parent,
+            threads: by_thread,
+            launch: &cx.links.launch,
+            steps: cx
+                .steps
+                .iter()
+                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
+                .collect(),
+            layers: Box::new(move || spans_rx.recv().unwrap_or_default()),
+            stacks: &cx.py_stacks,
+            stack_of: &cx.py_stack_of,
+        });
+        let layers = found.join().expect("layer attribution panicked");
+        (layers, timeline)
+    });
+    drop(cx);
     let mut summary = Summary {
         analyzer_version: ANALYZER_VERSION,
         trace,
@@ -424,7 +407,7 @@ fn summarize(
         findings: Vec::new(),
     };
     summary.findings = findings::find(&summary);
-    (summary, parts)
+    (summary, timeline)
 }
 
 fn us(ns: i64) -> f64 {
