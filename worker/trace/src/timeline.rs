@@ -509,6 +509,8 @@ impl TimelineIndex {
         // (zstd's own worker): the parse's decompression thread is idle by
         // now, and the compressed bytes are the same whatever the timing.
         z.multithread(1)?;
+        // 1 MB jobs: zstd's default (four windows) held 13 MB of buffers.
+        z.set_parameter(zstd::stream::raw::CParameter::JobSize(1 << 20))?;
         let (head, n) = {
             let mut rows = Stream {
                 w: io::BufWriter::with_capacity(1 << 16, &mut z),

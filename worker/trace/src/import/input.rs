@@ -99,8 +99,11 @@ pub struct ReadOptions {
 
 /// Size of a decompressed block handed to the parser.
 const BLOCK: usize = 4 << 20;
-/// Free space in front of each block for the previous block's partial event.
-const HEADROOM: usize = 1 << 20;
+/// Free space in front of each block for the previous block's partial event
+/// (events are a few hundred bytes; a longer tail is joined in a copy). Six
+/// blocks are in flight with the read-ahead: this and [`BLOCK`] are most of
+/// the job's fixed memory.
+const HEADROOM: usize = 64 << 10;
 
 /// Counts source bytes and remembers whether the source itself failed, so
 /// that a network or disk error is not mistaken for a damaged stream.
