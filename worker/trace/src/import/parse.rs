@@ -779,6 +779,8 @@ pub struct Parser {
     last_cat: (Vec<u8>, Sym, CatClass),
     /// The last numeric (pid, tid) pair and its track.
     last_track: (Track, u32),
+    /// Which key follows which (see [`KeyGuess`]).
+    guess: KeyGuess,
 }
 
 impl Parser {
@@ -798,6 +800,7 @@ impl Parser {
             compact: HashMap::new(),
             // Never equal to a `cat` text: those are quoted strings' contents.
             last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
+            guess: KeyGuess::default(),
             // Not a pair any event has: track ids of numbers are looked up.
             last_track: (
                 Track {
@@ -987,7 +990,7 @@ impl Parser {
                         show_byte(b[i])
                     ));
                 }
-                let (ev, next) = scan_event(b, i, self.limits.max_depth)?;
+                let (ev, next) = scan_event(b, i, self.limits.max_depth, &mut self.guess)?;
                 self.commit(b, &ev)?;
                 self.state = State::EventsAfterItem;
                 Ok(Some(next))
@@ -1396,6 +1399,8 @@ pub(crate) struct Scanned {
     pub end: usize,
     /// Each event read, with where it starts.
     events: Vec<(usize, RawEvent)>,
+    /// The helper's key guesses, kept from block to block.
+    guess: KeyGuess,
 }
 
 impl Scanned {
@@ -1423,7 +1428,7 @@ pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits, mut out: Scanne
     };
     (out.start, out.end) = (start, start);
     let mut i = start;
-    while let Ok((ev, next)) = scan_event(b, i, limits.max_depth) {
+    while let Ok((ev, next)) = scan_event(b, i, limits.max_depth, &mut out.guess) {
         out.events.push((i, ev));
         out.end = next;
         let j = skip_ws(b, next);
@@ -1452,65 +1457,301 @@ fn event_start_after(b: &[u8], from: usize) -> Option<usize> {
         })
 }
 
+/// Keys the parser knows by sight: their ids, and their text.
+mod key {
+    pub const PH: u8 = 0;
+    pub const CAT: u8 = 1;
+    pub const NAME: u8 = 2;
+    pub const PID: u8 = 3;
+    pub const TID: u8 = 4;
+    pub const TS: u8 = 5;
+    pub const DUR: u8 = 6;
+    pub const ID: u8 = 7;
+    pub const ARGS: u8 = 8;
+    pub const BP: u8 = 9;
+    pub const S: u8 = 10;
+    pub const CORRELATION: u8 = 11;
+    pub const EXTERNAL_ID: u8 = 12;
+    pub const EXTERNAL_ID_LOWER: u8 = 13;
+    pub const DEVICE: u8 = 14;
+    pub const STREAM: u8 = 15;
+    pub const BYTES: u8 = 16;
+    pub const BYTES_UPPER: u8 = 17;
+    pub const GRID: u8 = 18;
+    pub const BLOCK: u8 = 19;
+    pub const INPUT_DIMS: u8 = 20;
+    pub const INPUT_DIMS_LOWER: u8 = 21;
+    pub const INPUT_TYPE: u8 = 22;
+    pub const TOTAL_ALLOCATED: u8 = 23;
+    pub const DEVICE_TYPE: u8 = 24;
+    pub const DEVICE_ID: u8 = 25;
+    pub const RECORD_FUNCTION_ID: u8 = 26;
+    pub const CONCRETE_INPUTS: u8 = 27;
+    pub const INPUT_STRIDES: u8 = 28;
+    pub const EV_IDX: u8 = 29;
+    pub const FLOPS: u8 = 30;
+    pub const CBID: u8 = 31;
+    pub const QUEUED: u8 = 32;
+    pub const CONTEXT: u8 = 33;
+    pub const REGISTERS: u8 = 34;
+    pub const SHARED_MEMORY: u8 = 35;
+    pub const BLOCKS_PER_SM: u8 = 36;
+    pub const WARPS_PER_SM: u8 = 37;
+    pub const TOTAL_RESERVED: u8 = 38;
+    pub const ADDR: u8 = 39;
+    /// Any other key (or an escaped one): its value is skipped.
+    pub const OTHER: u8 = u8::MAX;
+    /// Where an event starts: its first key is guessed too.
+    pub const OPEN: u8 = u8::MAX - 1;
+    /// Where an event's `args` start.
+    pub const OPEN_ARGS: u8 = u8::MAX - 2;
+
+    /// The text of each key, by id.
+    pub const TEXT: [&[u8]; 40] = [
+        b"ph",
+        b"cat",
+        b"name",
+        b"pid",
+        b"tid",
+        b"ts",
+        b"dur",
+        b"id",
+        b"args",
+        b"bp",
+        b"s",
+        b"correlation",
+        b"External id",
+        b"external id",
+        b"device",
+        b"stream",
+        b"bytes",
+        b"Bytes",
+        b"grid",
+        b"block",
+        b"Input Dims",
+        b"Input dims",
+        b"Input type",
+        b"Total Allocated",
+        b"Device Type",
+        b"Device Id",
+        b"Record function id",
+        b"Concrete Inputs",
+        b"Input Strides",
+        b"Ev Idx",
+        b"flops",
+        b"cbid",
+        b"queued",
+        b"context",
+        b"registers per thread",
+        b"shared memory",
+        b"blocks per SM",
+        b"warps per SM",
+        b"Total Reserved",
+        b"Addr",
+    ];
+
+    /// The id of a key's text (as written: an escaped key is none).
+    pub fn id(text: &[u8]) -> u8 {
+        match text {
+            b"ph" => PH,
+            b"cat" => CAT,
+            b"name" => NAME,
+            b"pid" => PID,
+            b"tid" => TID,
+            b"ts" => TS,
+            b"dur" => DUR,
+            b"id" => ID,
+            b"args" => ARGS,
+            b"bp" => BP,
+            b"s" => S,
+            b"correlation" => CORRELATION,
+            b"External id" => EXTERNAL_ID,
+            b"external id" => EXTERNAL_ID_LOWER,
+            b"device" => DEVICE,
+            b"stream" => STREAM,
+            b"bytes" => BYTES,
+            b"Bytes" => BYTES_UPPER,
+            b"grid" => GRID,
+            b"block" => BLOCK,
+            b"Input Dims" => INPUT_DIMS,
+            b"Input dims" => INPUT_DIMS_LOWER,
+            b"Input type" => INPUT_TYPE,
+            b"Total Allocated" => TOTAL_ALLOCATED,
+            b"Device Type" => DEVICE_TYPE,
+            b"Device Id" => DEVICE_ID,
+            b"Record function id" => RECORD_FUNCTION_ID,
+            b"Concrete Inputs" => CONCRETE_INPUTS,
+            b"Input Strides" => INPUT_STRIDES,
+            b"Ev Idx" => EV_IDX,
+            b"flops" => FLOPS,
+            b"cbid" => CBID,
+            b"queued" => QUEUED,
+            b"context" => CONTEXT,
+            b"registers per thread" => REGISTERS,
+            b"shared memory" => SHARED_MEMORY,
+            b"blocks per SM" => BLOCKS_PER_SM,
+            b"warps per SM" => WARPS_PER_SM,
+            b"Total Reserved" => TOTAL_RESERVED,
+            b"Addr" => ADDR,
+            _ => OTHER,
+        }
+    }
+}
+
+/// A key as written, quotes and colon included (`"ph":`), in three
+/// words and masks, compared in place without scanning it.
+#[derive(Clone, Copy)]
+struct KeyText {
+    len: usize,
+    words: [u64; 3],
+    masks: [u64; 3],
+}
+
+/// [`KeyText`] of every known key, by id.
+static KEY_TEXTS: [KeyText; key::TEXT.len()] = {
+    let mut out = [KeyText {
+        len: 0,
+        words: [0; 3],
+        masks: [0; 3],
+    }; key::TEXT.len()];
+    let mut k = 0;
+    while k < key::TEXT.len() {
+        let text = key::TEXT[k];
+        let len = text.len() + 3;
+        assert!(len <= 24);
+        let mut i = 0;
+        while i < len {
+            let c = if i == 0 || i == len - 2 {
+                b'"'
+            } else if i == len - 1 {
+                b':'
+            } else {
+                text[i - 1]
+            };
+            out[k].words[i / 8] |= (c as u64) << (8 * (i % 8));
+            out[k].masks[i / 8] |= 0xff << (8 * (i % 8));
+            i += 1;
+        }
+        out[k].len = len;
+        k += 1;
+    }
+    out
+};
+
+/// Guesses each key from the one before it: Kineto writes the keys of an
+/// event in the same order every time (per category), so the key that
+/// followed a key last time is compared in place first, and the key is
+/// scanned and looked up only when the guess is wrong. One rule for the
+/// parser and the read-ahead helper; each keeps its own guesses.
+pub(crate) struct KeyGuess {
+    /// By key id (and [`key::OPEN`]): the id that followed it last.
+    next: [u8; 256],
+}
+
+impl Default for KeyGuess {
+    fn default() -> Self {
+        KeyGuess {
+            next: [key::OTHER; 256],
+        }
+    }
+}
+
+impl KeyGuess {
+    /// Reads the key at `j` (its opening quote) and the `:` after it:
+    /// returns the key's id and the index after the colon.
+    #[inline(always)]
+    fn key(&mut self, b: &[u8], j: usize, prev: u8) -> Step<(u8, usize)> {
+        let guess = self.next[prev as usize];
+        if let (Some(t), Some(w)) = (KEY_TEXTS.get(guess as usize), b.get(j..j + 24)) {
+            let word =
+                |k: usize| u64::from_le_bytes(w[8 * k..8 * k + 8].try_into().expect("eight bytes"));
+            if (word(0) ^ t.words[0]) & t.masks[0] == 0
+                && (word(1) ^ t.words[1]) & t.masks[1] == 0
+                && (word(2) ^ t.words[2]) & t.masks[2] == 0
+            {
+                return Ok((guess, j + t.len));
+            }
+        }
+        let (text, next) = scan_string(b, j)?;
+        let id = if text.escaped {
+            key::OTHER
+        } else {
+            key::id(text.bytes(b))
+        };
+        self.next[prev as usize] = id;
+        let j = skip_ws(b, next);
+        if at(b, j)? != b':' {
+            return bad("expected ':' after a key");
+        }
+        Ok((id, j + 1))
+    }
+}
+
 /// Reads one event object at `i` (its `{`): the fields the analysis needs,
 /// and the index after it. Reads only the bytes: the parser commits the
 /// event, on this thread or after a helper thread scanned a block
 /// ([`scan_block`]).
-fn scan_event(b: &[u8], i: usize, max_depth: usize) -> Step<(RawEvent, usize)> {
+fn scan_event(
+    b: &[u8],
+    i: usize,
+    max_depth: usize,
+    guess: &mut KeyGuess,
+) -> Step<(RawEvent, usize)> {
     let mut ev = RawEvent::default();
     let mut j = skip_ws(b, i + 1);
     if at(b, j)? == b'}' {
         return Ok((ev, j + 1));
     }
+    let mut prev = key::OPEN;
     loop {
-        let (key, next) = scan_string(b, j)?;
-        j = skip_ws(b, next);
-        if at(b, j)? != b':' {
-            return bad("expected ':' after a key in an event");
+        if at(b, j)? != b'"' {
+            return bad(format!("expected a string, found {}", show_byte(b[j])));
         }
-        j = skip_ws(b, j + 1);
-        j = match key.bytes(b) {
-            b"ph" => {
+        let (id, next) = guess.key(b, j, prev)?;
+        prev = id;
+        j = skip_ws(b, next);
+        j = match id {
+            key::PH => {
                 let (s, next) = scan_string(b, j)?;
                 ev.ph = s.bytes(b).first().copied().unwrap_or(0);
                 next
             }
-            b"cat" => {
+            key::CAT => {
                 let (s, next) = string_or_skip(b, j, max_depth)?;
                 ev.cat = s;
                 next
             }
-            b"name" => {
+            key::NAME => {
                 let (s, next) = string_or_skip(b, j, max_depth)?;
                 ev.name = s;
                 next
             }
-            b"pid" => {
+            key::PID => {
                 let (id, next) = raw_id(b, j)?;
                 ev.pid = id;
                 next
             }
-            b"tid" => {
+            key::TID => {
                 let (id, next) = raw_id(b, j)?;
                 ev.tid = id;
                 next
             }
-            b"ts" => {
+            key::TS => {
                 let (v, next) = time_value(b, j)?;
                 ev.ts = v.into();
                 next
             }
-            b"dur" => {
+            key::DUR => {
                 let (v, next) = time_value(b, j)?;
                 ev.dur = v.into();
                 next
             }
-            b"id" => {
+            key::ID => {
                 let (v, next) = int_value(b, j)?;
                 ev.id = v.into();
                 next
             }
-            b"args" => scan_args(b, j, &mut ev.args, max_depth)?,
+            key::ARGS => scan_args(b, j, &mut ev.args, max_depth, guess)?,
             _ => skip_value(b, j, max_depth)?,
         };
         j = skip_ws(b, j);
@@ -1536,7 +1777,13 @@ fn string_or_skip(b: &[u8], j: usize, max_depth: usize) -> Step<(Option<Span>, u
     }
 }
 
-fn scan_args(b: &[u8], i: usize, args: &mut RawArgs, max_depth: usize) -> Step<usize> {
+fn scan_args(
+    b: &[u8],
+    i: usize,
+    args: &mut RawArgs,
+    max_depth: usize,
+    guess: &mut KeyGuess,
+) -> Step<usize> {
     if at(b, i)? != b'{' {
         return skip_value(b, i, max_depth);
     }
@@ -1544,71 +1791,72 @@ fn scan_args(b: &[u8], i: usize, args: &mut RawArgs, max_depth: usize) -> Step<u
     if at(b, j)? == b'}' {
         return Ok(j + 1);
     }
+    let mut prev = key::OPEN_ARGS;
     loop {
-        let (key, next) = scan_string(b, j)?;
-        j = skip_ws(b, next);
-        if at(b, j)? != b':' {
-            return bad("expected ':' after a key in args");
+        if at(b, j)? != b'"' {
+            return bad(format!("expected a string, found {}", show_byte(b[j])));
         }
-        j = skip_ws(b, j + 1);
+        let (id, next) = guess.key(b, j, prev)?;
+        prev = id;
+        j = skip_ws(b, next);
         let depth = max_depth.saturating_sub(2);
-        j = match key.bytes(b) {
-            b"correlation" => {
+        j = match id {
+            key::CORRELATION => {
                 let (v, n) = int_value(b, j)?;
                 args.correlation = v.into();
                 n
             }
-            b"External id" | b"external id" => {
+            key::EXTERNAL_ID | key::EXTERNAL_ID_LOWER => {
                 let (v, n) = int_value(b, j)?;
                 args.external_id = v.into();
                 n
             }
-            b"device" => {
+            key::DEVICE => {
                 let (v, n) = int_value(b, j)?;
                 args.device = v.into();
                 n
             }
-            b"stream" => {
+            key::STREAM => {
                 let (v, n) = int_value(b, j)?;
                 args.stream = v.into();
                 n
             }
-            b"bytes" | b"Bytes" => {
+            key::BYTES | key::BYTES_UPPER => {
                 let (v, n) = int_value(b, j)?;
                 args.bytes = v.into();
                 n
             }
-            b"grid" => {
+            key::GRID => {
                 let (v, n) = dim3_value(b, j, depth)?;
                 args.grid = v;
                 n
             }
-            b"block" => {
+            key::BLOCK => {
                 let (v, n) = dim3_value(b, j, depth)?;
                 args.block = v;
                 n
             }
-            b"Input Dims" | b"Input dims" => {
+            key::INPUT_DIMS | key::INPUT_DIMS_LOWER => {
                 let n = skip_value(b, j, depth)?;
                 args.input_dims = Some(Span::new(j, n, false));
                 n
             }
-            b"Input type" => {
+            key::INPUT_TYPE => {
                 let n = skip_value(b, j, depth)?;
                 args.input_type = Some(Span::new(j, n, false));
                 n
             }
-            b"Total Allocated" => {
+            key::TOTAL_ALLOCATED => {
                 let (v, n) = int_value(b, j)?;
                 args.total_allocated = v.into();
                 n
             }
-            b"Device Type" => {
+            key::DEVICE_TYPE => {
                 let (v, n) = int_value(b, j)?;
                 args.device_type = v.into();
                 n
             }
-            b"Device Id" => {
+            key::DEVICE_ID => {
                 let (v, n) = int_value(b, j)?;
                 args.device_id = v.into();
                 n
@@ -1766,6 +2014,30 @@ mod tests {
                 && !num.ends_with('.');
             assert_eq!(plain_number(b, 0, true).is_some(), plain, "{doc:?}");
         }
+    }
+
+    /// Guessed keys read as scanned ones: in a changed order, with blanks
+    /// before the colon, keys that extend or escape a known one.
+    #[test]
+    fn guessed_keys_read_as_scanned_keys() {
+        for (k, text) in key::TEXT.iter().enumerate() {
+            assert_eq!(key::id(text), k as u8);
+            assert_eq!(KEY_TEXTS[k].len, text.len() + 3);
+        }
+        let doc = br#"{"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"External id": 5}},
+  {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 2, "args": {"External id": 6}},
+  {"ph": "X", "name": "c", "cat": "cpu_op", "pid": 1, "tid": 1, "tsx": 99, "ts": 5, "dur" : 2, "args": {"External idx": 7, "External id": 8}},
+  {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 7, "ts": 9, "dur": 2, "args": {"Externa": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "e", "pid": 1, "tid": 1, "ts": 11, "dur": 2, "args": {"External id": 10}}
+]}"#;
+        let mut p = Parser::new(Limits::default());
+        p.feed(doc, true).unwrap();
+        let t = p.finish().unwrap();
+        let names: Vec<&str> = (0..t.cpu.len()).map(|i| t.name(t.cpu.name[i])).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(t.cpu.ts.to_vec(), [1000, 3000, 5000, 9000, 11000]);
+        assert_eq!(t.cpu.external_id.to_vec(), [5, 6, 8, NONE, 10]);
     }
 
     #[test]
