@@ -76,17 +76,16 @@ fn skip_ws(b: &[u8], i: usize) -> usize {
 #[inline(never)]
 fn skip_ws_run(b: &[u8], mut i: usize) -> usize {
     loop {
-        if let Some(w) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
-            // Leading bytes equal to a space become zero.
-            let spaces = (w ^ (SWAR_ONES * b' ' as u64)).trailing_zeros() as usize / 8;
-            i += spaces;
-            if spaces == 8 {
-                continue;
-            }
-        }
         match b.get(i) {
-            Some(b' ' | b'\n' | b'\r' | b'\t') => i += 1,
+            Some(b' ') => match b.get(i..i + 8) {
+                Some(w) => {
+                    let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
+                    // Leading bytes equal to a space become zero (at least one).
+                    i += (w ^ (SWAR_ONES * b' ' as u64)).trailing_zeros() as usize / 8;
+                }
+                None => i += 1,
+            },
+            Some(b'\n' | b'\r' | b'\t') => i += 1,
             _ => return i,
         }
     }
