@@ -423,11 +423,12 @@ fn plain_number(b: &[u8], i: usize, decimals: bool) -> Option<(bool, i64, i64, u
         if !c.is_ascii_digit() {
             break;
         }
-        int = int * 10 + (c - b'0') as i64;
-        j += 1;
-        if j - start > 18 {
+        if j - start == 18 {
+            // A 19th digit may not fit: the general path decides.
             return None;
         }
+        int = int * 10 + (c - b'0') as i64;
+        j += 1;
     }
     if j == start {
         return None;
