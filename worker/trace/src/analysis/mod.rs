@@ -343,7 +343,7 @@ fn summarize<R>(
         total_dev,
         child_ns: std::mem::take(&mut links.child_ns),
     };
-    let cx = Context {
+    let mut cx = Context {
         t,
         links,
         steps,
@@ -366,7 +366,6 @@ fn summarize<R>(
     drop(chains);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let graphs = graph_stats(&cx);
-    let mut cx = cx;
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);

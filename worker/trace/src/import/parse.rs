@@ -687,6 +687,23 @@ struct RawArgs {
     device_id: MaybeInt,
 }
 
+impl RawArgs {
+    /// The integer field a key of `args` fills, if any.
+    fn int_field(&mut self, id: u8) -> Option<&mut MaybeInt> {
+        Some(match id {
+            key::CORRELATION => &mut self.correlation,
+            key::EXTERNAL_ID | key::EXTERNAL_ID_LOWER => &mut self.external_id,
+            key::DEVICE => &mut self.device,
+            key::STREAM => &mut self.stream,
+            key::BYTES | key::BYTES_UPPER => &mut self.bytes,
+            key::TOTAL_ALLOCATED => &mut self.total_allocated,
+            key::DEVICE_TYPE => &mut self.device_type,
+            key::DEVICE_ID => &mut self.device_id,
+            _ => return None,
+        })
+    }
+}
+
 /// The fields of one event the analysis reads, before it is committed.
 #[derive(Default)]
 struct RawEvent {
@@ -1801,31 +1818,6 @@ fn scan_args(
         j = skip_ws(b, next);
         let depth = max_depth.saturating_sub(2);
         j = match id {
-            key::CORRELATION => {
-                let (v, n) = int_value(b, j)?;
-                args.correlation = v.into();
-                n
-            }
-            key::EXTERNAL_ID | key::EXTERNAL_ID_LOWER => {
-                let (v, n) = int_value(b, j)?;
-                args.external_id = v.into();
-                n
-            }
-            key::DEVICE => {
-                let (v, n) = int_value(b, j)?;
-                args.device = v.into();
-                n
-            }
-            key::STREAM => {
-                let (v, n) = int_value(b, j)?;
-                args.stream = v.into();
-                n
-            }
-            key::BYTES | key::BYTES_UPPER => {
-                let (v, n) = int_value(b, j)?;
-                args.bytes = v.into();
-                n
-            }
             key::GRID => {
                 let (v, n) = dim3_value(b, j, depth)?;
                 args.grid = v;
@@ -1846,22 +1838,14 @@ fn scan_args(
                 args.input_type = Some(Span::new(j, n, false));
                 n
             }
-            key::TOTAL_ALLOCATED => {
-                let (v, n) = int_value(b, j)?;
-                args.total_allocated = v.into();
-                n
-            }
-            key::DEVICE_TYPE => {
-                let (v, n) = int_value(b, j)?;
-                args.device_type = v.into();
-                n
-            }
-            key::DEVICE_ID => {
-                let (v, n) = int_value(b, j)?;
-                args.device_id = v.into();
-                n
-            }
-            _ => skip_value(b, j, depth)?,
+            _ => match args.int_field(id) {
+                Some(field) => {
+                    let (v, n) = int_value(b, j)?;
+                    *field = v.into();
+                    n
+                }
+                None => skip_value(b, j, depth)?,
+            },
         };
         j = skip_ws(b, j);
         match at(b, j)? {
