@@ -83,12 +83,23 @@ impl Launches {
 
     /// Builds the op tree and the rest of the links.
     pub fn link(self, t: &Trace) -> Links {
+        self.link_tree(t, OpTree::build(t))
+    }
+
+    /// The rest of the links, over an op tree already built (it needs no
+    /// ids, so it can be built while the launches are found).
+    pub fn link_tree(self, t: &Trace, tree: OpTree) -> Links {
         let Launches {
             launch,
             names_op,
             mut attribution,
         } = self;
-        let (parent, preorder, child_ns, by_thread) = op_tree(t);
+        let OpTree {
+            parent,
+            preorder,
+            child_ns,
+            by_thread,
+        } = tree;
         let launcher = launching_ops(t, &parent, names_op);
         let (op, graph) = gpu_ops(t, &launch, &launcher, &mut attribution);
         Links {
@@ -100,6 +111,27 @@ impl Launches {
             op,
             graph,
             attribution,
+        }
+    }
+}
+
+/// The op tree: the links that need only the CPU slices' times and kinds.
+pub struct OpTree {
+    parent: Vec<u32>,
+    preorder: Vec<u32>,
+    child_ns: IntColumn,
+    by_thread: Vec<Vec<u32>>,
+}
+
+impl OpTree {
+    /// Builds the op tree of a trace.
+    pub fn build(t: &Trace) -> OpTree {
+        let (parent, preorder, child_ns, by_thread) = op_tree(t);
+        OpTree {
+            parent,
+            preorder,
+            child_ns,
+            by_thread,
         }
     }
 }

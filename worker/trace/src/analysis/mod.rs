@@ -26,7 +26,7 @@ use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, TimeColumn, Trace};
 use hashbrown::HashMap;
 use kinetoscope_types::*;
 use links::{Links, NO};
-use steps::{step_at, StepSpan};
+use steps::{step_at, StepCursor, StepSpan};
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
@@ -184,7 +184,16 @@ pub struct StoredAnalysis {
 /// the index's rows are compressed one by one rather than held. The same
 /// summary, and the same index once read back.
 pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
-    let launches = links::Launches::find(&t);
+    // The op tree needs only the CPU slices' times, the launches only the
+    // ids: each is found on its own core.
+    let (launches, tree) = std::thread::scope(|scope| {
+        let tree = scope.spawn(|| links::OpTree::build(&t));
+        let launches = links::Launches::find(&t);
+        (
+            launches,
+            tree.join().expect("building the op tree panicked"),
+        )
+    });
     // What nothing reads once launches are found: the ids that link them.
     t.cpu.correlation = IntColumn::default();
     t.gpu.correlation = IntColumn::default();
@@ -192,7 +201,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     if !launches.needs_external_id() {
         t.cpu.external_id = IntColumn::default();
     }
-    let links = launches.link(&t);
+    let links = launches.link_tree(&t, tree);
     t.cpu.external_id = IntColumn::default();
     let (summary, timeline) = summarize(
         &t,
@@ -290,6 +299,7 @@ fn summarize<R>(
     let mut gpu_step = vec![NO; gpu.len()];
     let mut gpu_op_ns = 0i64;
     let a = &mut links.attribution;
+    let mut step = StepCursor::new(&steps);
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
             continue;
@@ -319,7 +329,7 @@ fn summarize<R>(
             a.unattributed_us += d as f64 / 1e3;
         }
         if r != NO {
-            if let Some(s) = step_at(&steps, cpu.ts.get(r as usize)) {
+            if let Some(s) = step.at(cpu.ts.get(r as usize)) {
                 gpu_step[g] = s as u32;
             }
         }
@@ -355,17 +365,25 @@ fn summarize<R>(
         replay,
     };
 
-    let trace = trace_info(&cx);
-    let (step_rows, steps_stats) = step_rows(&cx, source);
-    let mut chains = Chains::new(cpu.len());
-    let mut ops = op_rows(&cx, &sums, &mut chains);
-    drop(sums);
-    ops.extend(replay_rows(&cx));
-    sort_ops(&mut ops);
-    let kernels = kernel_rows(&cx, &mut chains);
-    drop(chains);
+    // The trace's facts, the steps and the graphs on a second core while
+    // the op and kernel tables are made (they share the launch chains).
+    let ((trace, (step_rows, steps_stats), graphs), ops, kernels) = std::thread::scope(|scope| {
+        let (cx, source) = (&cx, source);
+        let side = scope.spawn(move || (trace_info(cx), step_rows(cx, source), graph_stats(cx)));
+        let mut chains = Chains::new(cpu.len());
+        let mut ops = op_rows(cx, &sums, &mut chains);
+        drop(sums);
+        ops.extend(replay_rows(cx));
+        sort_ops(&mut ops);
+        let kernels = kernel_rows(cx, &mut chains);
+        drop(chains);
+        (
+            side.join().expect("the trace's facts panicked"),
+            ops,
+            kernels,
+        )
+    });
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
-    let graphs = graph_stats(&cx);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);
@@ -677,6 +695,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         }
     }
     let have_steps = !cx.steps.is_empty();
+    let mut step = StepCursor::new(&cx.steps);
     for i in 0..cpu.len() {
         let kind = cpu.kind[i];
         if kind == CpuKind::Module {
@@ -691,7 +710,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         a.cpu_total += cpu.dur.get(i);
         a.self_dev += sums.self_dev.get(i);
         a.total_dev += sums.total_dev.get(i);
-        let in_step = have_steps && step_at(&cx.steps, cpu.ts.get(i)).is_some();
+        let in_step = have_steps && step.at(cpu.ts.get(i)).is_some();
         if in_step {
             a.calls_in_steps += 1;
         }
@@ -941,6 +960,8 @@ pub(crate) struct Chains {
     nodes: Vec<(u32, Sym)>,
     /// Per CPU slice: its chain id once known, else [`NO`].
     of_op: Vec<u32>,
+    /// Scratch: the slices walked up from an op.
+    path: Vec<u32>,
 }
 
 /// Stands for any `ProfilerStep#N` in a chain.
@@ -953,6 +974,7 @@ impl Chains {
             ids: HashMap::new(),
             nodes: vec![(0, 0)],
             of_op: vec![NO; slices],
+            path: Vec::new(),
         }
     }
 
@@ -961,7 +983,9 @@ impl Chains {
         if self.of_op[op as usize] != NO {
             return self.of_op[op as usize];
         }
-        let mut path = vec![op];
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.push(op);
         let mut base = 0u32;
         let mut p = cx.links.parent[op as usize];
         while p != NO {
@@ -987,6 +1011,7 @@ impl Chains {
             self.of_op[o as usize] = id;
             base = id;
         }
+        self.path = path;
         base
     }
 

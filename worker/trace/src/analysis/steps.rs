@@ -317,6 +317,36 @@ pub fn step_at(steps: &[StepSpan], ts: i64) -> Option<usize> {
     (ts < s.end || (ts == s.ts)).then_some(k - 1)
 }
 
+/// [`step_at`] for times that mostly come in order (a table's rows): the
+/// last step found is tried first.
+pub struct StepCursor<'a> {
+    steps: &'a [StepSpan],
+    last: usize,
+}
+
+impl<'a> StepCursor<'a> {
+    /// A cursor over `steps` (sorted by start).
+    pub fn new(steps: &'a [StepSpan]) -> Self {
+        StepCursor { steps, last: 0 }
+    }
+
+    /// The same answer as [`step_at`].
+    pub fn at(&mut self, ts: i64) -> Option<usize> {
+        let k = self.last;
+        if let Some(s) = self.steps.get(k) {
+            // The last step starting at or before `ts` is still step k.
+            if s.ts <= ts && self.steps.get(k + 1).is_none_or(|n| n.ts > ts) {
+                return (ts < s.end || ts == s.ts).then_some(k);
+            }
+        }
+        let found = step_at(self.steps, ts);
+        if let Some(k) = found {
+            self.last = k;
+        }
+        found
+    }
+}
+
 /// The step number in a marker name (`ProfilerStep#12` -> 12).
 pub fn step_number(name: &str) -> Option<i64> {
     name.strip_prefix("ProfilerStep#")
@@ -338,6 +368,32 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_step_cursor_answers_as_step_at_in_any_order() {
+        // Steps with gaps, one of zero length, one overlapping the next.
+        let span = |ts, end| StepSpan {
+            name: 0,
+            ts,
+            end,
+            kind: None,
+        };
+        let steps = [
+            span(10, 20),
+            span(20, 30),
+            span(35, 35),
+            span(40, 60),
+            span(50, 70),
+        ];
+        let mut cursor = StepCursor::new(&steps);
+        let mut times: Vec<i64> = (0..80).collect();
+        times.extend((0..80).rev());
+        times.extend((0..400).map(|k| (k * 37) % 80));
+        for ts in times {
+            assert_eq!(cursor.at(ts), step_at(&steps, ts), "at {ts}");
+        }
+        assert_eq!(StepCursor::new(&[]).at(5), None);
+    }
 
     #[test]
     fn markers() {
