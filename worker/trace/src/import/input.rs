@@ -97,8 +97,9 @@ pub struct ReadOptions {
     pub progress: Option<Arc<AtomicU64>>,
 }
 
-/// Size of a decompressed block handed to the parser.
-const BLOCK: usize = 4 << 20;
+/// Size of a decompressed block handed to the parser: 1 MB parsed as fast
+/// as 4 MB (and 512 KB) and holds 18 MB less.
+const BLOCK: usize = 1 << 20;
 /// Free space in front of each block for the previous block's partial event
 /// (events are a few hundred bytes; a longer tail is joined in a copy). Six
 /// blocks are in flight with the read-ahead: this and [`BLOCK`] are most of
