@@ -379,19 +379,28 @@ pub struct Inputs<'a> {
 }
 
 /// Interns strings into the index's name pool.
-#[derive(Default)]
 struct Pool {
-    ids: HashMap<u32, u32>,
+    /// Per trace name id, its pool id once used, else [`NONE`] (a lookup a
+    /// slice: an array, not a hash map; the trace's names are few).
+    ids: Vec<u32>,
     names: Vec<String>,
 }
 
 impl Pool {
+    fn new(t: &Trace) -> Pool {
+        Pool {
+            ids: vec![NONE; t.names.len()],
+            names: Vec::new(),
+        }
+    }
+
     fn id(&mut self, t: &Trace, sym: u32) -> u32 {
-        let next = self.names.len() as u32;
-        *self.ids.entry(sym).or_insert_with(|| {
+        let id = &mut self.ids[sym as usize];
+        if *id == NONE {
+            *id = self.names.len() as u32;
             self.names.push(t.name(sym).to_string());
-            next
-        })
+        }
+        *id
     }
 }
 
@@ -561,7 +570,7 @@ impl TimelineIndex {
         let cpu = &t.cpu;
         let gpu = &t.gpu;
         let mut names = Names {
-            pool: Pool::default(),
+            pool: Pool::new(t),
             args: Vec::new(),
             args_ids: HashMap::new(),
             stacks: Vec::new(),
