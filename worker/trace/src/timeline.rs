@@ -448,8 +448,8 @@ impl Names {
 /// start order, and `slot[id]` each one's depth; on return, `ids` holds them
 /// row by row (in start order within each), `slot[id]` each one's position
 /// there, and the rows' lengths are returned. In place: the layout of a
-/// thread of millions of slices costs no list of lists, only the sort's
-/// scratch (half the list, freed on return).
+/// thread of millions of slices costs no list of lists, only the placing's
+/// scratch (a copy of the list, freed on return).
 fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64)) -> Vec<usize> {
     // Per depth: (row by creation, end of its last slice).
     let mut by_depth: Vec<Vec<(u32, i64)>> = Vec::new();
