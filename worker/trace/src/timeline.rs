@@ -369,9 +369,8 @@ pub struct Inputs<'a> {
     pub launch: &'a [u32],
     /// Steps: (name, start, end).
     pub steps: Vec<(String, i64, i64)>,
-    /// Layers: (index, start, end), asked for once the rows are laid out
-    /// (the analysis finds them meanwhile, on another thread).
-    pub layers: Box<dyn FnOnce() -> Vec<(i64, i64, i64)> + Send + 'a>,
+    /// Layers: (index, start, end).
+    pub layers: Vec<(i64, i64, i64)>,
     /// Python stacks (trace name ids, outermost first)...
     pub stacks: &'a [Vec<u32>],
     /// ...and the stack above each outermost op and graph launch.
@@ -563,7 +562,7 @@ impl TimelineIndex {
     /// returns the rest of the index (no rows).
     fn build_rows(mut inp: Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
         let threads = std::mem::take(&mut inp.threads);
-        let layers = std::mem::replace(&mut inp.layers, Box::new(Vec::new));
+        let layers = std::mem::take(&mut inp.layers);
         let inp = &inp;
         let mut bounds = Bounds::default();
         let t = inp.trace;
@@ -726,7 +725,7 @@ impl TimelineIndex {
                     end_ns: *e,
                 })
                 .collect(),
-            layers: layers()
+            layers: layers
                 .into_iter()
                 .map(|(index, s, e)| Span {
                     name: index.to_string(),

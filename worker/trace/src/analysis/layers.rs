@@ -177,41 +177,50 @@ struct Assignment {
     prefix: usize,
 }
 
-/// Attributes device time to layers.
 /// A layer's span in one step: (layer index, first start, last end), ns.
 pub type LayerSpan = (i64, i64, i64);
 
-/// Attributes device time to layers; also returns where each layer lies in
-/// each step (for the timeline's layers band).
-pub(crate) fn attribute(
-    cx: &Context,
-    kernels: &[KernelRow],
-    opts: &AnalysisOptions,
-) -> (Layers, Vec<LayerSpan>) {
+/// The layers found in the GPU ops, before their numbers: the steps' GPU op
+/// sequences and each op's layer. Needs no kernel table, so it is found
+/// while the tables are made ([`find`], then [`numbers`]).
+pub(crate) struct Found {
+    seqs: Vec<Vec<GpuItem>>,
+    assignment: Option<Assignment>,
+}
+
+/// Finds the layers; also returns where each layer lies in each step (for
+/// the timeline's layers band).
+pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> (Found, Vec<LayerSpan>) {
     let seqs = step_sequences(cx);
-    let found = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
+    let assignment = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
         by_override(cx, &seqs, opts)
     } else {
         by_annotation(cx)
             .or_else(|| by_module(cx))
             .or_else(|| by_repetition(cx, &seqs))
     };
-    let Some(a) = found else {
-        return (
-            Layers {
-                method: LayerMethod::None,
-                detail: if cx.t.gpu.is_empty() {
-                    "the trace has no GPU ops".into()
-                } else {
-                    "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
-                },
-                ..Default::default()
-            },
-            Vec::new(),
-        );
+    let spans = match &assignment {
+        Some(a) => spans(cx, &seqs, a),
+        None => Vec::new(),
     };
-    let spans = spans(cx, &seqs, &a);
-    (summarize(cx, kernels, &seqs, a), spans)
+    (Found { seqs, assignment }, spans)
+}
+
+/// Attributes device time to the layers found.
+pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Layers {
+    let Found { seqs, assignment } = found;
+    match assignment {
+        Some(a) => summarize(cx, kernels, &seqs, a),
+        None => Layers {
+            method: LayerMethod::None,
+            detail: if cx.t.gpu.is_empty() {
+                "the trace has no GPU ops".into()
+            } else {
+                "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
+            },
+            ..Default::default()
+        },
+    }
 }
 
 /// Where each layer lies in each step: the first start and last end of its

@@ -217,8 +217,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
 
 /// The summary, and what `timeline` makes of the timeline index's inputs
 /// (the index itself, or its stored form; nothing for the summary alone).
-/// The index is laid out while a second thread finds the layers (it reads
-/// them last, for its head).
+/// Independent parts run two at a time (see the comments below).
 fn summarize<R>(
     t: &Trace,
     mut links: links::Links,
@@ -365,34 +364,39 @@ fn summarize<R>(
         replay,
     };
 
-    // The trace's facts, the steps and the graphs on a second core while
-    // the op and kernel tables are made (they share the launch chains).
-    let ((trace, (step_rows, steps_stats), graphs), ops, kernels) = std::thread::scope(|scope| {
-        let (cx, source) = (&cx, source);
-        let side = scope.spawn(move || (trace_info(cx), step_rows(cx, source), graph_stats(cx)));
-        let mut chains = Chains::new(cpu.len());
-        let mut ops = op_rows(cx, &sums, &mut chains);
-        drop(sums);
-        ops.extend(replay_rows(cx));
-        sort_ops(&mut ops);
-        let kernels = kernel_rows(cx, &mut chains);
-        drop(chains);
-        (
-            side.join().expect("the trace's facts panicked"),
-            ops,
-            kernels,
-        )
-    });
+    // The trace's facts, the steps, the graphs and the layers (which ops are
+    // in which layer) on a second core while the op and kernel tables are
+    // made (they share the launch chains); then the layers' numbers (they
+    // need the kernel table) while the timeline index is laid out.
+    let ((trace, (step_rows, steps_stats), graphs, (found, spans)), ops, kernels) =
+        std::thread::scope(|scope| {
+            let (cx, source) = (&cx, source);
+            let side = scope.spawn(move || {
+                (
+                    trace_info(cx),
+                    step_rows(cx, source),
+                    graph_stats(cx),
+                    layers::find(cx, opts),
+                )
+            });
+            let mut chains = Chains::new(cpu.len());
+            let mut ops = op_rows(cx, &sums, &mut chains);
+            drop(sums);
+            ops.extend(replay_rows(cx));
+            sort_ops(&mut ops);
+            let kernels = kernel_rows(cx, &mut chains);
+            drop(chains);
+            (
+                side.join().expect("the trace's facts panicked"),
+                ops,
+                kernels,
+            )
+        });
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);
-        let (spans_tx, spans_rx) = std::sync::mpsc::sync_channel(1);
-        let found = scope.spawn(move || {
-            let (layers, spans) = layers::attribute(cx, kernels, opts);
-            let _ = spans_tx.send(spans);
-            layers
-        });
+        let numbers = scope.spawn(move || layers::numbers(cx, kernels, found));
         let timeline = timeline(crate::timeline::Inputs {
             trace: t,
             parent: &cx.links.parent,
@@ -403,11 +407,11 @@ fn summarize<R>(
                 .iter()
                 .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
                 .collect(),
-            layers: Box::new(move || spans_rx.recv().unwrap_or_default()),
+            layers: spans,
             stacks: &cx.py_stacks,
             stack_of: &cx.py_stack_of,
         });
-        let layers = found.join().expect("layer attribution panicked");
+        let layers = numbers.join().expect("layer attribution panicked");
         (layers, timeline)
     });
     drop(cx);
