@@ -562,7 +562,6 @@ impl TimelineIndex {
     /// returns the rest of the index (no rows).
     fn build_rows(mut inp: Inputs, sink: &mut impl RowSink) -> io::Result<TimelineIndex> {
         let threads = std::mem::take(&mut inp.threads);
-        let layers = std::mem::take(&mut inp.layers);
         let inp = &inp;
         let mut bounds = Bounds::default();
         let t = inp.trace;
@@ -725,9 +724,10 @@ impl TimelineIndex {
                     end_ns: *e,
                 })
                 .collect(),
-            layers: layers
-                .into_iter()
-                .map(|(index, s, e)| Span {
+            layers: inp
+                .layers
+                .iter()
+                .map(|&(index, s, e)| Span {
                     name: index.to_string(),
                     index,
                     start_ns: s,

@@ -124,9 +124,61 @@ pub struct OpTree {
 }
 
 impl OpTree {
-    /// Builds the op tree of a trace.
+    /// Builds the op tree of a trace: per CPU slice its parent, the ops in
+    /// preorder, per slice its children's time, and each thread's slices
+    /// in start order.
     pub fn build(t: &Trace) -> OpTree {
-        let (parent, preorder, child_ns, by_thread) = op_tree(t);
+        let cpu = &t.cpu;
+        let n = cpu.len();
+        let mut parent = vec![NO; n];
+        let mut child_ns = IntColumn::zeros(n);
+        let mut preorder = Vec::with_capacity(n);
+
+        // Bucket slices by thread; module frames are not part of the op tree.
+        let mut by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
+        for i in 0..n {
+            if cpu.kind[i] != CpuKind::Module {
+                by_thread[cpu.track.get(i) as usize].push(i as u32);
+            }
+        }
+        let mut stack: Vec<u32> = Vec::new();
+        for slices in by_thread.iter_mut() {
+            // Stable sort: Kineto writes parents before children, so equal keys
+            // keep file order. Nearly sorted input makes this cheap.
+            // Among equal starts and durations: annotations before ops before
+            // calls.
+            let rank = |i: u32| match cpu.kind[i as usize] {
+                CpuKind::Annotation => 0u8,
+                CpuKind::Op => 1,
+                _ => 2,
+            };
+            sort_by_start(slices, &cpu.ts, &cpu.dur, |a, b| rank(a).cmp(&rank(b)));
+            stack.clear();
+            for &c in slices.iter() {
+                let ci = c as usize;
+                let ts = cpu.ts.get(ci);
+                while let Some(&top) = stack.last() {
+                    let ti = top as usize;
+                    let top_ts = cpu.ts.get(ti);
+                    let inside = top_ts <= ts && (ts < top_ts + cpu.dur.get(ti) || ts == top_ts);
+                    if inside {
+                        break;
+                    }
+                    stack.pop();
+                }
+                if let Some(&top) = stack.last() {
+                    let ti = top as usize;
+                    parent[ci] = top;
+                    let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
+                    child_ns.add(ti, (end - ts).max(0));
+                }
+                if cpu.kind[ci].is_op() {
+                    stack.push(c);
+                    preorder.push(c);
+                }
+            }
+        }
+
         OpTree {
             parent,
             preorder,
@@ -134,63 +186,6 @@ impl OpTree {
             by_thread,
         }
     }
-}
-
-/// The op tree: per CPU slice its parent, the ops in preorder, per slice
-/// its children's time, and each thread's slices in start order.
-fn op_tree(t: &Trace) -> (Vec<u32>, Vec<u32>, IntColumn, Vec<Vec<u32>>) {
-    let cpu = &t.cpu;
-    let n = cpu.len();
-    let mut parent = vec![NO; n];
-    let mut child_ns = IntColumn::zeros(n);
-    let mut preorder = Vec::with_capacity(n);
-
-    // Bucket slices by thread; module frames are not part of the op tree.
-    let mut by_track: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
-    for i in 0..n {
-        if cpu.kind[i] != CpuKind::Module {
-            by_track[cpu.track.get(i) as usize].push(i as u32);
-        }
-    }
-    let mut stack: Vec<u32> = Vec::new();
-    for slices in by_track.iter_mut() {
-        // Stable sort: Kineto writes parents before children, so equal keys
-        // keep file order. Nearly sorted input makes this cheap.
-        // Among equal starts and durations: annotations before ops before
-        // calls.
-        let rank = |i: u32| match cpu.kind[i as usize] {
-            CpuKind::Annotation => 0u8,
-            CpuKind::Op => 1,
-            _ => 2,
-        };
-        sort_by_start(slices, &cpu.ts, &cpu.dur, |a, b| rank(a).cmp(&rank(b)));
-        stack.clear();
-        for &c in slices.iter() {
-            let ci = c as usize;
-            let ts = cpu.ts.get(ci);
-            while let Some(&top) = stack.last() {
-                let ti = top as usize;
-                let top_ts = cpu.ts.get(ti);
-                let inside = top_ts <= ts && (ts < top_ts + cpu.dur.get(ti) || ts == top_ts);
-                if inside {
-                    break;
-                }
-                stack.pop();
-            }
-            if let Some(&top) = stack.last() {
-                let ti = top as usize;
-                parent[ci] = top;
-                let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
-                child_ns.add(ti, (end - ts).max(0));
-            }
-            if cpu.kind[ci].is_op() {
-                stack.push(c);
-                preorder.push(c);
-            }
-        }
-    }
-
-    (parent, preorder, child_ns, by_track)
 }
 
 /// Whether `External id` on runtime calls names their op (else it merely

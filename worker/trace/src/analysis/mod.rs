@@ -180,7 +180,7 @@ pub struct StoredAnalysis {
 /// [`analyze_all`] for a trace the caller is done with (the analysis job),
 /// the index written out as it is built: the columns each phase no longer
 /// needs are freed before the next (the launch ids once launches are
-/// found; Python frames and other slices once the summary is done), and
+/// found, `External id` once launches are linked to ops), and
 /// the index's rows are compressed one by one rather than held. The same
 /// summary, and the same index once read back.
 pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
