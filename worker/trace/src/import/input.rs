@@ -1,15 +1,16 @@
-//! Reading a trace from bytes: detect the encoding, decompress on one thread,
-//! read every other block's events ahead on a second, parse and commit on
-//! the calling thread.
+//! Reading a trace from bytes: detect the encoding, decompress on one thread
+//! (which also reads blocks' events ahead while the parser is busy), parse
+//! and commit on the calling thread.
 //!
 //! Decompression runs ahead into large recycled blocks so the parser always
 //! works on contiguous slices (parsing from a slice is several times faster
 //! than `serde_json::from_reader`-style byte pulls; see PERF-NOTES.md). Each
 //! block has free headroom in front, where the parser's unconsumed tail of
 //! the previous block (one partial event) is copied, so no block is copied
-//! whole. Odd blocks go through a helper thread first, which reads their
-//! events from the first place that looks like an event's start
-//! (`parse::scan_block`); the parser, on reaching that place, checks that
+//! whole. When the parser still has a block waiting, the decoding thread
+//! reads the next block's events itself, from the first place that looks
+//! like an event's start (`parse::scan_block`), before handing it over;
+//! the parser, on reaching that place, checks that
 //! it stands there between two events and commits the events read, or
 //! parses the block itself. The trace is the same either way (a test cuts
 //! documents into blocks of many sizes); only the time differs.
@@ -17,7 +18,7 @@
 use super::parse::{scan_block, Limits, Parser, Scanned};
 use super::{Trace, TraceError};
 use std::io::{self, Read};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -101,10 +102,13 @@ pub struct ReadOptions {
 /// as 4 MB (and 512 KB) and holds 18 MB less.
 const BLOCK: usize = 1 << 20;
 /// Free space in front of each block for the previous block's partial event
-/// (events are a few hundred bytes; a longer tail is joined in a copy). Six
-/// blocks are in flight with the read-ahead: this and [`BLOCK`] are most of
-/// the job's fixed memory.
+/// (events are a few hundred bytes; a longer tail is joined in a copy). At
+/// most five blocks are in flight (one decoded, [`QUEUE`] waiting, one
+/// handed over, one parsed): this and [`BLOCK`] are most of the job's fixed
+/// memory.
 const HEADROOM: usize = 64 << 10;
+/// Blocks handed over and not yet taken by the parser, at most.
+const QUEUE: usize = 2;
 
 /// Counts source bytes and remembers whether the source itself failed, so
 /// that a network or disk error is not mistaken for a damaged stream.
@@ -165,7 +169,17 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
                 .map_err(|e| TraceError::Corrupt("zstd", e.to_string()))?,
         ),
     };
-    parse_stream(decoder, encoding, &opts.limits, &failed, BLOCK)
+    parse_stream(decoder, encoding, &opts.limits, &failed, BLOCK, parser_busy)
+}
+
+/// Whether the decoding thread reads a block's events ahead, given the
+/// block's number and how many blocks wait for the parser.
+type ReadAhead = fn(u64, usize) -> bool;
+
+/// The [`ReadAhead`] of every read: the blocks decoded while the parser has
+/// a block waiting, so that it never waits on a read-ahead.
+fn parser_busy(_block: u64, waiting: usize) -> bool {
+    waiting >= 1
 }
 
 struct Block {
@@ -195,26 +209,32 @@ fn parse_stream(
     limits: &Limits,
     source_failed: &AtomicBool,
     block_size: usize,
+    read_ahead: ReadAhead,
 ) -> Result<Trace, TraceError> {
     let max_json = limits.max_json_bytes;
+    // Blocks the decoding thread has handed over and the parser has not
+    // yet taken.
+    let queued = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        // Blocks alternate: even ones go straight to the parser; odd ones go
-        // to a helper thread that reads their events ahead (`scan_block`),
-        // then on to the parser, which commits them in order once it has
-        // checked where they start. The second core is mostly idle
-        // otherwise: decompression takes a fraction of the parse. Half and
-        // half measured best on two cores (the helper's share and the
-        // decompression share one; the parser also commits the helper's
-        // events).
-        let (own_tx, own_rx) = mpsc::sync_channel::<Result<Block, TraceError>>(1);
-        let (ahead_tx, ahead_rx) = mpsc::sync_channel::<Result<Block, TraceError>>(1);
-        let (scanned_tx, scanned_rx) =
-            mpsc::sync_channel::<Result<(Block, Scanned), TraceError>>(1);
+        // One thread decompresses; after each block it reads the block's
+        // events ahead itself (`scan_block`) when the parser still has a
+        // block waiting, and otherwise hands the block over raw, so the
+        // parser never waits while the decoder scans. The parser commits
+        // read-ahead events in order once it has checked where they start.
+        // The split finds itself (on the bench's traces the decoder reads
+        // ahead 35-50% of the blocks, zstd or gzip; a slower codec leaves it
+        // fewer). Reading ahead on the decoding thread rather than a third
+        // one keeps two threads on two cores and each block in the cache of
+        // the core that wrote it: 10-15% faster than a helper thread taking
+        // every other block (BENCHMARKS.md, sixth sitting).
+        let (block_tx, block_rx) =
+            mpsc::sync_channel::<Result<(Block, Option<Scanned>), TraceError>>(QUEUE);
         let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
+        let (used_tx, used_rx) = mpsc::channel::<Scanned>();
+        let queued = &queued;
         scope.spawn(move || {
             let mut total: u64 = 0;
             for k in 0u64.. {
-                let tx = if k % 2 == 0 { &own_tx } else { &ahead_tx };
                 let mut buf = recycle_rx
                     .try_recv()
                     .unwrap_or_else(|_| vec![0u8; HEADROOM + block_size]);
@@ -226,42 +246,34 @@ fn parse_stream(
                             last = true;
                             break;
                         }
-                        Ok(k) => len += k,
+                        Ok(n) => len += n,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
                             let failed = source_failed.load(Ordering::Relaxed);
-                            let _ = tx.send(Err(decode_error(encoding, e, failed)));
+                            let _ = block_tx.send(Err(decode_error(encoding, e, failed)));
                             return;
                         }
                     }
                 }
                 total += len as u64;
                 if total > max_json {
-                    let _ = tx.send(Err(TraceError::TooLarge(format!(
+                    let _ = block_tx.send(Err(TraceError::TooLarge(format!(
                         "the trace decompresses to more than {} MB (the limit)",
                         max_json >> 20
                     ))));
                     return;
                 }
-                if tx.send(Ok(Block { buf, len, last })).is_err() || last {
-                    return;
-                }
-            }
-        });
-        let helper_limits = limits.clone();
-        let (used_tx, used_rx) = mpsc::channel::<Scanned>();
-        scope.spawn(move || {
-            for block in ahead_rx {
-                let read = block.map(|block| {
-                    let scanned = scan_block(
+                let block = Block { buf, len, last };
+                let scanned = read_ahead(k, queued.load(Ordering::Acquire)).then(|| {
+                    scan_block(
                         &block.buf[..HEADROOM + block.len],
                         HEADROOM,
-                        &helper_limits,
+                        limits,
                         used_rx.try_recv().unwrap_or_default(),
-                    );
-                    (block, scanned)
+                    )
                 });
-                if scanned_tx.send(read).is_err() {
+                queued.fetch_add(1, Ordering::AcqRel);
+                if block_tx.send(Ok((block, scanned))).is_err() || last {
                     return;
                 }
             }
@@ -271,13 +283,10 @@ fn parse_stream(
         let mut parser = Parser::new(limits.clone());
         let mut carry: Vec<u8> = Vec::new();
         let mut joined: Vec<u8> = Vec::new();
-        for k in 0u64.. {
-            let (Block { mut buf, len, last }, scanned) = if k % 2 == 0 {
-                (own_rx.recv().map_err(|_| stopped())??, None)
-            } else {
-                let (block, scanned) = scanned_rx.recv().map_err(|_| stopped())??;
-                (block, Some(scanned))
-            };
+        loop {
+            let (Block { mut buf, len, last }, scanned) =
+                block_rx.recv().map_err(|_| stopped())??;
+            queued.fetch_sub(1, Ordering::AcqRel);
             let end = HEADROOM + len;
             let from = match scanned {
                 None => HEADROOM,
@@ -383,8 +392,10 @@ mod tests {
         }
     }
 
-    /// Blocks read ahead by the helper thread give the trace that one
-    /// parse of the whole document gives, at any block size: events that
+    /// Blocks read ahead by the decoding thread give the trace that one
+    /// parse of the whole document gives, at any block size and whichever
+    /// blocks are read ahead (all, none, every other one, or as timing
+    /// has it): events that
     /// straddle blocks, strings holding `}, {` (a wrong guess of where an
     /// event starts), escapes, keys after the event array; and the same
     /// error for a bad event wherever it falls.
@@ -420,10 +431,26 @@ mod tests {
         whole.feed(&json, true).unwrap();
         let want = digest(whole.finish().unwrap());
         let no = AtomicBool::new(false);
+        let policies: [(&str, ReadAhead); 4] = [
+            ("every other block", |k, _| k % 2 == 1),
+            ("every block", |_, _| true),
+            ("no block", |_, _| false),
+            ("as timing has it", parser_busy),
+        ];
         for block in [13, 64, 100, 333, 1000, 4096, 1 << 20] {
-            let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(json.clone()));
-            let t = parse_stream(decoder, Encoding::Json, &Limits::default(), &no, block).unwrap();
-            assert!(want == digest(t), "block size {block}");
+            for (read_ahead, policy) in policies {
+                let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(json.clone()));
+                let t = parse_stream(
+                    decoder,
+                    Encoding::Json,
+                    &Limits::default(),
+                    &no,
+                    block,
+                    policy,
+                )
+                .unwrap();
+                assert!(want == digest(t), "block size {block}, {read_ahead}");
+            }
         }
         // A bad escape in a name, late in the document.
         let bad = String::from_utf8(json)
@@ -433,12 +460,21 @@ mod tests {
         let mut whole = Parser::new(Limits::default());
         let want = whole.feed(&bad, true).err().unwrap().to_string();
         for block in [64, 1000, 4096] {
-            let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(bad.clone()));
-            let got = parse_stream(decoder, Encoding::Json, &Limits::default(), &no, block)
+            for (read_ahead, policy) in policies {
+                let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(bad.clone()));
+                let got = parse_stream(
+                    decoder,
+                    Encoding::Json,
+                    &Limits::default(),
+                    &no,
+                    block,
+                    policy,
+                )
                 .err()
                 .unwrap()
                 .to_string();
-            assert_eq!(got, want, "block size {block}");
+                assert_eq!(got, want, "block size {block}, {read_ahead}");
+            }
         }
     }
 

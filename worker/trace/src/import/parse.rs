@@ -93,7 +93,7 @@ fn skip_ws_run(b: &[u8], mut i: usize) -> usize {
 
 /// A string's content span in the current slice (slices are under 4 GiB:
 /// [`Parser::feed`] refuses longer ones). Four-byte offsets keep the events
-/// a helper reads ahead small ([`Scanned`]).
+/// read ahead small ([`Scanned`]).
 #[derive(Clone, Copy, Default, Debug)]
 struct Span {
     start: u32,
@@ -872,7 +872,7 @@ impl Parser {
         self.state == State::EventsNext
     }
 
-    /// Commits the events a helper read ahead in `b` ([`scan_block`]), in
+    /// Commits the events read ahead in `b` ([`scan_block`]), in
     /// order, as [`feed`](Self::feed) would have. The caller has checked
     /// that the parser stands just before `scanned.start`
     /// ([`at_next_event`](Self::at_next_event), only blanks between).
@@ -885,7 +885,6 @@ impl Parser {
         scanned: &Scanned,
     ) -> Result<(), TraceError> {
         debug_assert!(self.at_next_event());
-        self.consumed += blanks as u64;
         let (start, end) = (scanned.start, scanned.end);
         for &(at, ref ev) in &scanned.events {
             if let Err(stop) = self.commit(b, ev) {
@@ -893,14 +892,23 @@ impl Parser {
                     Stop::Bad(msg) => msg,
                     Stop::More => "an event was cut".into(),
                 };
-                let at = self.consumed + (at - start) as u64;
+                // Where `feed` would say: just after the `,` before the
+                // event (the parser's place for the first one).
+                let mut after_comma = at;
+                while after_comma > start && b[after_comma - 1].is_ascii_whitespace() {
+                    after_comma -= 1;
+                }
+                let at = match after_comma - start {
+                    0 => self.consumed,
+                    k => self.consumed + (blanks + k) as u64,
+                };
                 return Err(TraceError::NotATrace(format!(
                     "{msg} (near byte {at}, after {} events)",
                     self.trace.counters.events
                 )));
             }
         }
-        self.consumed += (end - start) as u64;
+        self.consumed += (blanks + end - start) as u64;
         self.state = State::EventsAfterItem;
         Ok(())
     }
@@ -1406,7 +1414,7 @@ impl Parser {
     }
 }
 
-/// The events of one block read ahead by a helper thread, not yet
+/// The events of one block read ahead by the decoding thread, not yet
 /// committed: see [`scan_block`] and [`Parser::commit_scanned`].
 #[derive(Default)]
 pub(crate) struct Scanned {
@@ -1416,7 +1424,7 @@ pub(crate) struct Scanned {
     pub end: usize,
     /// Each event read, with where it starts.
     events: Vec<(usize, RawEvent)>,
-    /// The helper's key guesses, kept from block to block.
+    /// The read-ahead's key guesses, kept from block to block.
     guess: KeyGuess,
 }
 
@@ -1428,7 +1436,7 @@ impl Scanned {
 }
 
 /// Reads ahead the events of a block in the middle of the event array, on
-/// a helper thread, while the parser is still before it: from the first
+/// the decoding thread, while the parser is still before it: from the first
 /// place in `b` after `from` that looks like the start of an event (`{`
 /// after `}` and `,`), whole events until one is cut by the end of `b` or
 /// anything else than `,` follows one. The guess is checked when the parser
@@ -1659,7 +1667,7 @@ static KEY_TEXTS: [KeyText; key::TEXT.len()] = {
 /// event in the same order every time (per category), so the key that
 /// followed a key last time is compared in place first, and the key is
 /// scanned and looked up only when the guess is wrong. One rule for the
-/// parser and the read-ahead helper; each keeps its own guesses.
+/// parser and the read-ahead; each keeps its own guesses.
 pub(crate) struct KeyGuess {
     /// By key id (and [`key::OPEN`]): the id that followed it last.
     next: [u8; 256],
@@ -1706,7 +1714,7 @@ impl KeyGuess {
 
 /// Reads one event object at `i` (its `{`): the fields the analysis needs,
 /// and the index after it. Reads only the bytes: the parser commits the
-/// event, on this thread or after a helper thread scanned a block
+/// event, on this thread or after the decoding thread scanned a block
 /// ([`scan_block`]).
 fn scan_event(
     b: &[u8],
