@@ -43,14 +43,15 @@ impl Default for Limits {
 pub(crate) enum Stop {
     /// The slice ended inside the value: feed more bytes.
     More,
-    /// The input is not a valid trace.
-    Bad(String),
+    /// The input is not a valid trace. Boxed: a one-word `Stop` keeps
+    /// every `Step<usize>` in two registers on the hot path.
+    Bad(Box<String>),
 }
 
 type Step<T> = Result<T, Stop>;
 
 fn bad<T>(msg: impl Into<String>) -> Step<T> {
-    Err(Stop::Bad(msg.into()))
+    Err(Stop::Bad(Box::new(msg.into())))
 }
 
 #[inline(always)]
@@ -334,7 +335,7 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Step<()> {
         }
         let e = *raw
             .get(i + 1)
-            .ok_or_else(|| Stop::Bad("bad escape".into()))?;
+            .ok_or_else(|| Stop::Bad(Box::new("bad escape".into())))?;
         i += 2;
         let ch = match e {
             b'"' => '"',
@@ -375,9 +376,9 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Step<()> {
 fn hex4(raw: &[u8], i: usize) -> Step<u32> {
     let s = raw
         .get(i..i + 4)
-        .ok_or_else(|| Stop::Bad("bad \\u escape".into()))?;
-    let s = std::str::from_utf8(s).map_err(|_| Stop::Bad("bad \\u escape".into()))?;
-    u32::from_str_radix(s, 16).map_err(|_| Stop::Bad("bad \\u escape".into()))
+        .ok_or_else(|| Stop::Bad(Box::new("bad \\u escape".into())))?;
+    let s = std::str::from_utf8(s).map_err(|_| Stop::Bad(Box::new("bad \\u escape".into())))?;
+    u32::from_str_radix(s, 16).map_err(|_| Stop::Bad(Box::new("bad \\u escape".into())))
 }
 
 /// Span of a number or literal (`true`, `false`, `null`) starting at `i`.
@@ -889,7 +890,7 @@ impl Parser {
         for &(at, ref ev) in &scanned.events {
             if let Err(stop) = self.commit(b, ev) {
                 let msg = match stop {
-                    Stop::Bad(msg) => msg,
+                    Stop::Bad(msg) => *msg,
                     Stop::More => "an event was cut".into(),
                 };
                 // Where `feed` would say: just after the `,` before the
@@ -1015,7 +1016,8 @@ impl Parser {
                         show_byte(b[i])
                     ));
                 }
-                let (ev, next) = scan_event(b, i, self.limits.max_depth, &mut self.guess)?;
+                let mut ev = RawEvent::default();
+                let next = scan_event(b, i, self.limits.max_depth, &mut self.guess, &mut ev)?;
                 self.commit(b, &ev)?;
                 self.state = State::EventsAfterItem;
                 Ok(Some(next))
@@ -1453,8 +1455,15 @@ pub(crate) fn scan_block(b: &[u8], from: usize, limits: &Limits, mut out: Scanne
     };
     (out.start, out.end) = (start, start);
     let mut i = start;
-    while let Ok((ev, next)) = scan_event(b, i, limits.max_depth, &mut out.guess) {
-        out.events.push((i, ev));
+    loop {
+        // Read in place: an event is a few hundred bytes, and copying it
+        // out of `scan_event` and into the list cost more than its keys.
+        out.events.push((i, RawEvent::default()));
+        let ev = &mut out.events.last_mut().expect("just pushed").1;
+        let Ok(next) = scan_event(b, i, limits.max_depth, &mut out.guess, ev) else {
+            out.events.pop();
+            break;
+        };
         out.end = next;
         let j = skip_ws(b, next);
         match (b.get(j), b.get(skip_ws(b, j + 1))) {
@@ -1712,20 +1721,20 @@ impl KeyGuess {
     }
 }
 
-/// Reads one event object at `i` (its `{`): the fields the analysis needs,
-/// and the index after it. Reads only the bytes: the parser commits the
-/// event, on this thread or after the decoding thread scanned a block
-/// ([`scan_block`]).
+/// Reads one event object at `i` (its `{`) into `ev` (a default one): the
+/// fields the analysis needs; returns the index after it. Reads only the
+/// bytes: the parser commits the event, on this thread or after the
+/// decoding thread scanned a block ([`scan_block`]).
 fn scan_event(
     b: &[u8],
     i: usize,
     max_depth: usize,
     guess: &mut KeyGuess,
-) -> Step<(RawEvent, usize)> {
-    let mut ev = RawEvent::default();
+    ev: &mut RawEvent,
+) -> Step<usize> {
     let mut j = skip_ws(b, i + 1);
     if at(b, j)? == b'}' {
-        return Ok((ev, j + 1));
+        return Ok(j + 1);
     }
     let mut prev = key::OPEN;
     loop {
@@ -1782,7 +1791,7 @@ fn scan_event(
         j = skip_ws(b, j);
         match at(b, j)? {
             b',' => j = skip_ws(b, j + 1),
-            b'}' => return Ok((ev, j + 1)),
+            b'}' => return Ok(j + 1),
             c => {
                 return bad(format!(
                     "expected ',' or '}}' in an event, found {}",
@@ -1906,6 +1915,49 @@ fn time_value(b: &[u8], i: usize) -> Step<(Option<i64>, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whitespace runs of every mix and length end where a byte-by-byte
+    /// skip ends them, wherever the slice is cut.
+    #[test]
+    fn whitespace_runs_skip_alike() {
+        let reference = |b: &[u8], mut i: usize| {
+            while matches!(b.get(i), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                i += 1;
+            }
+            i
+        };
+        let mut seed = 11u64;
+        for len in 0..40 {
+            for _ in 0..50 {
+                let mut doc: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        [b' ', b' ', b' ', b'\n', b'\r', b'\t'][(seed >> 61) as usize % 6]
+                    })
+                    .collect();
+                doc.extend_from_slice(&[b'!', 0x00, 0x21, b' ', 0x0b, 0xa0, b'"', b' ']);
+                for cut in 0..=doc.len() {
+                    let b = &doc[..cut];
+                    for from in 0..=cut.min(3) {
+                        assert_eq!(
+                            skip_ws_run(b, from),
+                            reference(b, from),
+                            "{doc:?} cut {cut}"
+                        );
+                    }
+                }
+            }
+        }
+        // Bytes that differ from a blank in one bit, after blanks.
+        for c in [0x21u8, 0x0b, 0x00, 0x28, 0x2a, 0xa0, 0x8a, 0x01] {
+            let doc = [
+                b' ', b'\n', c, b' ', b' ', b' ', b' ', b' ', b' ', b' ', b' ',
+            ];
+            assert_eq!(skip_ws_run(&doc, 0), 2, "{c:#x}");
+        }
+    }
 
     #[test]
     fn times_keep_nanoseconds() {
