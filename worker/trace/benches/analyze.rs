@@ -13,8 +13,13 @@
 //! - the same on the .json.gz.
 //!
 //! Twice: on the realistic decode trace (no Python frames, about 600 events
-//! per layer per step) and on its `--with-stack` variant. Prints wall time,
-//! MB/s of JSON, peak RSS and the ratio to `zstd -d`.
+//! per layer per step) and on its `--with-stack` variant. The zstd command
+//! and the analyses run in interleaved rounds (`ROUNDS`, default 7): each
+//! analysis is divided by the command's time in its own round, and the
+//! median of those ratios is the number (the machine is shared: its speed
+//! drifts within minutes, so best-of times taken minutes apart compare
+//! two different machines). Prints best and median wall time, MB/s of
+//! JSON, peak RSS and the ratios.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -139,54 +144,88 @@ fn run_phase(phase: &str, file: &Path) {
     println!("{} {} {extra}", t.elapsed().as_secs_f64(), peak_rss_kb());
 }
 
-/// Best wall time of `zstd -d -c FILE > /dev/null` (the command), if installed.
+/// One wall time of `zstd -d -c FILE > /dev/null` (the command), if installed.
+fn zstd_cli_once(file: &Path) -> Option<f64> {
+    let t = Instant::now();
+    let ok = Command::new("zstd")
+        .args(["-d", "-q", "-c"])
+        .arg(file)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    ok.then(|| t.elapsed().as_secs_f64())
+}
+
+/// Best wall time of the zstd command over `RUNS` runs, if installed.
 fn zstd_cli(file: &Path) -> Option<f64> {
-    let mut best = f64::MAX;
-    for _ in 0..RUNS {
-        let t = Instant::now();
-        let ok = Command::new("zstd")
-            .args(["-d", "-q", "-c"])
-            .arg(file)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .ok()?
-            .success();
-        if !ok {
-            return None;
-        }
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    Some(best)
+    (0..RUNS)
+        .map(|_| zstd_cli_once(file))
+        .try_fold(f64::MAX, |best, t| t.map(|t| best.min(t)))
+}
+
+/// Runs a phase once in a child process; returns (wall s, peak RSS KB, the
+/// extra numbers it printed).
+fn measure_once(phase: &str, file: &Path) -> (f64, u64, Vec<f64>) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(&exe)
+        .args(["--phase", phase])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{phase}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or_default();
+    let mut it = line.split_whitespace();
+    let wall: f64 = it.next().unwrap().parse().unwrap();
+    let kb: u64 = it.next().unwrap().parse().unwrap();
+    (wall, kb, it.map(|v| v.parse().unwrap()).collect())
 }
 
 /// Runs a phase in a child process `RUNS` times; returns (best wall s, max
 /// peak RSS KB, the last run's extra numbers).
 fn measure(phase: &str, file: &Path) -> (f64, u64, Vec<f64>) {
-    let exe = std::env::current_exe().unwrap();
     let mut best = f64::MAX;
     let mut rss = 0;
     let mut extra = Vec::new();
     for _ in 0..RUNS {
-        let out = Command::new(&exe)
-            .args(["--phase", phase])
-            .arg(file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{phase}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text.lines().last().unwrap_or_default();
-        let mut it = line.split_whitespace();
-        let wall: f64 = it.next().unwrap().parse().unwrap();
-        let kb: u64 = it.next().unwrap().parse().unwrap();
-        extra = it.map(|v| v.parse().unwrap()).collect();
+        let (wall, kb, e) = measure_once(phase, file);
         best = best.min(wall);
         rss = rss.max(kb);
+        extra = e;
     }
     (best, rss, extra)
+}
+
+/// Rounds of the interleaved comparison (`ROUNDS` overrides).
+fn rounds() -> usize {
+    std::env::var("ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// One measured thing of the interleaved rounds: its wall times, its
+/// ratio to the zstd command of the same round, its peak RSS.
+#[derive(Default)]
+struct Interleaved {
+    walls: Vec<f64>,
+    ratios: Vec<f64>,
+    rss_kb: u64,
+    extra: Vec<f64>,
 }
 
 fn main() {
@@ -217,70 +256,124 @@ fn main() {
         let mb = json_bytes as f64 / 1e6;
         let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
         println!(
-            "\n{name}: {events} events, {mb:.1} MB of JSON (zstd -3: {:.1} MB, gzip -6: {:.1} MB); best of {RUNS} runs; {cores} cores",
+            "\n{name}: {events} events, {mb:.1} MB of JSON (zstd -3: {:.1} MB, gzip -6: {:.1} MB); {} interleaved rounds (in process and floor: best of {RUNS}); {cores} cores",
             size(&zst),
             size(&gz),
+            rounds(),
         );
         let (zstd_s, zstd_rss, _) = measure("zstd", &zst);
-        // The baseline: the zstd command itself (slower than the
-        // library in process: it checks the frame's checksum and writes).
-        let cli_s = zstd_cli(&zst);
         let (floor, floor_rss, _) = measure("floor", &zst);
-        let (an, an_rss, _) = measure("analyze", &zst);
-        let (all, all_rss, extra) = measure("analyze-all", &zst);
-        let (all_gz, all_gz_rss, _) = measure("analyze-all", &gz);
-        let rows = [
+        // The baseline, the zstd command itself (slower than the
+        // library in process: it checks the frame's checksum and writes),
+        // runs in every round just before the analyses, so that each ratio
+        // is of two runs seconds apart: this machine's speed drifts by tens
+        // of percent within minutes.
+        let runs: [(&str, &str, &Path); 3] = [
+            ("analyze .json.zst: the summary only", "analyze", &zst),
             (
-                "zstd -d -c FILE > /dev/null (the command)",
-                cli_s.unwrap_or(f64::NAN),
-                0,
+                "analyze .json.zst: every artifact the job stores",
+                "analyze-all",
+                &zst,
             ),
+            (
+                "analyze .json.gz: every artifact the job stores",
+                "analyze-all",
+                &gz,
+            ),
+        ];
+        let mut cli = Vec::new();
+        let mut got: Vec<Interleaved> = runs.iter().map(|_| Interleaved::default()).collect();
+        for _ in 0..rounds() {
+            let Some(z) = zstd_cli_once(&zst) else { break };
+            cli.push(z);
+            for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
+                let (wall, kb, extra) = measure_once(phase, file);
+                g.walls.push(wall);
+                g.ratios.push(wall / z);
+                g.rss_kb = g.rss_kb.max(kb);
+                g.extra = extra;
+            }
+        }
+        if cli.is_empty() {
+            // No zstd command: the same rounds, ratios to the library.
+            for _ in 0..rounds() {
+                for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
+                    let (wall, kb, extra) = measure_once(phase, file);
+                    g.walls.push(wall);
+                    g.ratios.push(wall / zstd_s);
+                    g.rss_kb = g.rss_kb.max(kb);
+                    g.extra = extra;
+                }
+            }
+        }
+        let cli_best = cli.iter().copied().fold(f64::NAN, f64::min);
+        println!(
+            "{:<52} {:>8} {:>8} {:>10} {:>12} {:>12} {:>12}",
+            "what", "best s", "median s", "MB/s JSON", "peak RSS MB", "x zstd cmd", "x in process"
+        );
+        let fixed = [
             ("zstd -d -c FILE > /dev/null (in process)", zstd_s, zstd_rss),
             (
                 "floor: zstd decompress + serde IgnoredAny",
                 floor,
                 floor_rss,
             ),
-            ("analyze .json.zst: the summary only", an, an_rss),
-            (
-                "analyze .json.zst: every artifact the job stores",
-                all,
-                all_rss,
-            ),
-            (
-                "analyze .json.gz: every artifact the job stores",
-                all_gz,
-                all_gz_rss,
-            ),
         ];
         println!(
-            "{:<52} {:>8} {:>10} {:>12} {:>12} {:>12}",
-            "what", "wall s", "MB/s JSON", "peak RSS MB", "x zstd cmd", "x in process"
+            "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12} {:>12.2} {:>12.2}",
+            "zstd -d -c FILE > /dev/null (the command)",
+            cli_best,
+            median(cli.clone()),
+            mb / cli_best,
+            "",
+            1.0,
+            cli_best / zstd_s
         );
-        for (what, wall, rss) in rows {
+        for (what, wall, rss) in fixed {
             println!(
-                "{:<52} {:>8.3} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
+                "{:<52} {:>8.3} {:>8} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
                 what,
                 wall,
+                "",
                 mb / wall,
                 rss as f64 / 1024.0,
-                wall / cli_s.unwrap_or(f64::NAN),
+                wall / cli_best,
                 wall / zstd_s
             );
         }
-        if let [ix_events, ix_bytes, stored] = extra[..] {
+        for ((what, _, _), g) in runs.iter().zip(&got) {
+            let best = g.walls.iter().copied().fold(f64::NAN, f64::min);
+            println!(
+                "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
+                what,
+                best,
+                median(g.walls.clone()),
+                mb / best,
+                g.rss_kb as f64 / 1024.0,
+                median(g.ratios.clone()),
+                best / zstd_s
+            );
+        }
+        let all = &got[1];
+        println!(
+            "every artifact, x the zstd command of the same round ({} rounds): median {:.2}, best {:.2}, worst {:.2}",
+            all.ratios.len(),
+            median(all.ratios.clone()),
+            all.ratios.iter().copied().fold(f64::NAN, f64::min),
+            all.ratios.iter().copied().fold(f64::NAN, f64::max),
+        );
+        if let [ix_events, stored] = all.extra[..] {
             let (read, _, _) = measure("read-index", &zst);
             println!(
-                "timeline index: {ix_events} events, {:.1} bytes per event in memory, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without: {:.2}x",
-                ix_bytes / ix_events.max(1.0),
+                "timeline index: {ix_events} events, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without (medians): {:.2}x",
                 stored / 1e6,
                 read * 1e3,
-                all / an
+                median(all.walls.clone()) / median(got[0].walls.clone())
             );
         }
         println!(
             "peak RSS per event (analyze-all): {:.1} bytes",
-            all_rss as f64 * 1024.0 / events.max(1) as f64
+            all.rss_kb as f64 * 1024.0 / events.max(1) as f64
         );
     }
 }
