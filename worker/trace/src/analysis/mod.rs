@@ -155,7 +155,7 @@ pub struct Analysis {
 
 /// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    summarize(t, links::link(t), opts, |_| ()).0
+    summarize(t, links::link(t), python::Frames::new(t), opts, |_| ()).0
 }
 
 /// Analyzes a parsed trace: the summary and every artifact.
@@ -163,6 +163,7 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
     let (summary, timeline) = summarize(
         t,
         links::link(t),
+        python::Frames::new(t),
         opts,
         crate::timeline::TimelineIndex::build,
     );
@@ -186,12 +187,15 @@ pub struct StoredAnalysis {
 /// summary, and the same index once read back.
 pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
     // The op tree needs only the CPU slices' times, the launches only the
-    // ids: each is found on its own core.
-    let (launches, tree) = std::thread::scope(|scope| {
+    // ids, the Python frames' tree only theirs: the tree on one core, the
+    // other two on the other (the op tree takes longest).
+    let (launches, frames, tree) = std::thread::scope(|scope| {
         let tree = scope.spawn(|| links::OpTree::build(&t));
         let launches = links::Launches::find(&t);
+        let frames = python::Frames::new(&t);
         (
             launches,
+            frames,
             tree.join().expect("building the op tree panicked"),
         )
     });
@@ -207,6 +211,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     let (summary, timeline) = summarize(
         &t,
         links,
+        frames,
         opts,
         crate::timeline::TimelineIndex::build_stored,
     );
@@ -222,6 +227,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
 fn summarize<R>(
     t: &Trace,
     mut links: links::Links,
+    frames: python::Frames,
     opts: &AnalysisOptions,
     timeline: impl FnOnce(crate::timeline::Inputs) -> R,
 ) -> (Summary, R) {
@@ -230,7 +236,6 @@ fn summarize<R>(
     let gpu = &t.gpu;
 
     // Python stacks above the outermost ops and above graph launches.
-    let frames = python::Frames::new(t);
     // The outermost cpu_op of each slice (parents come first in preorder),
     // where there are stacks to look up.
     let mut top_op = Vec::new();
