@@ -155,7 +155,7 @@ pub struct Analysis {
 
 /// Analyzes a parsed trace: the summary only.
 pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
-    summarize(t, links::link(t), python::Frames::new(t), opts, |_| ()).0
+    summarize(t, links::link(t), Early::find(t, opts), opts, |_| ()).0
 }
 
 /// Analyzes a parsed trace: the summary and every artifact.
@@ -163,7 +163,7 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
     let (summary, timeline) = summarize(
         t,
         links::link(t),
-        python::Frames::new(t),
+        Early::find(t, opts),
         opts,
         crate::timeline::TimelineIndex::build,
     );
@@ -187,15 +187,15 @@ pub struct StoredAnalysis {
 /// summary, and the same index once read back.
 pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
     // The op tree needs only the CPU slices' times, the launches only the
-    // ids, the Python frames' tree only theirs: the tree on one core, the
-    // other two on the other (the op tree takes longest).
-    let (launches, frames, tree) = std::thread::scope(|scope| {
+    // ids, the steps and the Python frames' tree only the trace: the tree on
+    // one core, the rest on the other (the op tree takes longest).
+    let (launches, early, tree) = std::thread::scope(|scope| {
         let tree = scope.spawn(|| links::OpTree::build(&t));
         let launches = links::Launches::find(&t);
-        let frames = python::Frames::new(&t);
+        let early = Early::find(&t, opts);
         (
             launches,
-            frames,
+            early,
             tree.join().expect("building the op tree panicked"),
         )
     });
@@ -211,7 +211,7 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     let (summary, timeline) = summarize(
         &t,
         links,
-        frames,
+        early,
         opts,
         crate::timeline::TimelineIndex::build_stored,
     );
@@ -221,17 +221,38 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     })
 }
 
+/// What the analysis finds from the trace alone, before the op tree and
+/// the launches are known (the job finds it beside them).
+struct Early {
+    /// The steps, and what they were found by.
+    steps: (Vec<StepSpan>, Option<steps::StepSource>),
+    /// The Python frames' tree.
+    frames: python::Frames,
+}
+
+impl Early {
+    fn find(t: &Trace, opts: &AnalysisOptions) -> Early {
+        Early {
+            steps: steps::find_steps(t, opts.step_marker.as_deref()),
+            frames: python::Frames::new(t),
+        }
+    }
+}
+
 /// The summary, and what `timeline` makes of the timeline index's inputs
 /// (the index itself, or its stored form; nothing for the summary alone).
 /// Independent parts run two at a time (see the comments below).
 fn summarize<R>(
     t: &Trace,
     mut links: links::Links,
-    frames: python::Frames,
+    early: Early,
     opts: &AnalysisOptions,
     timeline: impl FnOnce(crate::timeline::Inputs) -> R,
 ) -> (Summary, R) {
-    let (steps, source) = steps::find_steps(t, opts.step_marker.as_deref());
+    let Early {
+        steps: (steps, source),
+        frames,
+    } = early;
     let cpu = &t.cpu;
     let gpu = &t.gpu;
 
@@ -282,11 +303,15 @@ fn summarize<R>(
             }
             let id = *ids.entry(f).or_insert_with(|| {
                 let names = frames.stack(t, f);
+                // Most frames' stacks are some earlier frame's (each layer
+                // runs the same code): copied only when new.
+                if let Some(&id) = by_names.get(&names) {
+                    return id;
+                }
                 let next = py_stacks.len() as u32;
-                *by_names.entry(names.clone()).or_insert_with(|| {
-                    py_stacks.push(names);
-                    next
-                })
+                py_stacks.push(names.clone());
+                by_names.insert(names, next);
+                next
             });
             py_stack_of.insert(slice, id);
             if cpu.kind[slice as usize].is_runtime() {
