@@ -7,7 +7,7 @@
 //! than `serde_json::from_reader`-style byte pulls; see PERF-NOTES.md). Each
 //! block has free headroom in front, where the parser's unconsumed tail of
 //! the previous block (one partial event) is copied, so no block is copied
-//! whole. When the parser still has a block waiting, the decoding thread
+//! whole. When the parser has two blocks waiting, the decoding thread
 //! reads the next block's events itself, from the first place that looks
 //! like an event's start (`parse::scan_block`), before handing it over;
 //! the parser, on reaching that place, checks that
@@ -103,12 +103,13 @@ pub struct ReadOptions {
 const BLOCK: usize = 1 << 20;
 /// Free space in front of each block for the previous block's partial event
 /// (events are a few hundred bytes; a longer tail is joined in a copy). At
-/// most five blocks are in flight (one decoded, [`QUEUE`] waiting, one
-/// handed over, one parsed): this and [`BLOCK`] are most of the job's fixed
-/// memory.
+/// most six blocks are in flight (one being decoded or handed over,
+/// [`QUEUE`] waiting, one parsed): this and [`BLOCK`] are most of the job's
+/// fixed memory.
 const HEADROOM: usize = 64 << 10;
-/// Blocks handed over and not yet taken by the parser, at most.
-const QUEUE: usize = 2;
+/// Blocks handed over and not yet taken by the parser, at most: room for
+/// the decoding thread to run ahead while it reads some blocks ahead.
+const QUEUE: usize = 4;
 
 /// Counts source bytes and remembers whether the source itself failed, so
 /// that a network or disk error is not mistaken for a damaged stream.
@@ -177,9 +178,10 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
 type ReadAhead = fn(u64, usize) -> bool;
 
 /// The [`ReadAhead`] of every read: the blocks decoded while the parser has
-/// a block waiting, so that it never waits on a read-ahead.
+/// two blocks waiting, so that it never waits on a read-ahead (with one,
+/// it sometimes did: 4-8% slower in interleaved rounds).
 fn parser_busy(_block: u64, waiting: usize) -> bool {
-    waiting >= 1
+    waiting >= 2
 }
 
 struct Block {
@@ -217,16 +219,17 @@ fn parse_stream(
     let queued = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         // One thread decompresses; after each block it reads the block's
-        // events ahead itself (`scan_block`) when the parser still has a
-        // block waiting, and otherwise hands the block over raw, so the
-        // parser never waits while the decoder scans. The parser commits
-        // read-ahead events in order once it has checked where they start.
-        // The split finds itself (on the bench's traces the decoder reads
-        // ahead 35-50% of the blocks, zstd or gzip; a slower codec leaves it
-        // fewer). Reading ahead on the decoding thread rather than a third
-        // one keeps two threads on two cores and each block in the cache of
-        // the core that wrote it: 10-15% faster than a helper thread taking
-        // every other block (BENCHMARKS.md, sixth sitting).
+        // events ahead itself (`scan_block`) when the parser has two blocks
+        // waiting (`parser_busy`), and otherwise hands the block over raw,
+        // so the parser never waits while the decoder scans. The parser
+        // commits read-ahead events in order once it has checked where they
+        // start. The split finds itself (on the bench's traces the decoder
+        // reads ahead 40-50% of the blocks from zstd, 15-40% from gzip, a
+        // quarter with Python frames). Reading ahead on the decoding thread
+        // rather than a third one keeps two threads on two cores and each
+        // block in the cache of the core that wrote it: 10-15% faster than
+        // a helper thread taking every other block (BENCHMARKS.md, sixth
+        // sitting).
         let (block_tx, block_rx) =
             mpsc::sync_channel::<Result<(Block, Option<Scanned>), TraceError>>(QUEUE);
         let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<u8>>();
