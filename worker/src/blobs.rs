@@ -311,9 +311,19 @@ impl BlobWriter {
 }
 
 /// Removes a folder if it is empty (remove_dir fails on one that is not).
+/// An aborted write's staged file may still be going when `abort` returns
+/// (object_store removes it from a blocking task; seen as an empty run
+/// folder left behind by a failed upload on a full disk): a folder that is
+/// not empty yet is tried again for up to a fifth of a second.
 async fn remove_if_empty(folder: Option<PathBuf>) {
-    if let Some(f) = folder {
-        let _ = tokio::fs::remove_dir(f).await;
+    let Some(f) = folder else { return };
+    for _ in 0..20 {
+        match tokio::fs::remove_dir(&f).await {
+            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            _ => return,
+        }
     }
 }
 
