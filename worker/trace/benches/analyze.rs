@@ -284,26 +284,20 @@ fn main() {
         let mut cli = Vec::new();
         let mut got: Vec<Interleaved> = runs.iter().map(|_| Interleaved::default()).collect();
         for _ in 0..rounds() {
-            let Some(z) = zstd_cli_once(&zst) else { break };
-            cli.push(z);
+            // Without the zstd command, ratios are to the library.
+            let base = match zstd_cli_once(&zst) {
+                Some(z) => {
+                    cli.push(z);
+                    z
+                }
+                None => zstd_s,
+            };
             for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
                 let (wall, kb, extra) = measure_once(phase, file);
                 g.walls.push(wall);
-                g.ratios.push(wall / z);
+                g.ratios.push(wall / base);
                 g.rss_kb = g.rss_kb.max(kb);
                 g.extra = extra;
-            }
-        }
-        if cli.is_empty() {
-            // No zstd command: the same rounds, ratios to the library.
-            for _ in 0..rounds() {
-                for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
-                    let (wall, kb, extra) = measure_once(phase, file);
-                    g.walls.push(wall);
-                    g.ratios.push(wall / zstd_s);
-                    g.rss_kb = g.rss_kb.max(kb);
-                    g.extra = extra;
-                }
             }
         }
         let cli_best = cli.iter().copied().fold(f64::NAN, f64::min);

@@ -440,18 +440,20 @@ mod tests {
             ("no block", |_, _| false),
             ("as timing has it", parser_busy),
         ];
+        let parse = |doc: &[u8], block: usize, policy: ReadAhead| {
+            let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(doc.to_vec()));
+            parse_stream(
+                decoder,
+                Encoding::Json,
+                &Limits::default(),
+                &no,
+                block,
+                policy,
+            )
+        };
         for block in [13, 64, 100, 333, 1000, 4096, 1 << 20] {
             for (read_ahead, policy) in policies {
-                let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(json.clone()));
-                let t = parse_stream(
-                    decoder,
-                    Encoding::Json,
-                    &Limits::default(),
-                    &no,
-                    block,
-                    policy,
-                )
-                .unwrap();
+                let t = parse(&json, block, policy).unwrap();
                 assert!(want == digest(t), "block size {block}, {read_ahead}");
             }
         }
@@ -464,18 +466,7 @@ mod tests {
         let want = whole.feed(&bad, true).err().unwrap().to_string();
         for block in [64, 1000, 4096] {
             for (read_ahead, policy) in policies {
-                let decoder: Box<dyn Read + Send> = Box::new(io::Cursor::new(bad.clone()));
-                let got = parse_stream(
-                    decoder,
-                    Encoding::Json,
-                    &Limits::default(),
-                    &no,
-                    block,
-                    policy,
-                )
-                .err()
-                .unwrap()
-                .to_string();
+                let got = parse(&bad, block, policy).err().unwrap().to_string();
                 assert_eq!(got, want, "block size {block}, {read_ahead}");
             }
         }
