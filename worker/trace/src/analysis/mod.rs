@@ -1182,6 +1182,7 @@ fn kernel_rows(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
                     .total_cmp(&x.total_us)
                     .then(y.calls.cmp(&x.calls))
                     .then(x.chain.cmp(&y.chain))
+                    .then(x.launch.cmp(&y.launch))
                     .then(x.python.cmp(&y.python))
             });
             launched_by.truncate(MAX_CHAINS);
