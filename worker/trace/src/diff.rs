@@ -377,7 +377,13 @@ fn findings(
         let best = ga
             .iter()
             .filter_map(|(k, a)| gb.get(k).map(|b| (k, *a, *b)))
-            .max_by(|x, y| (x.2 .0 - x.1 .0).abs().total_cmp(&(y.2 .0 - y.1 .0).abs()));
+            .max_by(|x, y| {
+                (x.2 .0 - x.1 .0)
+                    .abs()
+                    .total_cmp(&(y.2 .0 - y.1 .0).abs())
+                    // Equal changes: the first key by name, not by hash order.
+                    .then(y.0.cmp(x.0))
+            });
         if let Some((key, (a_us, a_bytes), (b_us, b_bytes))) = best {
             if (b_us - a_us).abs() >= 0.5 * r.delta_us.abs() && ga.len() + gb.len() > 2 {
                 let bytes_text = match (a_bytes, b_bytes) {
