@@ -203,12 +203,8 @@ fn a_giant_single_event_is_refused() {
 /// analysis hashes with new keys, so a fixed order shows over many runs.
 #[test]
 fn ties_are_ordered_the_same_every_time() {
-    let trace = br#"{"traceEvents":[
-      {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":100,"dur":5,"args":{"correlation":1}},
-      {"ph":"X","cat":"cuda_runtime","name":"cuLaunchKernel","pid":1,"tid":1,"ts":200,"dur":5,"args":{"correlation":2}},
-      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":110,"dur":3,"args":{"correlation":1,"device":0,"stream":7}},
-      {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":210,"dur":3,"args":{"correlation":2,"device":0,"stream":7}}
-    ]}"#;
+    // The fuzz target's regression input: one trace, replayed by both.
+    let trace = include_bytes!("../fuzz/regressions/analyze/launch-chains-tied.json");
     let t = read_trace(&trace[..], &ReadOptions::default()).unwrap();
     let first = serde_json::to_string(&analyze(&t, &AnalysisOptions::default())).unwrap();
     assert!(first.contains("cuLaunchKernel"), "both launches are listed");
