@@ -72,6 +72,14 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.parts();
+        // These answer an upload whose body may be left unread, and hyper
+        // then closes the connection. Saying so keeps a client from pooling
+        // it: a client that reuses it sees its next request cut off
+        // (`IncompleteMessage`, once in a clean-clone `make test`).
+        let closes = matches!(
+            self,
+            ApiError::TooLarge(_) | ApiError::RequestTimeout(_) | ApiError::InsufficientStorage(_)
+        );
         let detail = match self {
             ApiError::Internal(cause) => {
                 tracing::error!(%cause, "internal error");
@@ -94,14 +102,21 @@ impl IntoResponse for ApiError {
             | ApiError::BadGateway(d)
             | ApiError::InsufficientStorage(d) => d,
         };
-        (
+        let mut response = (
             status,
             Json(Body {
                 error: code.into(),
                 detail,
             }),
         )
-            .into_response()
+            .into_response();
+        if closes {
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }
 
