@@ -72,6 +72,9 @@ bench-ui: tools browser app
 FUZZ_TARGETS ?= parse decode analyze summaries timeline
 FUZZ_SECONDS ?= 60
 FUZZ_ARGS ?=
+# Any input that takes longer than this (seconds) is a find: a small upload
+# must never stall the worker (RELIABILITY.md, the overlapping kernels).
+FUZZ_TIMEOUT ?= 10
 CARGO_FUZZ_VERSION := 0.13.2
 SHARED_TRACES ?= $(CURDIR)/../shared/traces
 # cargo-fuzz builds with -Zsanitizer=address: RUSTC_BOOTSTRAP lets the
@@ -84,7 +87,7 @@ fuzz: fuzz-seeds
 	  mkdir -p target/fuzz-corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  ( $(FUZZ) run $$t $(CURDIR)/target/fuzz-corpus/$$t $(CURDIR)/target/fuzz-seeds/$$t -- \
-	      -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 \
+	      -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 -timeout=$(FUZZ_TIMEOUT) \
 	      $$( [ $$t = decode ] && echo -detect_leaks=0 ) $(FUZZ_ARGS) ) || exit 1; \
 	done
 

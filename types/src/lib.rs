@@ -1174,8 +1174,11 @@ pub struct TimelineTrack {
     pub stream: Option<i64>,
     /// Rows (nesting depth, or overlap) the track needs.
     pub rows: u32,
-    /// Every event on the track.
+    /// Every event drawn on the track.
     pub events: u64,
+    /// Events of the track that overlap too many others to be drawn (past
+    /// the track's row cap): counted here, not in any window.
+    pub hidden: u64,
 }
 
 /// A step in the steps band.
@@ -1210,6 +1213,9 @@ pub struct TimelineWindow {
     pub track: u32,
     /// At most one slice per pixel bucket per row.
     pub slices: Vec<TimelineSlice>,
+    /// The window held more slices than one answer carries: the first rows'
+    /// slices are here, the rest are left out (ask for a narrower window).
+    pub truncated: bool,
 }
 
 /// `GET /api/runs/{id}/timeline/window?format=columns`: the same slices as
@@ -1236,6 +1242,8 @@ pub struct TimelineColumns {
     pub busy_ns: Vec<i64>,
     /// Per slice: the event (or the longest merged one).
     pub event: Vec<u32>,
+    /// As in [`TimelineWindow::truncated`].
+    pub truncated: bool,
 }
 
 /// One event, or several merged into one pixel bucket of one row.

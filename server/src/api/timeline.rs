@@ -125,6 +125,7 @@ pub async fn info(
                 stream: t.stream,
                 rows: t.rows,
                 events: t.events,
+                hidden: t.hidden,
             })
             .collect(),
         steps: ix
@@ -184,17 +185,21 @@ pub async fn window(
             "end_ns ({end}) must be after start_ns ({start})"
         )));
     }
-    let slices = ix.window(track, start, end, px);
+    let mut slices = ix.window(track, start, end, px);
+    // Slices come row by row: a cut keeps whole first rows.
+    let truncated = slices.len() > MAX_WINDOW_SLICES;
+    slices.truncate(MAX_WINDOW_SLICES);
     if columns {
         let mut out = TimelineColumns {
             track,
+            truncated,
             ..Default::default()
         };
         let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         for s in slices {
             let next = out.names.len() as u32;
             let n = *ids.entry(s.name).or_insert_with(|| {
-                out.names.push(ix.name(s.name).to_string());
+                out.names.push(window_name(ix.name(s.name)));
                 next
             });
             out.start_ns.push(s.start_ns);
@@ -213,13 +218,35 @@ pub async fn window(
             start_ns: s.start_ns,
             dur_ns: s.dur_ns,
             row: s.row,
-            name: ix.name(s.name).to_string(),
+            name: window_name(ix.name(s.name)),
             count: s.count,
             busy_ns: s.busy_ns,
             event: s.event,
         })
         .collect();
-    Ok(Json(TimelineWindow { track, slices }).into_response())
+    Ok(Json(TimelineWindow {
+        track,
+        slices,
+        truncated,
+    })
+    .into_response())
+}
+
+/// The most slices one window answer carries (about 100 bytes each as
+/// JSON, less as columns): a 4 KB upload could otherwise ask for tens of
+/// megabytes per window.
+pub const MAX_WINDOW_SLICES: usize = 100_000;
+
+/// The most characters of a name a window carries; the event's details
+/// (`/timeline/event/{event}`) give the whole name.
+pub const WINDOW_NAME_CHARS: usize = 512;
+
+/// A name as windows carry it: cut past [`WINDOW_NAME_CHARS`], marked.
+fn window_name(name: &str) -> String {
+    match name.char_indices().nth(WINDOW_NAME_CHARS) {
+        None => name.to_string(),
+        Some((end, _)) => format!("{}…", &name[..end]),
+    }
 }
 
 fn reference(ix: &TimelineIndex, event: u32) -> Option<TimelineRef> {

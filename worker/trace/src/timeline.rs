@@ -31,7 +31,7 @@ pub const NONE: u32 = u32::MAX;
 /// Bits of the packed name that hold the kind.
 const KIND_SHIFT: u32 = 28;
 /// Format version of the stored index.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// zstd level of the stored index. On the realistic trace 1 stores 5.4 MB
 /// (2: 5.2 MB, 3: 5.7 MB) and frees a quarter of the index build's time:
 /// the compression shares the second core with the layer attribution.
@@ -132,8 +132,11 @@ pub struct TrackInfo {
     pub first_row: u32,
     /// Number of rows.
     pub rows: u32,
-    /// Slices on the track.
+    /// Slices drawn on the track (in its rows).
     pub events: u64,
+    /// Slices of the track's thread or stream that fit in none of its
+    /// [`MAX_ROWS_PER_TRACK`] rows: counted, not drawn.
+    pub hidden: u64,
 }
 
 /// A named time span (a step, a layer).
@@ -441,69 +444,116 @@ impl Names {
     }
 }
 
+/// The most rows one track is laid into. A trace can hold any number of
+/// slices overlapping at one moment on one stream (a 4 KB upload can hold
+/// 400,000 identical kernels at one `ts`); past this many rows the slices
+/// that fit in no row are counted on their track ([`TrackInfo::hidden`]),
+/// not drawn. Real traces stay far below it: CPU rows are nesting depths
+/// (a few hundred with Python frames) and GPU streams rarely overlap.
+pub const MAX_ROWS_PER_TRACK: usize = 4096;
+
 /// Lays a track's slices into rows: each depth's slices go to the first of
 /// that depth's rows whose last slice ended by their start, else to a new
-/// row; rows are ordered by depth, then creation. `ids` holds the slices in
-/// start order, and `slot[id]` each one's depth; on return, `ids` holds them
-/// row by row (in start order within each), `slot[id]` each one's position
-/// there, and the rows' lengths are returned. In place: the layout of a
-/// thread of millions of slices costs no list of lists, only the placing's
-/// scratch (a copy of the list, freed on return).
+/// row while the track has fewer than [`MAX_ROWS_PER_TRACK`] rows, else they
+/// are hidden; rows are ordered by depth, then creation. `ids` holds the
+/// slices in start order, and `slot[id]` each one's depth; on return, `ids`
+/// holds the drawn ones row by row (in start order within each) followed by
+/// the hidden ones, `slot[id]` each drawn one's position there ([`NONE`] for
+/// a hidden one), and the rows' lengths are returned (their sum is the
+/// number drawn). In place: the layout of a thread of millions of slices
+/// costs no list of lists, only the placing's scratch (a copy of the list,
+/// freed on return).
+///
+/// O(n log n) however the slices overlap: per depth, rows wait in a heap by
+/// the end of their last slice until a slice starts at or after it (starts
+/// only grow), then in a heap of free rows by creation, whose first is the
+/// first row that fits.
 fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64)) -> Vec<usize> {
-    // Per depth: (row by creation, end of its last slice).
-    let mut by_depth: Vec<Vec<(u32, i64)>> = Vec::new();
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    /// One depth's rows: busy ones by the end of their last slice, free ones
+    /// by creation; the depth of each row by creation.
+    #[derive(Default)]
+    struct Depth {
+        busy: BinaryHeap<Reverse<(i64, u32)>>,
+        free: BinaryHeap<Reverse<u32>>,
+        rows: Vec<u32>,
+    }
+    let mut by_depth: Vec<Depth> = Vec::new();
     let mut created = 0u32;
     for &id in ids.iter() {
         let (start, end) = span(id as usize);
         let d = slot[id as usize] as usize;
         if by_depth.len() <= d {
-            by_depth.resize_with(d + 1, Vec::new);
+            by_depth.resize_with(d + 1, Depth::default);
         }
         let rows = &mut by_depth[d];
-        slot[id as usize] = match rows.iter_mut().find(|(_, last_end)| *last_end <= start) {
-            Some(r) => {
-                r.1 = end;
-                r.0
+        while let Some(&Reverse((last_end, r))) = rows.busy.peek() {
+            if last_end > start {
+                break;
             }
-            None => {
-                rows.push((created, end));
+            rows.busy.pop();
+            rows.free.push(Reverse(r));
+        }
+        let row = match rows.free.pop() {
+            Some(Reverse(r)) => r,
+            None if (created as usize) < MAX_ROWS_PER_TRACK => {
+                rows.rows.push(created);
                 created += 1;
                 created - 1
             }
+            None => {
+                slot[id as usize] = NONE;
+                continue;
+            }
         };
+        rows.busy.push(Reverse((end, row)));
+        slot[id as usize] = row;
     }
     // Creation order -> depth order.
     let mut order = vec![0u32; created as usize];
-    for (k, &(c, _)) in by_depth.iter().flatten().enumerate() {
+    for (k, &c) in by_depth.iter().flat_map(|d| &d.rows).enumerate() {
         order[c as usize] = k as u32;
     }
+    drop(by_depth);
     let mut lens = vec![0usize; created as usize];
+    let mut hidden = 0usize;
     for &id in ids.iter() {
-        let r = order[slot[id as usize] as usize];
-        slot[id as usize] = r;
-        lens[r as usize] += 1;
+        match slot[id as usize] {
+            NONE => hidden += 1,
+            c => {
+                let r = order[c as usize];
+                slot[id as usize] = r;
+                lens[r as usize] += 1;
+            }
+        }
     }
     // Row by row, start order kept within each row: a counting sort (the
     // rows' lengths are known), one pass where a comparison sort took
     // twenty. (Placing each slice at its position by following cycles needs
     // no scratch, but its random swaps cost more; the scratch is freed
-    // before the build's largest moment, its last rows.)
+    // before the build's largest moment, its last rows.) Hidden slices go
+    // last, in start order.
     let mut at = Vec::with_capacity(lens.len());
     let mut sum = 0;
     for &len in &lens {
         at.push(sum);
         sum += len;
     }
+    let mut next_hidden = ids.len() - hidden;
     let mut by_row = vec![0u32; ids.len()];
     for &id in ids.iter() {
-        let r = &mut at[slot[id as usize] as usize];
+        let r = match slot[id as usize] {
+            NONE => &mut next_hidden,
+            r => &mut at[r as usize],
+        };
         by_row[*r] = id;
         *r += 1;
     }
     ids.copy_from_slice(&by_row);
     drop(by_row);
-    // Each slice's position.
-    for (k, &id) in ids.iter().enumerate() {
+    // Each drawn slice's position.
+    for (k, &id) in ids[..sum].iter().enumerate() {
         slot[id as usize] = k as u32;
     }
     lens
@@ -661,14 +711,16 @@ impl TimelineIndex {
                 stream: None,
                 first_row: n_rows,
                 rows: lens.len() as u32,
-                events: slices.len() as u64,
+                events: lens.iter().sum::<usize>() as u64,
+                hidden: (slices.len() - lens.iter().sum::<usize>()) as u64,
             });
             n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
             // The track's event ids first: a parent may lie in a later row
             // than a child (equal start and duration), so every link is
             // known when a row is handed over.
-            for &i in slices.iter() {
+            let drawn = lens.iter().sum::<usize>();
+            for &i in &slices[..drawn] {
                 slot[i as usize] += next_event;
             }
             let mut rows = Rows::<Cpu>::new(inp, &slot, &mut names, &mut next_event, &mut bounds);
@@ -692,7 +744,8 @@ impl TimelineIndex {
                 stream: Some(stream),
                 first_row: n_rows,
                 rows: lens.len() as u32,
-                events: ops.len() as u64,
+                events: lens.iter().sum::<usize>() as u64,
+                hidden: (ops.len() - lens.iter().sum::<usize>()) as u64,
             });
             n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
@@ -999,6 +1052,7 @@ impl TimelineIndex {
             put_u32(w, t.first_row)?;
             put_u32(w, t.rows)?;
             put_i64(w, t.events as i64)?;
+            put_i64(w, t.hidden as i64)?;
         }
         for spans in [&self.steps, &self.layers] {
             put_u32(w, spans.len() as u32)?;
@@ -1018,7 +1072,8 @@ impl TimelineIndex {
         // a copy rather than a call into zstd.
         let mut z = io::BufReader::with_capacity(1 << 16, zstd::stream::read::Decoder::new(input)?);
         let r = &mut z;
-        if get_u32(r)? != FORMAT {
+        let format = get_u32(r)?;
+        if format != FORMAT && format != 2 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "unknown timeline index format",
@@ -1084,6 +1139,8 @@ impl TimelineIndex {
                 first_row: get_u32(r)?,
                 rows: get_u32(r)?,
                 events: get_i64(r)? as u64,
+                // Format 2 had no row cap: nothing was hidden.
+                hidden: if format >= 3 { get_i64(r)? as u64 } else { 0 },
             });
         }
         let mut spans = [Vec::new(), Vec::new()];
