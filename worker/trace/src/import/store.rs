@@ -41,8 +41,13 @@ impl Interner {
     }
 
     /// The id of `s`, adding it if new. Invalid UTF-8 is replaced (once, when
-    /// the string is first seen).
+    /// the string is first seen). Text longer than [`MAX_TEXT_BYTES`] is
+    /// kept cut to that length (marked as cut): a 2 KB upload can hold a
+    /// 50 MB name, which every table, cache and answer would carry.
     pub fn intern_bytes(&mut self, s: &[u8]) -> Sym {
+        if s.len() > MAX_TEXT_BYTES {
+            return self.intern_bytes(cut_text(s).as_bytes());
+        }
         let hash = self.hash(s);
         let Interner {
             table,
@@ -102,6 +107,27 @@ impl Interner {
     pub fn is_empty(&self) -> bool {
         self.spans.len() <= 1
     }
+}
+
+/// The longest name or text value a trace keeps, bytes. The longest real
+/// names (templated CUDA kernels) are a few kilobytes; past this a name is
+/// cut (see [`cut_text`]).
+pub const MAX_TEXT_BYTES: usize = 64 << 10;
+
+/// `s` cut to at most [`MAX_TEXT_BYTES`] bytes on a character boundary,
+/// with a note of how long it was.
+pub fn cut_text(s: &[u8]) -> String {
+    let note = format!("… [{} bytes cut]", s.len());
+    let mut end = MAX_TEXT_BYTES.saturating_sub(note.len() + 3);
+    let head = String::from_utf8_lossy(&s[..end.min(s.len())]);
+    // A lossy decode may end in a cut character's replacement: drop it.
+    end = head.len().min(end);
+    while !head.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = head[..end].trim_end_matches('\u{FFFD}').to_string();
+    out.push_str(&note);
+    out
 }
 
 /// A `pid` or `tid` value: JSON integers and all-digit strings become
@@ -846,6 +872,24 @@ impl Default for Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_past_the_limit_are_kept_cut() {
+        let mut i = Interner::new();
+        let long = "é".repeat(MAX_TEXT_BYTES); // two bytes a character
+        let a = i.intern(&long);
+        assert!(i.get(a).len() <= MAX_TEXT_BYTES, "{}", i.get(a).len());
+        assert!(i.get(a).starts_with("éé"));
+        assert!(i.get(a).ends_with(&format!("[{} bytes cut]", long.len())));
+        // The same long name is the same name; a short one is untouched.
+        assert_eq!(i.intern(&long), a);
+        let b = i.intern("aten::copy_");
+        assert_eq!(i.get(b), "aten::copy_");
+        // Invalid UTF-8 cut mid-way still gives text within the limit.
+        let bytes = vec![0xffu8; 3 * MAX_TEXT_BYTES];
+        let c = i.intern_bytes(&bytes);
+        assert!(i.get(c).len() <= MAX_TEXT_BYTES);
+    }
 
     #[test]
     fn a_time_column_reads_back_every_value_near_and_far_from_its_blocks_base() {
