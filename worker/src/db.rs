@@ -935,6 +935,22 @@ impl Db {
         ))
     }
 
+    /// Runs still marked analyzing whose every trace is analyzed: their
+    /// last job stored its result, then could not mark the run done (a full
+    /// disk, a lost database). The runner's sweep finishes them.
+    pub async fn runs_to_finish(&self) -> DbResult<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT id FROM runs WHERE status = $1 \
+             AND EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id) \
+             AND NOT EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id AND t.status <> $2)",
+        )
+        .bind(RunStatus::Analyzing.as_str())
+        .bind(RunStatus::Done.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| r.try_get("id")).collect()
+    }
+
     /// Marks a run complete with its headline and cross-rank summary.
     pub async fn complete_run(
         &self,
@@ -1047,7 +1063,8 @@ impl Db {
 
     /// Stores a token's hash under a name, with its scope and optional
     /// expiry (ms since the epoch). Fails with [`TokenError::NameTaken`]
-    /// when a token of that name exists: names are how tokens are revoked.
+    /// when a live (unrevoked) token of that name exists: names are how
+    /// tokens are revoked.
     pub async fn add_token(
         &self,
         id: &str,
@@ -1062,7 +1079,7 @@ impl Db {
         let added = sqlx::query(
             "INSERT INTO tokens (id, name, hash, created_at, scope, expires_at) \
              SELECT $1, $2, $3, $4, $5, $6 \
-             WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE name = $2)",
+             WHERE NOT EXISTS (SELECT 1 FROM tokens WHERE name = $2 AND revoked_at IS NULL)",
         )
         .bind(id)
         .bind(name)
@@ -1079,8 +1096,9 @@ impl Db {
         Ok(())
     }
 
-    /// Whether any token exists (then writes need one). Expired tokens
-    /// count: a server that had tokens stays protected when they lapse.
+    /// Whether any token was ever created (then writes need one). Expired
+    /// and revoked tokens count: a server that had tokens stays protected
+    /// when they lapse or are revoked, so revoking only takes access away.
     pub async fn tokens_exist(&self) -> DbResult<bool> {
         Ok(sqlx::query("SELECT id FROM tokens LIMIT 1")
             .fetch_optional(&self.pool)
@@ -1088,10 +1106,14 @@ impl Db {
             .is_some())
     }
 
-    /// The token with this hash, if any, and records that it was used.
+    /// The token with this hash, if any (revoked ones too: the caller
+    /// refuses them), and records that it was used. The use is written at
+    /// most once a minute a token: on a private server every read presents
+    /// one, and a write per read would queue reads behind SQLite's one
+    /// writer.
     pub async fn use_token(&self, hash: &str) -> DbResult<Option<Token>> {
         let row = sqlx::query(
-            "SELECT name, hash, scope, created_at, expires_at, last_used_at \
+            "SELECT name, hash, scope, created_at, expires_at, last_used_at, revoked_at \
              FROM tokens WHERE hash = $1",
         )
         .bind(hash)
@@ -1099,19 +1121,22 @@ impl Db {
         .await?;
         let Some(row) = row else { return Ok(None) };
         let token = token_of(&row)?;
-        sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE hash = $2")
-            .bind(now_ms())
-            .bind(hash)
-            .execute(&self.pool)
-            .await?;
+        let now = now_ms();
+        if token.revoked_at.is_none() && token.last_used_at.is_none_or(|t| t < now - 60_000) {
+            sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE hash = $2")
+                .bind(now)
+                .bind(hash)
+                .execute(&self.pool)
+                .await?;
+        }
         Ok(Some(token))
     }
 
-    /// Every token, oldest first (their hashes included; callers showing
-    /// them to people leave the hash out).
+    /// Every token, revoked ones included, oldest first (their hashes
+    /// included; callers showing them to people leave the hash out).
     pub async fn list_tokens(&self) -> DbResult<Vec<Token>> {
         let rows = sqlx::query(
-            "SELECT name, hash, scope, created_at, expires_at, last_used_at \
+            "SELECT name, hash, scope, created_at, expires_at, last_used_at, revoked_at \
              FROM tokens ORDER BY created_at, name",
         )
         .fetch_all(&self.pool)
@@ -1119,20 +1144,27 @@ impl Db {
         rows.iter().map(token_of).collect()
     }
 
-    /// Deletes the token of this name; whether there was one.
+    /// Marks the live token of this name revoked (its row stays, so the
+    /// server stays protected and `token list` shows it); whether there was
+    /// one.
     pub async fn revoke_token(&self, name: &str) -> DbResult<bool> {
-        Ok(sqlx::query("DELETE FROM tokens WHERE name = $1")
-            .bind(name)
-            .execute(&self.pool)
-            .await?
-            .rows_affected()
-            > 0)
+        Ok(
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL")
+                .bind(now_ms())
+                .bind(name)
+                .execute(&self.pool)
+                .await?
+                .rows_affected()
+                > 0,
+        )
     }
 }
 
-/// What a write token may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a token may do; each scope may do all that the ones before it may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TokenScope {
+    /// List and search runs (and, on a private server, read them): a viewer.
+    Read,
     /// Create runs (uploads) and captures: what a CI job needs.
     Upload,
     /// Everything `Upload` may, plus edit, delete and re-analyze runs.
@@ -1143,6 +1175,7 @@ impl TokenScope {
     /// The stored and command-line spelling.
     pub fn as_str(self) -> &'static str {
         match self {
+            TokenScope::Read => "read",
             TokenScope::Upload => "upload",
             TokenScope::Admin => "admin",
         }
@@ -1151,6 +1184,7 @@ impl TokenScope {
     /// Parses the stored and command-line spelling.
     pub fn parse(s: &str) -> Option<TokenScope> {
         match s {
+            "read" => Some(TokenScope::Read),
             "upload" => Some(TokenScope::Upload),
             "admin" => Some(TokenScope::Admin),
             _ => None,
@@ -1173,6 +1207,9 @@ pub struct Token {
     pub expires_at: Option<i64>,
     /// When a request last presented it, ms since the epoch.
     pub last_used_at: Option<i64>,
+    /// When it was revoked, ms since the epoch: a revoked token is never
+    /// accepted again.
+    pub revoked_at: Option<i64>,
 }
 
 impl Token {
@@ -1203,6 +1240,7 @@ fn token_of(row: &AnyRow) -> DbResult<Token> {
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         last_used_at: row.try_get("last_used_at")?,
+        revoked_at: row.try_get("revoked_at")?,
     })
 }
 

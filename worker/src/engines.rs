@@ -24,6 +24,16 @@ pub struct Engine {
     pub seconds_per_step: Option<f64>,
 }
 
+/// The HTTP client for engines: it never follows a redirect, so a
+/// configured engine (or whoever took its address) cannot send the worker,
+/// and the `output_dir` it posts, to another host.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
+}
+
 /// Whether an engine answers (any HTTP status counts), with a note if not.
 pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<String>) {
     let url = format!("{}/health", engine.url.trim_end_matches('/'));

@@ -9,7 +9,8 @@ use kinetoscope_trace::analysis::{analyze_stored, ANALYZER_VERSION};
 use kinetoscope_trace::import::{read_trace, ReadOptions, TraceError};
 use kinetoscope_types::AnalysisOptions;
 use kinetoscope_types::ArtifactName;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,12 +33,17 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         .await
         .map_err(|e| JobError::Transient(format!("reading the stored trace failed: {e}")))?;
 
-    // Heartbeat: renew the lease and publish progress while parsing.
+    // Heartbeat: renew the lease and publish progress while parsing. When
+    // the claim is gone (the run was deleted, which deletes its jobs, or
+    // another worker took the job over) the analysis is cancelled: its
+    // reads fail from then on, so a parse stops at once.
     let progress = Arc::new(AtomicU64::new(0));
+    let cancel = Arc::new(AtomicBool::new(false));
     let beat = {
         let db = runner.db.clone();
         let job = job.clone();
         let progress = progress.clone();
+        let cancel = cancel.clone();
         let lease = runner.lease_ms();
         // Progress is shown live, so beat often; the lease allows for
         // several missed beats.
@@ -48,7 +54,11 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
                 let p = progress.load(Ordering::Relaxed) as i64;
                 match db.heartbeat(&job, lease, Some(p)).await {
                     Ok(true) => {}
-                    Ok(false) => return, // the claim is gone; completion will be refused
+                    Ok(false) => {
+                        // The claim is gone; completion would be refused.
+                        cancel.store(true, Ordering::Relaxed);
+                        return;
+                    }
                     Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
                 }
             }
@@ -60,7 +70,11 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         progress: Some(progress.clone()),
     };
     let delay = runner.config.analysis_delay;
-    let outcome = tokio::task::spawn_blocking(move || {
+    let reader = Cancellable {
+        inner: reader,
+        cancel: cancel.clone(),
+    };
+    let analysis = tokio::task::spawn_blocking(move || {
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -69,9 +83,28 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string())?;
             Ok((a.summary, json, a.timeline))
         })
-    })
-    .await;
+    });
+    let deadline = runner.config.analysis_deadline;
+    let outcome = match tokio::time::timeout(deadline, analysis).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            // The parse stops at its next read; analysis past the parse is
+            // O(n log n) in the events read, so the thread ends soon after.
+            cancel.store(true, Ordering::Relaxed);
+            beat.abort();
+            return Err(JobError::BadInput(format!(
+                "the analysis took longer than its deadline ({} s); the trace is too large or \
+                 unusual for this server (KINETOSCOPE_ANALYSIS_DEADLINE_SECS sets the deadline)",
+                deadline.as_secs()
+            )));
+        }
+    };
     beat.abort();
+    if cancel.load(Ordering::Relaxed) {
+        return Err(JobError::Transient(
+            "the analysis was cancelled: its run was deleted or its job taken over".into(),
+        ));
+    }
     let (summary, json, timeline) = match outcome {
         Ok(Ok(Ok(pair))) => pair,
         Ok(Ok(Err(e))) => {
@@ -157,4 +190,21 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         .finish_run_if_complete(&job.run_id)
         .await
         .map_err(|e| transient(&e))
+}
+
+/// A reader that fails once `cancel` is set: how an analysis is cancelled
+/// (a deleted run, a passed deadline) while it parses.
+struct Cancellable<R> {
+    inner: R,
+    cancel: Arc<AtomicBool>,
+}
+
+impl<R: Read> Read for Cancellable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.load(Ordering::Relaxed) {
+            // Not `Interrupted`: readers retry that.
+            return Err(std::io::Error::other("the analysis was cancelled"));
+        }
+        self.inner.read(buf)
+    }
 }

@@ -80,6 +80,13 @@ impl Collector {
             if !is_trace_file(&name) || self.ignore.contains(&name) {
                 continue;
             }
+            // Plain files only: a symlink (or anything else) in the folder
+            // could point outside it, at a file the worker may read but the
+            // engine's user should not reach through a capture.
+            if !e.file_type().is_ok_and(|t| t.is_file()) {
+                tracing::warn!(file = %name, "a capture skips what is not a plain file");
+                continue;
+            }
             seen += 1;
             let key = rank_key(&name);
             if self.done.contains_key(&key) {
@@ -169,7 +176,7 @@ async fn post(
 /// Runs a capture job.
 pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     let (req, engine) = load(runner, job).await?;
-    let http = reqwest::Client::new();
+    let http = crate::engines::client();
     let base = engine.url.trim_end_matches('/').to_string();
     let expected = engine.ranks.max(1) as usize;
     stage(runner, job, "starting").await;
@@ -301,6 +308,17 @@ async fn store(
     rank: i64,
     path: &Path,
 ) -> Result<NewTrace, JobError> {
+    // Checked again where it is read: the file may have been replaced by a
+    // link since the folder was looked at.
+    let plain = tokio::fs::symlink_metadata(path)
+        .await
+        .is_ok_and(|m| m.file_type().is_file());
+    if !plain {
+        return Err(bad(format!(
+            "{} is not a plain file in the engine's trace folder",
+            path.display()
+        )));
+    }
     let file = tokio::fs::File::open(path)
         .await
         .map_err(|e| JobError::Transient(format!("reading {}: {e}", path.display())))?;

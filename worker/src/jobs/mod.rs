@@ -47,6 +47,10 @@ pub struct RunnerConfig {
     /// How long a claim lasts without a heartbeat; a job whose worker died
     /// is taken over this long after its last heartbeat.
     pub lease: Duration,
+    /// The longest one analysis may take; past it the run fails with the
+    /// reason (a trace that would hold the worker for hours holds it this
+    /// long at most).
+    pub analysis_deadline: Duration,
     /// Fault injection for tests: sleep this long before each analysis, so a
     /// test can kill a worker mid-job. Zero in production.
     pub analysis_delay: Duration,
@@ -72,6 +76,32 @@ pub enum JobError {
     BadInput(String),
     /// Something outside the input failed; worth retrying.
     Transient(String),
+}
+
+/// How a job ended, as the metrics name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done.
+    Done,
+    /// Failed for good (bad input, or out of attempts).
+    Failed,
+    /// Failed for a cause outside its input, retried later: the job loop
+    /// backs off.
+    Retry,
+    /// Failed for a cause outside its input, out of attempts: the run
+    /// fails with the reason, and the job loop backs off.
+    GaveUp,
+}
+
+impl Outcome {
+    /// The metrics' word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Failed | Outcome::GaveUp => "failed",
+            Outcome::Retry => "retry",
+        }
+    }
 }
 
 impl Runner {
@@ -100,10 +130,13 @@ impl Runner {
         let maintenance = {
             let me = self.clone();
             tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(300)).await;
-                    if let Err(e) = me.db.enqueue_stale(ANALYZER_VERSION).await {
-                        tracing::warn!(error = %e, "could not queue stale analyses");
+                for round in 1u64.. {
+                    me.finish_stuck_runs().await;
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    if round % 5 == 0 {
+                        if let Err(e) = me.db.enqueue_stale(ANALYZER_VERSION).await {
+                            tracing::warn!(error = %e, "could not queue stale analyses");
+                        }
                     }
                 }
             })
@@ -116,13 +149,29 @@ impl Runner {
 
     async fn job_loop(&self, k: usize, stop: CancellationToken) {
         let worker = format!("{}/{k}", self.config.worker_id);
+        // Jobs in a row that failed for a cause outside their input (a full
+        // disk, an unreachable store): the loop waits longer after each, so
+        // a broken dependency is retried slowly rather than in a spin.
+        let mut failing = 0u32;
         loop {
             // A claim is never cancelled half-way: it may already be committed.
             if stop.is_cancelled() {
                 return;
             }
             match self.db.claim(&worker, self.lease_ms()).await {
-                Ok(Some(job)) => self.handle(job).await,
+                Ok(Some(job)) => {
+                    if matches!(self.handle(job).await, Outcome::Retry | Outcome::GaveUp) {
+                        failing = failing.saturating_add(1);
+                        let wait = Duration::from_millis(100 << failing.min(8))
+                            .min(Duration::from_secs(20));
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                    } else {
+                        failing = 0;
+                    }
+                }
                 Ok(None) => {
                     tokio::select! {
                         _ = stop.cancelled() => return,
@@ -142,7 +191,7 @@ impl Runner {
     }
 
     /// Runs one claimed job to completion or failure.
-    pub async fn handle(&self, job: Job) {
+    pub async fn handle(&self, job: Job) -> Outcome {
         let started = std::time::Instant::now();
         if job.attempts > job.max_attempts {
             let reason = format!(
@@ -150,7 +199,7 @@ impl Runner {
                 job.max_attempts
             );
             let _ = self.db.fail_job(&job, &reason, None).await;
-            return;
+            return Outcome::Failed;
         }
         tracing::info!(job = job.id, kind = %job.kind, run = %job.run_id, rank = job.rank, attempt = job.attempts, "job started");
         let result = match job.kind {
@@ -158,13 +207,13 @@ impl Runner {
             JobKind::Capture => capture::run(self, &job).await,
         };
         let outcome = match result {
-            Ok(()) => "done",
+            Ok(()) => Outcome::Done,
             Err(JobError::BadInput(reason)) => {
                 tracing::info!(job = job.id, %reason, "job failed: bad input");
                 if let Err(e) = self.db.fail_job(&job, &reason, None).await {
                     tracing::error!(error = %e, "recording a job failure failed");
                 }
-                "failed"
+                Outcome::Failed
             }
             Err(JobError::Transient(reason)) => {
                 let retry = job.attempts < job.max_attempts;
@@ -175,18 +224,44 @@ impl Runner {
                 } else {
                     format!("{reason} (gave up after {} attempts)", job.attempts)
                 };
-                let _ = self
+                if let Err(e) = self
                     .db
                     .fail_job(&job, &reason, retry.then_some(delay))
-                    .await;
+                    .await
+                {
+                    tracing::error!(error = %e, "recording a job failure failed");
+                }
+                // Retried later, or failed for a cause outside the input:
+                // either way the loop backs off.
                 if retry {
-                    "retry"
+                    Outcome::Retry
                 } else {
-                    "failed"
+                    Outcome::GaveUp
                 }
             }
         };
-        crate::metrics::job_finished(job.kind.as_str(), outcome, started.elapsed());
+        crate::metrics::job_finished(job.kind.as_str(), outcome.as_str(), started.elapsed());
+        outcome
+    }
+
+    /// Marks done the runs whose traces are all analyzed but whose last job
+    /// could not say so (the job's result is stored in one transaction,
+    /// the run's completion after it): at start and every minute, so no run
+    /// stays `analyzing` once its store works again.
+    pub async fn finish_stuck_runs(&self) {
+        let runs = match self.db.runs_to_finish().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for runs to finish");
+                return;
+            }
+        };
+        for run in runs {
+            match self.finish_run_if_complete(&run).await {
+                Ok(()) => tracing::info!(%run, "finished a run its last job left analyzing"),
+                Err(e) => tracing::warn!(%run, error = %e, "could not finish a run"),
+            }
+        }
     }
 
     /// When every trace of a run is analyzed: stores the headline (and the
