@@ -18,9 +18,56 @@ async fn answer<T: DeserializeOwned>(resp: gloo_net::http::Response) -> Result<T
     resp.json::<T>().await.map_err(|e| e.to_string())
 }
 
+/// Where the dashboard keeps the user's token: the browser's session
+/// storage (gone when the tab closes, never sent anywhere but this server).
+const TOKEN_KEY: &str = "kinetoscope-token";
+
+fn session() -> Option<web_sys::Storage> {
+    web_sys::window().and_then(|w| w.session_storage().ok().flatten())
+}
+
+/// The token the user gave this tab, if any.
+pub fn token() -> Option<String> {
+    session()
+        .and_then(|s| s.get_item(TOKEN_KEY).ok().flatten())
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// Keeps `token` for this tab (an empty one forgets it).
+pub fn set_token(token: &str) {
+    if let Some(s) = session() {
+        let t = token.trim();
+        let _ = if t.is_empty() {
+            s.remove_item(TOKEN_KEY)
+        } else {
+            s.set_item(TOKEN_KEY, t)
+        };
+    }
+}
+
+/// The `Authorization` header's value for the tab's token, if any.
+pub fn authorization() -> Option<String> {
+    token().map(|t| format!("Bearer {t}"))
+}
+
+/// A request with the tab's token, when there is one.
+fn authorized(req: gloo_net::http::RequestBuilder) -> gloo_net::http::RequestBuilder {
+    match authorization() {
+        Some(a) => req.header("Authorization", &a),
+        None => req,
+    }
+}
+
 /// GETs JSON; an error is the server's `detail` (or what went wrong).
 pub async fn get<T: DeserializeOwned>(url: &str) -> Result<T, String> {
-    answer(Request::get(url).send().await.map_err(|e| e.to_string())?).await
+    answer(
+        authorized(Request::get(url))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?,
+    )
+    .await
 }
 
 /// Sends JSON with a method; returns the answer's JSON.
@@ -34,7 +81,7 @@ pub async fn send<B: serde::Serialize, T: DeserializeOwned>(
         "PUT" => Request::put(url),
         _ => Request::post(url),
     };
-    let resp = req
+    let resp = authorized(req)
         .json(body)
         .map_err(|e| e.to_string())?
         .send()
@@ -63,6 +110,9 @@ pub fn upload(
         crate::logic::query_string(&[("name".into(), name.to_string())])
     );
     xhr.open("POST", &url).map_err(err)?;
+    if let Some(a) = authorization() {
+        xhr.set_request_header("Authorization", &a).map_err(err)?;
+    }
     let progress =
         Closure::<dyn Fn(web_sys::ProgressEvent)>::new(move |e: web_sys::ProgressEvent| {
             // Also published on `window` so a browser test can see that the

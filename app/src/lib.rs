@@ -43,6 +43,7 @@ pub fn App() -> impl IntoView {
                 <a class="brand" href="/">"Kinetoscope"</a>
                 <span class="tagline">"PyTorch profiler traces, read in seconds"</span>
                 <span class="spacer"></span>
+                <TokenField/>
                 <ThemeToggle/>
             </header>
             <main>
@@ -53,6 +54,26 @@ pub fn App() -> impl IntoView {
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// The token field: on a server in tokens mode (or a private one) the
+/// dashboard sends the token given here with each request. Kept in the
+/// tab's session storage; empty forgets it.
+#[component]
+fn TokenField() -> impl IntoView {
+    let initial = api::token().unwrap_or_default();
+    let saved = RwSignal::new(!initial.is_empty());
+    let on_change = move |ev: leptos::ev::Event| {
+        let value = event_target_value(&ev);
+        api::set_token(&value);
+        saved.set(!value.trim().is_empty());
+    };
+    view! {
+        <label class="token" title="A token from `kinetoscope token create`, for a server that needs one; kept in this tab only">
+            <span class="muted">{move || if saved.get() { "Token ✓" } else { "Token" }}</span>
+            <input id="token" type="password" autocomplete="off" placeholder="kst_…" value=initial on:change=on_change/>
+        </label>
     }
 }
 

@@ -37,6 +37,7 @@ async fn main() {
             capture_timeout_secs: 600,
             capture_idle_secs: 120,
             lease_secs: 30,
+            analysis_deadline_secs: 600,
         },
         listen: "127.0.0.1:0".into(),
         workers: 2,
@@ -51,6 +52,12 @@ async fn main() {
         orphan_age_secs: 3600,
         timeline_cache_mb: 512,
         frame_ancestors: "'none'".into(),
+        auth: server::api::auth::AuthMode::Open,
+        private: false,
+        public_host: Vec::new(),
+        trusted_proxy: Vec::new(),
+        answer_cache_mb: 64,
+        summary_cache_mb: 128,
     };
     let running = server::start(args).await.unwrap();
     let url = format!("http://{}", running.addr);

@@ -32,6 +32,15 @@ pub struct StoreArgs {
     /// How long a capture waits for the first step before calling the engine idle, in seconds.
     #[arg(long, env = "KINETOSCOPE_CAPTURE_IDLE_SECS", default_value_t = 120)]
     pub capture_idle_secs: u64,
+    /// The longest one analysis may take, in seconds; past it the run fails
+    /// with the reason. The default is about ten times what the largest
+    /// accepted trace (16 GB of JSON) takes on a 2-core machine.
+    #[arg(
+        long,
+        env = "KINETOSCOPE_ANALYSIS_DEADLINE_SECS",
+        default_value_t = 600
+    )]
+    pub analysis_deadline_secs: u64,
     /// How long a job claim lasts without a heartbeat, in seconds: a job
     /// whose worker died is taken over this long after its last heartbeat.
     #[arg(long, env = "KINETOSCOPE_LEASE_SECS", default_value_t = 30)]
@@ -106,6 +115,12 @@ pub struct ServeArgs {
     /// Memory for loaded timeline indexes, in MB (least recently used go first).
     #[arg(long, env = "KINETOSCOPE_TIMELINE_CACHE_MB", default_value_t = 512)]
     pub timeline_cache_mb: u64,
+    /// Memory for serialized answers (run views, diffs), in MB.
+    #[arg(long, env = "KINETOSCOPE_ANSWER_CACHE_MB", default_value_t = 64)]
+    pub answer_cache_mb: u64,
+    /// Memory for parsed summaries, in MB (weighed at twice their JSON).
+    #[arg(long, env = "KINETOSCOPE_SUMMARY_CACHE_MB", default_value_t = 128)]
+    pub summary_cache_mb: u64,
     /// Largest upload accepted, in bytes (compressed, all files together).
     #[arg(long, env = "KINETOSCOPE_MAX_UPLOAD_BYTES", default_value_t = 8 << 30)]
     pub max_upload_bytes: u64,
@@ -140,8 +155,35 @@ pub struct ServeArgs {
     pub writes_per_minute: u32,
     /// Apply the per-client upload cap and write rate to loopback clients too (off: on the
     /// embedded default the only client is the user's own machine).
-    #[arg(long, env = "KINETOSCOPE_LIMIT_LOOPBACK")]
+    #[arg(long, env = "KINETOSCOPE_LIMIT_LOOPBACK", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     pub limit_loopback: bool,
+    /// Access mode: `open` (anyone who reaches the server may write) or
+    /// `tokens` (writes and the run list need a token). Creating the first
+    /// token switches a server to `tokens` for good.
+    #[arg(long, env = "KINETOSCOPE_AUTH", value_enum, default_value = "open")]
+    pub auth: crate::api::auth::AuthMode,
+    /// Every read needs a token too (implies `--auth tokens`): a run's link
+    /// then carries nothing secret.
+    #[arg(long, env = "KINETOSCOPE_PRIVATE", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub private: bool,
+    /// Host names the server answers to besides loopback names and IP
+    /// addresses (comma-separated, e.g. `kinetoscope.example.com`): any
+    /// other `Host` is refused, so a DNS-rebound name reads nothing.
+    #[arg(
+        long = "public-host",
+        env = "KINETOSCOPE_PUBLIC_HOST",
+        value_delimiter = ','
+    )]
+    pub public_host: Vec<String>,
+    /// Addresses or ranges of proxies (a load balancer) whose
+    /// `X-Forwarded-For` names the client, comma-separated (`10.0.0.0/8`):
+    /// the per-client limits then count each client, not the proxy.
+    #[arg(
+        long = "trusted-proxy",
+        env = "KINETOSCOPE_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxy: Vec<String>,
     /// Blobs of unknown runs and staging files older than this many seconds
     /// are removed at start-up.
     #[arg(long, env = "KINETOSCOPE_ORPHAN_AGE_SECS", default_value_t = 3600)]

@@ -64,6 +64,7 @@ fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow:
             capture_timeout: Duration::from_secs(store.capture_timeout_secs),
             capture_idle: Duration::from_secs(store.capture_idle_secs),
             lease: Duration::from_secs(store.lease_secs.max(1)),
+            analysis_deadline: Duration::from_secs(store.analysis_deadline_secs.max(1)),
             // Test-only fault injection (see worker::jobs::RunnerConfig).
             analysis_delay: Duration::from_millis(
                 std::env::var("KINETOSCOPE_FAULT_ANALYSIS_DELAY_MS")
@@ -127,6 +128,7 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
         blobs: blobs.clone(),
         wake: wake.clone(),
         max_upload_bytes: args.max_upload_bytes,
+        max_trace_bytes: args.store.max_trace_bytes,
         write_rate: api::limits::WriteRate::new(args.writes_per_minute, args.limit_loopback),
         upload_slots: api::limits::UploadSlots::new(
             args.max_uploads_per_client,
@@ -137,12 +139,30 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
             min_bytes_per_sec: args.upload_min_bytes_per_sec,
         },
         engines: Arc::new(engines),
-        cache: Arc::new(quick_cache::sync::Cache::new(256)),
-        summaries: Arc::new(quick_cache::sync::Cache::new(32)),
+        cache: Arc::new(api::answer_cache(args.answer_cache_mb << 20)),
+        summaries: Arc::new(api::summary_cache(args.summary_cache_mb << 20)),
         artifacts: worker::artifacts::Artifacts::new(db.clone(), blobs.clone()),
         timelines: Arc::new(api::timeline::index_cache(args.timeline_cache_mb << 20)),
         frame_ancestors: args.frame_ancestors.clone(),
-        http: reqwest::Client::new(),
+        http: worker::engines::client(),
+        engine_probe: Arc::new(tokio::sync::Mutex::new(None)),
+        access: Arc::new(api::auth::Access::new(
+            args.auth,
+            args.private,
+            // A name the server was told to listen on is one it answers to.
+            args.public_host
+                .iter()
+                .cloned()
+                .chain(
+                    args.listen
+                        .rsplit_once(':')
+                        .map(|(h, _)| h.to_string())
+                        .filter(|h| h.parse::<std::net::IpAddr>().is_err() && !h.starts_with('[')),
+                )
+                .collect(),
+            api::limits::TrustedProxies::parse(&args.trusted_proxy)
+                .map_err(|e| anyhow::anyhow!("--trusted-proxy: {e}"))?,
+        )),
     };
     let app = api::router(state, args.static_dir.clone());
     let listener = tokio::net::TcpListener::bind(&args.listen)

@@ -57,7 +57,7 @@ enum Command {
     Upload(cli::upload::UploadArgs),
     /// Ask the server's worker to capture from a configured inference engine.
     Capture(cli::capture::CaptureArgs),
-    /// Manage write tokens.
+    /// Manage tokens (the first one puts the server in tokens mode for good).
     Token {
         #[command(subcommand)]
         command: TokenCommand,
@@ -72,7 +72,8 @@ enum TokenCommand {
     Create {
         /// A unique name, used to list and revoke it (e.g. `ci`).
         name: String,
-        /// `upload` may create runs and captures only; `admin` may also
+        /// `read` may list, search and (on a private server) read runs;
+        /// `upload` may also create runs and captures; `admin` may also
         /// edit, delete and re-analyze.
         #[arg(long, value_enum, default_value = "admin")]
         scope: cli::token::ScopeArg,
@@ -82,7 +83,7 @@ enum TokenCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// List tokens: name, scope, created, last used, expiry (never secrets).
+    /// List tokens: name, scope, created, last used, expiry or revocation (never secrets).
     List {
         #[command(flatten)]
         store: StoreArgs,

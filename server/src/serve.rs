@@ -30,7 +30,10 @@ pub async fn serve(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(header_timeout)
+        // Above `api::auth::MAX_HEADERS`, so that check answers first,
+        // as JSON with the security headers.
+        .max_headers(2 * crate::api::auth::MAX_HEADERS);
     builder
         .http2()
         .timer(TokioTimer::new())

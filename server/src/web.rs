@@ -6,6 +6,7 @@ use axum::response::{Html, IntoResponse};
 use axum::routing::get;
 use axum::Router;
 use std::path::Path;
+use tower::ServiceExt;
 use tower_http::services::{ServeDir, ServeFile};
 use tower_http::set_header::SetResponseHeaderLayer;
 
@@ -70,5 +71,70 @@ pub fn app_service(dir: &Path) -> Router {
             HeaderValue::from_static("no-cache"),
         ))
         .service(ServeFile::new(index));
-    Router::new().fallback_service(ServeDir::new(dir).fallback(index_service))
+    // Unknown paths: a deep link (no file extension) loads the app; a
+    // missing file (an old hashed asset, say) is a 404, not the page.
+    let deep_links = {
+        let index_service = index_service.clone();
+        tower::service_fn(move |req: axum::extract::Request| {
+            let index_service = index_service.clone();
+            async move {
+                let last = req.uri().path().rsplit('/').next().unwrap_or("");
+                if last.contains('.') {
+                    return Ok::<_, std::convert::Infallible>(
+                        crate::api::ApiError::NotFound("no such file".into()).into_response(),
+                    );
+                }
+                Ok(index_service.oneshot(req).await.into_response())
+            }
+        })
+    };
+    Router::new()
+        .route_service("/", index_service.clone())
+        .route_service("/index.html", index_service)
+        .fallback_service(ServeDir::new(dir).fallback(deep_links))
+        .layer(axum::middleware::map_response_with_state(
+            (),
+            |req_path: axum::extract::OriginalUri, mut resp: axum::response::Response| async move {
+                if resp.status().is_success() && !resp.headers().contains_key(header::CACHE_CONTROL)
+                {
+                    let value = if hashed_asset(req_path.path()) {
+                        "public, max-age=31536000, immutable"
+                    } else {
+                        "no-cache"
+                    };
+                    resp.headers_mut()
+                        .insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
+                }
+                resp
+            },
+        ))
+}
+
+/// Whether a path names one of Trunk's hashed assets (`app-<16+ hex>.wasm`,
+/// `main-<hex>.css`): its content never changes under that name, so it may
+/// be cached for good.
+pub fn hashed_asset(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or("");
+    let stem = file.split('.').next().unwrap_or("");
+    stem.rsplit_once('-').is_some_and(|(_, tail)| {
+        // `app-<hash>_bg.wasm`: the hash runs to an underscore.
+        let hash = tail.split('_').next().unwrap_or("");
+        hash.len() >= 16 && hash.bytes().all(|b| b.is_ascii_hexdigit())
+    }) && file.contains('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashed_assets_are_told_from_other_files() {
+        assert!(hashed_asset("/app-1a2b3c4d5e6f7a8b_bg.wasm"));
+        assert!(hashed_asset("/app-1a2b3c4d5e6f7a8b.js"));
+        assert!(hashed_asset("/main-0123456789abcdef0123.css"));
+        assert!(!hashed_asset("/index.html"));
+        assert!(!hashed_asset("/favicon.ico"));
+        assert!(!hashed_asset("/runs/AAAAAAAAAAAAAAAAAAAAAA"));
+        assert!(!hashed_asset("/my-file.js"));
+    }
 }

@@ -795,3 +795,385 @@ fn process_uid() -> u32 {
         })
         .unwrap_or(u32::MAX)
 }
+
+/// Cross-site requests on the open default (RELIABILITY.md): a write with a
+/// foreign `Origin` or `Sec-Fetch-Site`, a form or `text/plain` edit, and
+/// any request naming a foreign `Host` (DNS rebinding) are refused with
+/// `{error, detail}`; the app's own requests (same origin) pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_site_requests_are_refused_on_the_open_default() {
+    let srv = TestServer::start(Opts::default()).await;
+    let u = &srv.url;
+    let own_origin = u.clone();
+    let run = srv.upload(small_trace(1, 4), "mine").await;
+    let cases = [
+        (
+            "an upload from another origin",
+            srv.http
+                .post(format!("{u}/api/runs"))
+                .header("origin", "http://evil.example")
+                .body(small_trace(1, 4)),
+            403,
+        ),
+        (
+            "a form upload a browser marks cross-site",
+            srv.http
+                .post(format!("{u}/api/runs"))
+                .header("sec-fetch-site", "cross-site")
+                .header("content-type", "multipart/form-data; boundary=x")
+                .body("--x--"),
+            403,
+        ),
+        (
+            "a text/plain edit",
+            srv.http
+                .patch(format!("{u}/api/runs/{}", run.id))
+                .header("content-type", "text/plain")
+                .body(r#"{"note":"pwned"}"#),
+            415,
+        ),
+        (
+            "a form re-analysis",
+            srv.http
+                .post(format!("{u}/api/runs/{}/reanalyze", run.id))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("a=b"),
+            415,
+        ),
+        (
+            "a capture from a null origin",
+            srv.http
+                .post(format!("{u}/api/captures"))
+                .header("origin", "null")
+                .json(&serde_json::json!({"engine": "x", "num_steps": 1})),
+            403,
+        ),
+        (
+            "a read through a rebound name",
+            srv.http
+                .get(format!("{u}/api/runs"))
+                .header("host", "attacker.example:8080"),
+            421,
+        ),
+        (
+            "a trace download through a rebound name",
+            srv.http
+                .get(format!("{u}/api/runs/{}/trace", run.id))
+                .header("host", "attacker.example"),
+            421,
+        ),
+    ];
+    for (what, req, status) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{what}");
+        assert!(
+            resp.headers().contains_key("x-content-type-options"),
+            "{what}"
+        );
+        let body: ApiError = resp.json().await.unwrap();
+        assert!(!body.detail.is_empty(), "{what}");
+    }
+    // The note is unchanged.
+    assert_eq!(srv.run(&run.id).await.note, "");
+    // The app's own requests: same origin, JSON.
+    let ok = srv
+        .http
+        .patch(format!("{u}/api/runs/{}", run.id))
+        .header("origin", &own_origin)
+        .header("sec-fetch-site", "same-origin")
+        .json(&serde_json::json!({"note": "fine"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let up = srv
+        .http
+        .post(format!("{u}/api/runs"))
+        .header("origin", &own_origin)
+        .body(small_trace(1, 4))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.status(), 201);
+    let local = srv
+        .http
+        .get(format!("{u}/api/runs"))
+        .header("host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+    srv.stop().await;
+}
+
+/// `n` identical kernels on one stream at one `ts`, zstd-compressed: a few
+/// kilobytes that once took the worker quadratic time to lay out.
+fn overlapping_kernels(n: usize) -> Vec<u8> {
+    let mut json = b"{\"traceEvents\":[".to_vec();
+    for k in 0..n {
+        if k > 0 {
+            json.push(b',');
+        }
+        json.extend_from_slice(
+            br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}}"#,
+        );
+    }
+    json.extend_from_slice(b"]}");
+    zst(&json)
+}
+
+/// The 4 KB upload that stalled the worker (400,000 kernels overlapping on
+/// one stream) analyzes, and an upload after it is analyzed too; the
+/// timeline counts what it could not draw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlap_bomb_does_not_stall_the_worker() {
+    let srv = TestServer::start(Opts::default()).await;
+    let bomb = overlapping_kernels(400_000);
+    assert!(bomb.len() < 64 << 10, "{} bytes", bomb.len());
+    let a = srv.upload(bomb, "overlap").await;
+    let b = srv.upload(small_trace(1, 4), "after").await;
+    let done = srv.wait(&a.id, LONG).await;
+    assert_eq!(
+        done.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        done.error
+    );
+    let after = srv.wait(&b.id, LONG).await;
+    assert_eq!(after.status, kinetoscope_types::RunStatus::Done);
+    let info: kinetoscope_types::TimelineInfo =
+        srv.get_json(&format!("/api/runs/{}/timeline", a.id)).await;
+    let gpu: Vec<_> = info.tracks.iter().filter(|t| t.kind == "gpu").collect();
+    assert_eq!(gpu.len(), 1);
+    assert_eq!(gpu[0].events + gpu[0].hidden, 400_000);
+    assert!(gpu[0].rows as usize <= kinetoscope_trace::timeline::MAX_ROWS_PER_TRACK);
+    srv.stop().await;
+}
+
+/// The resident memory of this process, bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// A tiny upload with a 50 MB op name: the name is kept cut, and reading
+/// its run 100 times leaves the server's memory within 100 MB of where it
+/// started (the caches are bounded in bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_name_cannot_grow_memory_without_bound() {
+    let srv = TestServer::start(Opts::default()).await;
+    let name = "n".repeat(50 << 20);
+    let json = format!(
+        r#"{{"traceEvents":[{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":1,"dur":5}}]}}"#
+    );
+    drop(name);
+    let upload = zst(json.as_bytes());
+    drop(json);
+    assert!(upload.len() < 16 << 10, "{} bytes", upload.len());
+    let run = srv.upload(upload, "long name").await;
+    let done = srv.wait(&run.id, LONG).await;
+    assert_eq!(
+        done.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        done.error
+    );
+    let view = srv
+        .http
+        .get(format!("{}/api/runs/{}/view", srv.url, run.id))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert!(view.len() < 1 << 20, "the view is {} bytes", view.len());
+    let before = rss();
+    for _ in 0..100 {
+        for path in ["view", "summary", "timeline"] {
+            let r = srv
+                .http
+                .get(format!("{}/api/runs/{}/{path}", srv.url, run.id))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            r.bytes().await.unwrap();
+        }
+    }
+    let grew = rss().saturating_sub(before);
+    assert!(grew < 100 << 20, "RSS grew by {} MB", grew >> 20);
+    srv.stop().await;
+}
+
+/// The probe's smaller finds (RELIABILITY.md, items 11, 12, 14, 17, 20):
+/// each answer is `{error, detail}` JSON with the security headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_finds_of_the_probe_get_clear_answers() {
+    let srv = TestServer::start(Opts::default()).await;
+    let u = &srv.url;
+    let run = srv.upload(small_trace(1, 4), "one").await;
+    let long_search = "x".repeat(50_000);
+    let cases = [
+        (
+            "a 50,000-character search",
+            srv.http.get(format!("{u}/api/runs?q={long_search}")),
+            400,
+        ),
+        (
+            "a note with an escape character",
+            srv.http
+                .patch(format!("{u}/api/runs/{}", run.id))
+                .json(&serde_json::json!({"note": "bell \u{7} and \u{1b}[31m red"})),
+            400,
+        ),
+        (
+            "a name with a bidi override",
+            srv.http
+                .patch(format!("{u}/api/runs/{}", run.id))
+                .json(&serde_json::json!({"name": "evil\u{202e}txt.exe"})),
+            400,
+        ),
+        (
+            "a name with a zero-width space",
+            srv.http
+                .post(format!("{u}/api/runs?name=a%E2%80%8Bb"))
+                .body(small_trace(1, 4)),
+            400,
+        ),
+        (
+            "a capture with unknown activities",
+            srv.http
+                .post(format!("{u}/api/captures"))
+                .json(&serde_json::json!({"engine": "none", "num_steps": 1, "activities": ["CPU", "rm -rf"]})),
+            400,
+        ),
+        (
+            "a method the route does not take",
+            srv.http.put(format!("{u}/api/runs/{}", run.id)),
+            405,
+        ),
+        (
+            "a 20 KB request target",
+            srv.http.get(format!("{u}/api/runs?q={}", "y".repeat(20 << 10))),
+            414,
+        ),
+        (
+            "150 headers",
+            {
+                let mut r = srv.http.get(format!("{u}/api/runs"));
+                for k in 0..150 {
+                    r = r.header(format!("x-h{k}"), "v");
+                }
+                r
+            },
+            431,
+        ),
+        (
+            "a missing hashed asset",
+            srv.http.get(format!("{u}/app-0123456789abcdef_bg.wasm")),
+            404,
+        ),
+    ];
+    for (what, req, status) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{what}");
+        assert!(
+            resp.headers().contains_key("x-content-type-options"),
+            "{what}"
+        );
+        assert!(
+            resp.headers().contains_key("content-security-policy"),
+            "{what}"
+        );
+        let body: ApiError = resp
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("{what}: not JSON: {e}"));
+        assert!(!body.detail.is_empty(), "{what}");
+    }
+    // A note may still hold line breaks and tabs; a file name's TAB becomes
+    // a space in the run's name.
+    let ok = srv
+        .http
+        .patch(format!("{u}/api/runs/{}", run.id))
+        .json(&serde_json::json!({"note": "line one\nline\ttwo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(small_trace(1, 4)).file_name("tab\there.json.zst"),
+    );
+    let created: kinetoscope_types::Created = srv
+        .http
+        .post(format!("{u}/api/runs"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let named = srv.run(&created.id).await;
+    assert!(!named.name.contains('\t'), "{:?}", named.name);
+    // The page is re-read on every visit; a deep link still loads it.
+    for path in ["/", "/index.html", "/runs/AAAAAAAAAAAAAAAAAAAAAA"] {
+        let r = srv.http.get(format!("{u}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(
+            r.headers()
+                .get("cache-control")
+                .map(|v| v.to_str().unwrap()),
+            Some("no-cache"),
+            "{path}"
+        );
+    }
+    srv.stop().await;
+}
+
+/// A body outside uploads that trickles (a byte every few seconds) gets 408
+/// once the small-body deadline passes, instead of holding its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickled_small_body_gets_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let srv = TestServer::start(Opts::default()).await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (mut rd, mut wr) = conn.into_split();
+    wr.write_all(
+        format!(
+            "POST /api/csp-report HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/csp-report\r\nContent-Length: 1000\r\n\r\n{{"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            if wr.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut answer = vec![0u8; 4096];
+    let deadline = server::api::SMALL_BODY_DEADLINE + Duration::from_secs(15);
+    let n = tokio::time::timeout(deadline, rd.read(&mut answer))
+        .await
+        .expect("an answer before the trickle ends")
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(started.elapsed() >= server::api::SMALL_BODY_DEADLINE);
+    trickle.abort();
+    srv.stop().await;
+}

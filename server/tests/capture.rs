@@ -472,3 +472,38 @@ async fn the_capture_command_follows_the_run() {
     assert_eq!(progress.lines().last(), Some("done"), "{progress}");
     srv.stop().await;
 }
+
+/// An engine that answers `start_profile` with a redirect (to another host
+/// and port, here a real engine) is not followed: the capture fails with
+/// the engine's answer, and the engine it pointed at is never started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirecting_engine_is_not_followed() {
+    let traces = tempfile::tempdir().unwrap();
+    let f = fake("sglang", 1, traces.path());
+    let state = f.state.clone();
+    let target = start_fake(f).await;
+    let to = format!("{target}/start_profile");
+    let app = Router::new()
+        .route(
+            "/start_profile",
+            post(move || {
+                let to = to.clone();
+                async move { axum::response::Redirect::temporary(&to) }
+            }),
+        )
+        .route("/health", get(health));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let srv = server_for(serde_json::json!([
+        {"name": "redirects", "url": url, "flavour": "sglang", "trace_dir": traces.path(), "ranks": 1}
+    ]))
+    .await;
+    let created: Created = capture(&srv, "redirects", 2).await.json().await.unwrap();
+    let (run, _) = follow(&srv, &created.id).await;
+    assert_eq!(run.status, "failed");
+    let error = run.error.unwrap_or_default();
+    assert!(error.contains("307"), "{error}");
+    assert_eq!(state.lock().unwrap().starts, 0, "the redirect was followed");
+    srv.stop().await;
+}

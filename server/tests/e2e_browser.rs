@@ -184,6 +184,90 @@ async fn dashboard_upload_sort_chains_and_tabs() {
     srv.stop().await;
 }
 
+/// On a server in tokens mode the dashboard works once the user gives it a
+/// token: the run list reads, an upload goes through, a re-analysis (an
+/// admin write) is accepted; without the token the list says why not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_sends_its_token_on_a_protected_server() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts {
+        auth: server::api::auth::AuthMode::Tokens,
+        ..Opts::default()
+    })
+    .await;
+    let secret = "kst_browser-test-admin-0123456789";
+    let db = worker::db::Db::connect(&format!(
+        "sqlite://{}",
+        srv.data.path().join("kinetoscope.db").display()
+    ))
+    .await
+    .unwrap();
+    db.add_token(
+        &server::api::new_id(),
+        "browser",
+        &worker::blobs::sha256_hex(secret.as_bytes()),
+        worker::db::TokenScope::Admin,
+        None,
+    )
+    .await
+    .unwrap();
+    db.close().await;
+    let b = Browser::start().await;
+    b.client.goto(&srv.url).await.unwrap();
+    // No token: the list says a token is needed.
+    b.wait_js("document.body.innerText.includes('needs a token')", LONG)
+        .await;
+    let field = b.wait_for("#token", LONG).await;
+    field.send_keys(secret).await.unwrap();
+    js(
+        &b,
+        "document.querySelector('#token').dispatchEvent(new Event('change')) || true",
+    )
+    .await;
+    b.client.refresh().await.unwrap();
+    let input = b.wait_for("#file-input", LONG).await;
+    let trace = shared_trace("hta-a100-simple-add.json.gz");
+    input.send_keys(trace.to_str().unwrap()).await.unwrap();
+    b.wait_js("location.pathname.startsWith('/runs/')", LONG)
+        .await;
+    let path = js(&b, "location.pathname").await;
+    let id = path
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/runs/")
+        .to_string();
+    let run = srv.wait(&id, LONG).await;
+    assert_eq!(run.status, "done", "{:?}", run.error);
+    // The list reads with the token.
+    b.client.goto(&srv.url).await.unwrap();
+    b.wait_for(".run-link", LONG).await;
+    // An admin write from the page: re-analyze with a layer override.
+    b.client
+        .goto(&format!("{}/runs/{id}?tab=layers", srv.url))
+        .await
+        .unwrap();
+    b.wait_for("#layer-period", LONG)
+        .await
+        .send_keys("3")
+        .await
+        .unwrap();
+    b.client
+        .find(Locator::Css("#layers-override button[type='submit']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_js(
+        "document.querySelector('#layers-override .note') && document.querySelector('#layers-override .note').innerText.includes('Re-analyzing')",
+        LONG,
+    )
+    .await;
+    b.close().await;
+    srv.stop().await;
+}
+
 /// A tiny trace whose op and kernel names are markup.
 fn markup_trace(payload: &str) -> Vec<u8> {
     let name = serde_json::to_string(payload).unwrap();

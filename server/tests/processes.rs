@@ -373,9 +373,27 @@ async fn cli_token_create_turns_on_write_protection() {
     assert!(revoked.status.success());
     let revoked = cli(&["token", "revoke", "nightly"]);
     assert!(!revoked.status.success());
-    assert!(!String::from_utf8(cli(&["token", "list"]).stdout)
-        .unwrap()
-        .contains("nightly"));
+    let table = String::from_utf8(cli(&["token", "list"]).stdout).unwrap();
+    assert!(line_of(&table, "nightly").contains("revoked"), "{table}");
+    // Revoking the last token keeps the server protected: its upload and
+    // an upload with no token are both refused.
+    let last = cli(&["token", "revoke", "ci"]);
+    assert!(last.status.success());
+    let said = String::from_utf8(last.stderr).unwrap();
+    assert!(said.contains("stays in tokens mode"), "{said}");
+    let upload = |token: Option<&str>| {
+        let mut r = reqwest::Client::new()
+            .post(format!("{}/api/runs", srv.url))
+            .body(small_trace(1, 4));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    assert_eq!(upload(Some(&token)).await.unwrap().status(), 401);
+    assert_eq!(upload(None).await.unwrap().status(), 401);
+    let table = String::from_utf8(cli(&["token", "list"]).stdout).unwrap();
+    assert!(line_of(&table, "ci").contains("revoked"), "{table}");
     srv.stop().await;
 }
 
@@ -500,4 +518,13 @@ async fn sigterm_lets_an_in_flight_upload_finish() {
     let run = api.wait(&created.id, LONG).await;
     assert_eq!(run.status, "done", "{:?}", run.error);
     assert_eq!(run.ranks[0].sha256, worker::blobs::sha256_hex(&trace));
+}
+
+/// The line of `table` that starts with `name`.
+fn line_of(table: &str, name: &str) -> String {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("{name} not in {table}"))
+        .to_string()
 }

@@ -330,17 +330,150 @@ async fn tokens_guard_writes_on_both_databases() {
         for t in &tokens {
             assert!(t.last_used_at.is_some(), "{} was used", t.name);
         }
+        // In tokens mode the run list and search need a token (any scope):
+        // a run id is a read capability, and the list would hand them all out.
+        let list = |t: Option<&str>| {
+            let mut r = srv.http.get(format!("{u}/api/runs?q=open"));
+            if let Some(t) = t {
+                r = r.bearer_auth(t);
+            }
+            r.send()
+        };
+        let anonymous = list(None).await.unwrap();
+        assert_eq!(anonymous.status(), 401, "{backend:?}");
+        let body: ApiError = anonymous.json().await.unwrap();
+        assert_eq!(body.error, "unauthorized");
+        assert_eq!(list(Some(ci)).await.unwrap().status(), 200);
+        assert_eq!(list(Some("kst_wrong")).await.unwrap().status(), 401);
+        // A read token lists, and may not write.
+        let viewer = "kst_test-viewer-0123456789";
+        add("viewer", viewer, TokenScope::Read, None).await.unwrap();
+        let listed: RunList = list(Some(viewer)).await.unwrap().json().await.unwrap();
+        assert!(listed.runs.iter().any(|r| r.id == open.id));
+        let refused = post(Some(viewer)).await.unwrap();
+        assert_eq!(refused.status(), 403);
+        // The scheme is case-insensitive (RFC 9110).
+        let lower = srv
+            .http
+            .get(format!("{u}/api/runs"))
+            .header("authorization", format!("bearer {viewer}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(lower.status(), 200);
         // Revoked: refused at once; the admin token still deletes.
         assert!(db.revoke_token("ci").await.unwrap());
         assert!(!db.revoke_token("ci").await.unwrap());
-        assert_eq!(post(Some(ci)).await.unwrap().status(), 401);
+        let gone = post(Some(ci)).await.unwrap();
+        assert_eq!(gone.status(), 401);
+        let body: ApiError = gone.json().await.unwrap();
+        assert!(body.detail.contains("revoked"), "{}", body.detail);
         // Reads stay open to whoever has the link.
         let read = || srv.http.get(format!("{u}/api/runs/{}", open.id)).send();
         assert_eq!(read().await.unwrap().status(), 200);
-        assert_eq!(delete(Some(token)).await.unwrap().status(), 204);
+        // Revoking every token never reopens the server: the revoked token
+        // and no token at all are both refused, and the list shows them.
+        for name in ["admin", "old", "viewer"] {
+            assert!(db.revoke_token(name).await.unwrap(), "{name}");
+        }
+        assert_eq!(post(None).await.unwrap().status(), 401, "{backend:?}");
+        assert_eq!(post(Some(token)).await.unwrap().status(), 401);
+        assert_eq!(delete(Some(token)).await.unwrap().status(), 401);
+        assert_eq!(list(None).await.unwrap().status(), 401);
+        let tokens = db.list_tokens().await.unwrap();
+        assert_eq!(tokens.len(), 4);
+        assert!(tokens.iter().all(|t| t.revoked_at.is_some()));
+        // A new token may take a revoked one's name, and writes again.
+        let fresh = "kst_test-admin-again-0123456";
+        add("admin", fresh, TokenScope::Admin, None).await.unwrap();
+        assert_eq!(delete(Some(fresh)).await.unwrap().status(), 204);
         assert_eq!(read().await.unwrap().status(), 404);
         db.close().await;
         srv.stop().await;
+    }
+}
+
+/// `--auth tokens` protects a fresh server before any token exists, and
+/// `--private` makes every read need a token (a `read` token reads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_mode_and_private_reads_on_both_databases() {
+    use server::api::auth::AuthMode;
+    for backend in BACKENDS {
+        for private in [false, true] {
+            let data = tempfile::tempdir().unwrap();
+            let db_url = backend.url(data.path()).await;
+            let srv = TestServer::start_in(
+                data,
+                Opts {
+                    database_url: Some(db_url.clone()),
+                    auth: AuthMode::Tokens,
+                    private,
+                    ..Default::default()
+                },
+            )
+            .await;
+            let u = &srv.url;
+            let up = srv
+                .http
+                .post(format!("{u}/api/runs"))
+                .body(small_trace(1, 4))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(up.status(), 401, "{backend:?} private={private}");
+            let db = worker::db::Db::connect(&db_url).await.unwrap();
+            let (admin, viewer) = ("kst_test-admin-0123456789", "kst_test-read-0123456789");
+            for (name, secret, scope) in [
+                ("admin", admin, TokenScope::Admin),
+                ("viewer", viewer, TokenScope::Read),
+            ] {
+                let hash = worker::blobs::sha256_hex(secret.as_bytes());
+                db.add_token(&server::api::new_id(), name, &hash, scope, None)
+                    .await
+                    .unwrap();
+            }
+            let created: Created = srv
+                .http
+                .post(format!("{u}/api/runs?name=private"))
+                .bearer_auth(admin)
+                .body(small_trace(1, 4))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let get = |path: String, t: Option<&'static str>| {
+                let mut r = srv.http.get(format!("{u}{path}"));
+                if let Some(t) = t {
+                    r = r.bearer_auth(t);
+                }
+                r.send()
+            };
+            let run = format!("/api/runs/{}", created.id);
+            let anonymous = get(run.clone(), None).await.unwrap().status();
+            assert_eq!(anonymous, if private { 401 } else { 200 }, "{backend:?}");
+            assert_eq!(get(run.clone(), Some(viewer)).await.unwrap().status(), 200);
+            assert_eq!(get("/api/runs".into(), None).await.unwrap().status(), 401);
+            assert_eq!(
+                get("/api/runs".into(), Some(viewer))
+                    .await
+                    .unwrap()
+                    .status(),
+                200
+            );
+            assert_eq!(get("/metrics".into(), None).await.unwrap().status(), 401);
+            // The API's description stays readable; so does the app.
+            assert_eq!(
+                get("/api/openapi.json".into(), None)
+                    .await
+                    .unwrap()
+                    .status(),
+                200
+            );
+            db.close().await;
+            srv.stop().await;
+        }
     }
 }
 
@@ -398,6 +531,40 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
             scalar(&pool, "SELECT COUNT(*) FROM artifacts").await,
             2,
             "{backend:?}: summary and timeline"
+        );
+        pool.close().await;
+        srv.stop().await;
+    }
+}
+
+/// A run whose every trace is analyzed but whose row still says
+/// `analyzing` (its last job stored the result, then the disk filled before
+/// the run was marked done) is finished when the worker starts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_analyzing_is_finished_on_both_databases() {
+    for backend in BACKENDS {
+        let (srv, db_url) = server(backend).await;
+        let run = srv.upload(small_trace(1, 4), "stuck").await;
+        srv.wait(&run.id, LONG).await;
+        let pool = raw_db(&db_url).await;
+        sqlx::query("UPDATE runs SET status = 'analyzing', headline = NULL")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let data = srv.stop().await;
+        let srv = TestServer::start_in(
+            data,
+            Opts {
+                database_url: Some(db_url.clone()),
+                ..Default::default()
+            },
+        )
+        .await;
+        let done = srv.wait(&run.id, LONG).await;
+        assert_eq!(done.status, RunStatus::Done, "{backend:?}");
+        assert!(
+            done.top_finding.is_some() || done.steps.is_some(),
+            "{backend:?}: headline"
         );
         pool.close().await;
         srv.stop().await;

@@ -20,17 +20,22 @@ use wasm_bindgen::prelude::*;
 pub const PER_PAGE: usize = 100;
 
 #[wasm_bindgen(inline_js = r#"
-export function open_in_perfetto(url, title) {
+export function open_in_perfetto(url, title, authorization) {
   const origin = 'https://ui.perfetto.dev';
-  const win = window.open(origin + '/#!/');
+  // The trace goes to Perfetto as a buffer: its page gets neither this
+  // page's URL (the run id is a read capability) nor a handle back to it.
+  const win = window.open(origin + '/#!/', '_blank');
   if (!win) { alert('Allow pop-ups for this site to open the trace in Perfetto.'); return; }
-  fetch(url).then(r => { if (!r.ok) throw new Error('download failed: ' + r.status); return r.arrayBuffer(); })
+  // What `noopener` does, keeping the handle the trace is posted through.
+  try { win.opener = null; } catch (e) {}
+  const headers = authorization ? { 'Authorization': authorization } : {};
+  fetch(url, { headers: headers }).then(r => { if (!r.ok) throw new Error('download failed: ' + r.status); return r.arrayBuffer(); })
     .then(buffer => {
       const onMessage = (e) => {
         if (e.origin !== origin || e.data !== 'PONG') return;
         clearInterval(timer);
         window.removeEventListener('message', onMessage);
-        win.postMessage({ perfetto: { buffer: buffer, title: title, url: window.location.href } }, origin);
+        win.postMessage({ perfetto: { buffer: buffer, title: title } }, origin);
       };
       window.addEventListener('message', onMessage);
       const timer = setInterval(() => win.postMessage('PING', origin), 50);
@@ -42,7 +47,7 @@ export function mark_ready() {
 }
 "#)]
 extern "C" {
-    fn open_in_perfetto(url: &str, title: &str);
+    fn open_in_perfetto(url: &str, title: &str, authorization: &str);
     fn mark_ready();
 }
 
@@ -248,6 +253,7 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
         open_in_perfetto(
             &format!("/api/runs/{id_p}/trace?rank={rank}&for=perfetto"),
             &name,
+            &api::authorization().unwrap_or_default(),
         )
     };
     let others = RwSignal::new(None::<Vec<RunInfo>>);

@@ -3,7 +3,7 @@
 //! Requests name an engine, never a URL: only what the operator configured
 //! can be reached.
 
-use super::{new_id, upload::clean_name, ApiError, ApiResult, AppState, SmallBody, Writer};
+use super::{new_id, upload::clean_name, ApiError, ApiResult, AppState, JsonBody, Writer};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -17,10 +17,24 @@ pub const MAX_STEPS: u32 = 10_000;
 pub async fn create(
     State(state): State<AppState>,
     _writer: Writer,
-    SmallBody(body): SmallBody,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<Created>)> {
     let req: CaptureRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
+    if let Some(acts) = &req.activities {
+        // What reaches the engine is what the engines' profilers take, each
+        // once; anything else would go to the engine unchecked.
+        let mut seen = std::collections::HashSet::new();
+        if acts.is_empty()
+            || !acts
+                .iter()
+                .all(|a| matches!(a.as_str(), "CPU" | "GPU") && seen.insert(a.as_str()))
+        {
+            return Err(ApiError::BadRequest(
+                "activities must be \"CPU\", \"GPU\" or both, each once".into(),
+            ));
+        }
+    }
     if req.engine.contains("://") || req.engine.contains('/') {
         return Err(ApiError::Unprocessable(
             "name a configured engine (see GET /api/engines), not a URL".into(),
@@ -67,8 +81,23 @@ pub async fn create(
     ))
 }
 
-/// `GET /api/engines`.
-pub async fn engines(State(state): State<AppState>) -> ApiResult<Json<Vec<EngineInfo>>> {
+/// How long the engines' probe answers are reused: the list is cheap to
+/// ask for, and each probe is a request to every engine.
+const PROBE_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `GET /api/engines`: each configured engine and whether it answered a
+/// probe (never following a redirect) in the last [`PROBE_FOR`].
+pub async fn engines(
+    State(state): State<AppState>,
+    _viewer: super::Viewer,
+) -> ApiResult<Json<Vec<EngineInfo>>> {
+    // One probe at a time: callers waiting on the lock get its answer.
+    let mut last = state.engine_probe.lock().await;
+    if let Some((at, infos)) = &*last {
+        if at.elapsed() < PROBE_FOR {
+            return Ok(Json(infos.clone()));
+        }
+    }
     let checks = state.engines.iter().map(|e| {
         let http = state.http.clone();
         async move {
@@ -82,5 +111,7 @@ pub async fn engines(State(state): State<AppState>) -> ApiResult<Json<Vec<Engine
             }
         }
     });
-    Ok(Json(futures::future::join_all(checks).await))
+    let infos = futures::future::join_all(checks).await;
+    *last = Some((std::time::Instant::now(), infos.clone()));
+    Ok(Json(infos))
 }

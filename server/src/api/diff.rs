@@ -7,7 +7,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use kinetoscope_trace::diff::{diff as compute, rank_deltas, Side};
 use kinetoscope_types::RanksSummary;
-use std::sync::Arc;
 
 /// Handles the diff of two runs (rank 0 of each, or `?rank=N`).
 pub async fn diff(
@@ -42,11 +41,7 @@ pub async fn diff(
         run_b.name
     );
     if let Some(bytes) = state.cache.get(&key) {
-        return Ok((
-            [(header::CONTENT_TYPE, "application/json")],
-            bytes.as_ref().clone(),
-        )
-            .into_response());
+        return Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response());
     }
     let mut d = compute(
         &Side {
@@ -73,7 +68,9 @@ pub async fn diff(
                 .extend(kinetoscope_trace::diff::rank_findings(&ca, &cb));
         }
     }
-    let bytes = serde_json::to_vec(&d).map_err(|e| ApiError::Internal(e.to_string()))?;
-    state.cache.insert(key, Arc::new(bytes.clone()));
+    let bytes: axum::body::Bytes = serde_json::to_vec(&d)
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .into();
+    state.cache.insert(key, bytes.clone());
     Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
 }

@@ -19,12 +19,21 @@ pub enum ApiError {
     RequestTimeout(String),
     /// 404: no such run (or route).
     NotFound(String),
+    /// 405: the route exists, not with this method.
+    MethodNotAllowed(String),
     /// 409: the request conflicts with the run's state.
     Conflict(String),
     /// 413: the upload exceeds the size limit.
     TooLarge(String),
+    /// 414: the request's target is too long.
+    UriTooLong(String),
+    /// 431: the request's headers are too many or too large.
+    HeadersTooLarge(String),
     /// 415: the body's content type cannot be read.
     UnsupportedMedia(String),
+    /// 421: the request names a host this server does not answer to (a
+    /// DNS-rebound name, say).
+    MisdirectedHost(String),
     /// 422: well-formed but unusable (e.g. an unknown engine).
     Unprocessable(String),
     /// 502: an engine the server talked to failed.
@@ -46,12 +55,19 @@ impl ApiError {
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::RequestTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::UriTooLong(_) => (StatusCode::URI_TOO_LONG, "uri_too_long"),
+            ApiError::HeadersTooLarge(_) => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "headers_too_large",
+            ),
             ApiError::UnsupportedMedia(_) => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
             }
+            ApiError::MisdirectedHost(_) => (StatusCode::MISDIRECTED_REQUEST, "misdirected_host"),
             ApiError::Unprocessable(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unprocessable"),
             ApiError::TooManyRequests(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
@@ -93,10 +109,14 @@ impl IntoResponse for ApiError {
             | ApiError::Unauthorized(d)
             | ApiError::Forbidden(d)
             | ApiError::NotFound(d)
+            | ApiError::MethodNotAllowed(d)
             | ApiError::RequestTimeout(d)
             | ApiError::Conflict(d)
             | ApiError::TooLarge(d)
             | ApiError::UnsupportedMedia(d)
+            | ApiError::UriTooLong(d)
+            | ApiError::HeadersTooLarge(d)
+            | ApiError::MisdirectedHost(d)
             | ApiError::Unprocessable(d)
             | ApiError::TooManyRequests(d)
             | ApiError::BadGateway(d)

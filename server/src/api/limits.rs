@@ -8,11 +8,108 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-/// The client's address, when the server runs with connection info.
+/// The client's address as the per-client limits key it: the one a
+/// trusted proxy forwarded for (see [`Client`]), else the peer's, when the
+/// server runs with connection info.
 pub fn client_ip(extensions: &axum::http::Extensions) -> Option<IpAddr> {
+    if let Some(Client(ip)) = extensions.get::<Client>() {
+        return Some(*ip);
+    }
     extensions
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip())
+}
+
+/// The client a trusted proxy forwarded a request for, put in the
+/// request's extensions by `auth::same_site`.
+#[derive(Clone, Copy, Debug)]
+pub struct Client(pub IpAddr);
+
+/// Address ranges whose `X-Forwarded-For` is believed (`--trusted-proxy`):
+/// behind a load balancer every request comes from its address, and the
+/// per-client limits would put every client under one cap.
+#[derive(Clone, Debug, Default)]
+pub struct TrustedProxies(Vec<(IpAddr, u8)>);
+
+impl TrustedProxies {
+    /// Parses `10.0.0.0/8,192.168.1.7` (an address alone is one host).
+    pub fn parse(specs: &[String]) -> Result<TrustedProxies, String> {
+        let mut out = Vec::new();
+        for spec in specs.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            let (addr, bits) = spec.split_once('/').unwrap_or((spec, ""));
+            let ip: IpAddr = addr
+                .parse()
+                .map_err(|_| format!("{spec:?} is not an address or a range (10.0.0.0/8)"))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let bits = if bits.is_empty() {
+                max
+            } else {
+                bits.parse::<u8>()
+                    .ok()
+                    .filter(|b| *b <= max)
+                    .ok_or_else(|| format!("{spec:?}: the prefix must be 0 to {max}"))?
+            };
+            out.push((ip, bits));
+        }
+        Ok(TrustedProxies(out))
+    }
+
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        let to_bits = |ip: IpAddr| match ip {
+            IpAddr::V4(v) => (u128::from(u32::from(v)) << 96, true),
+            IpAddr::V6(v) => (u128::from(v), false),
+        };
+        // An IPv4 address sits in the top 32 bits, so a prefix counts
+        // from the top for both families.
+        let (x, v4) = to_bits(ip);
+        self.0.iter().any(|&(net, bits)| {
+            let (n, net_v4) = to_bits(net);
+            let bits = bits as u32;
+            net_v4 == v4 && (bits == 0 || (x ^ n) >> (128 - bits) == 0)
+        })
+    }
+
+    /// The client a request from `peer` is for: `peer` itself, unless it is
+    /// a trusted proxy, then the nearest address in `X-Forwarded-For` that
+    /// is not (the ones before it could be written by anyone).
+    pub fn client(&self, peer: IpAddr, headers: &axum::http::HeaderMap) -> IpAddr {
+        if self.0.is_empty() || !self.trusts(peer) {
+            return peer;
+        }
+        let mut client = peer;
+        for value in headers.get_all("x-forwarded-for").iter().rev() {
+            let Ok(text) = value.to_str() else {
+                return client;
+            };
+            for hop in text.rsplit(',') {
+                match hop.trim().parse::<IpAddr>() {
+                    Ok(ip) => {
+                        client = ip;
+                        if !self.trusts(ip) {
+                            return ip;
+                        }
+                    }
+                    Err(_) => return client,
+                }
+            }
+        }
+        client
+    }
+}
+
+/// The client's address as an extractor (none when the server runs
+/// without connection info, as in-process tests do).
+pub struct ClientIp(pub Option<IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientIp {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ClientIp(client_ip(&parts.extensions)))
+    }
 }
 
 /// Uploads in progress per client address.
@@ -84,6 +181,31 @@ impl Drop for UploadSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forwarded_clients_are_believed_only_from_trusted_proxies() {
+        let proxies = TrustedProxies::parse(&["10.0.0.0/8".into(), "fd00::1".into()]).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(proxies.trusts(ip("10.2.3.4")));
+        assert!(!proxies.trusts(ip("11.0.0.1")));
+        assert!(proxies.trusts(ip("fd00::1")));
+        assert!(!proxies.trusts(ip("fd00::2")));
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            "6.6.6.6, 1.2.3.4, 10.0.0.9".parse().unwrap(),
+        );
+        assert_eq!(proxies.client(ip("10.0.0.1"), &h), ip("1.2.3.4"));
+        // From anyone else the header is ignored.
+        assert_eq!(proxies.client(ip("5.5.5.5"), &h), ip("5.5.5.5"));
+        // No proxies configured: the peer.
+        assert_eq!(
+            TrustedProxies::default().client(ip("10.0.0.1"), &h),
+            ip("10.0.0.1")
+        );
+        assert!(TrustedProxies::parse(&["10.0.0.0/33".into()]).is_err());
+        assert!(TrustedProxies::parse(&["nope".into()]).is_err());
+    }
 
     #[test]
     fn slots_cap_each_client_and_free_on_drop() {

@@ -20,8 +20,9 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<&'static str> {
     Ok("ready")
 }
 
-/// `GET /metrics`: Prometheus text format.
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+/// `GET /metrics`: Prometheus text format. In `tokens` mode it needs a
+/// token (any scope), like the run list: job counts say what a server does.
+pub async fn metrics(State(state): State<AppState>, _viewer: super::Viewer) -> impl IntoResponse {
     if let Ok(counts) = state.db.job_counts().await {
         worker::metrics::set_jobs_by_state(&counts);
     }
@@ -45,9 +46,22 @@ pub async fn openapi() -> impl IntoResponse {
 
 /// `POST /api/csp-report`: a browser reports a Content-Security-Policy
 /// violation; it is counted (`kinetoscope_csp_violations_total`) and logged.
-pub async fn csp_report(super::SmallBody(body): super::SmallBody) -> axum::http::StatusCode {
+/// Anyone may send one, so it is rate-limited per client like a write,
+/// read under the small-body size cap and deadline, and logged escaped
+/// (`Debug`): a report can never write a line of its own, a fake audit
+/// line say, or a terminal escape into the log.
+pub async fn csp_report(
+    State(state): State<AppState>,
+    super::limits::ClientIp(client): super::limits::ClientIp,
+    super::SmallBody(body): super::SmallBody,
+) -> Result<axum::http::StatusCode, ApiError> {
+    state.write_rate.check(client)?;
     worker::metrics::csp_violation();
-    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]).to_string();
-    tracing::warn!(report = %text, "content security policy violation");
-    axum::http::StatusCode::NO_CONTENT
+    let cut = body.len().min(CSP_REPORT_LOGGED);
+    let text = String::from_utf8_lossy(&body[..cut]);
+    tracing::warn!(report = ?text, "content security policy violation");
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
+
+/// How much of a CSP report is logged, bytes.
+pub const CSP_REPORT_LOGGED: usize = 4096;

@@ -4,6 +4,7 @@
 //! Every error is an [`ApiError`], which becomes a status code with a JSON
 //! body.
 
+pub mod auth;
 pub mod captures;
 pub mod diff;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod timeline;
 pub mod upload;
 
 use crate::web;
+pub use auth::{Admin, Viewer, Writer};
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
@@ -31,7 +33,6 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use worker::blobs::Blobs;
 use worker::db::Db;
-use worker::db::TokenScope;
 use worker::engines::Engine;
 
 /// Shared state of the handlers.
@@ -45,6 +46,9 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// Largest upload, bytes.
     pub max_upload_bytes: u64,
+    /// Largest decompressed trace, bytes (what analysis accepts, and what a
+    /// decompressed download may send).
+    pub max_trace_bytes: u64,
     /// How fast an upload body must arrive.
     pub upload_pace: pace::UploadPace,
     /// Concurrent uploads per client.
@@ -53,10 +57,12 @@ pub struct AppState {
     pub write_rate: limits::WriteRate,
     /// Engines.
     pub engines: Arc<Vec<Engine>>,
-    /// Serialized views and diffs, keyed by what they were computed from.
-    pub cache: Arc<quick_cache::sync::Cache<String, Arc<Vec<u8>>>>,
-    /// Parsed stored summaries, keyed by run, rank and analysis count.
-    pub summaries: Arc<quick_cache::sync::Cache<String, Arc<kinetoscope_types::Summary>>>,
+    /// Serialized views and diffs, keyed by what they were computed from,
+    /// bounded in bytes.
+    pub cache: Arc<AnswerCache>,
+    /// Parsed stored summaries, keyed by run, rank and analysis count,
+    /// bounded in bytes (of their stored JSON).
+    pub summaries: Arc<SummaryCache>,
     /// Every analysis output, wherever it is kept (summaries, timeline indexes).
     pub artifacts: worker::artifacts::Artifacts,
     /// Loaded timeline indexes, bounded in bytes.
@@ -65,6 +71,58 @@ pub struct AppState {
     pub frame_ancestors: String,
     /// Http.
     pub http: reqwest::Client,
+    /// The engines' last probe, reused for a few seconds.
+    pub engine_probe:
+        Arc<tokio::sync::Mutex<Option<(std::time::Instant, Vec<kinetoscope_types::EngineInfo>)>>>,
+    /// Who may do what: the access mode, private reads, host names.
+    pub access: Arc<auth::Access>,
+}
+
+/// Weighs a cached answer: its bytes (and its key's).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AnswerWeight;
+
+impl quick_cache::Weighter<String, axum::body::Bytes> for AnswerWeight {
+    fn weight(&self, key: &String, v: &axum::body::Bytes) -> u64 {
+        (key.len() + v.len()) as u64 + 64
+    }
+}
+
+/// Serialized answers (views, diffs), bounded in bytes: a few large runs
+/// cannot hold the process's memory.
+pub type AnswerCache = quick_cache::sync::Cache<String, axum::body::Bytes, AnswerWeight>;
+
+/// A cache of at most `bytes` of answers.
+pub fn answer_cache(bytes: u64) -> AnswerCache {
+    quick_cache::sync::Cache::with_weighter(256, bytes.max(1 << 20), AnswerWeight)
+}
+
+/// A parsed summary as cached, with the size of the JSON it came from.
+#[derive(Clone, Debug)]
+pub struct CachedSummary {
+    /// The summary.
+    pub summary: Arc<kinetoscope_types::Summary>,
+    /// Bytes of its stored JSON (its parsed form takes about as much).
+    pub json_bytes: u64,
+}
+
+/// Weighs a cached summary: twice its JSON, about what the parsed form
+/// holds with its allocations.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SummaryWeight;
+
+impl quick_cache::Weighter<String, CachedSummary> for SummaryWeight {
+    fn weight(&self, key: &String, v: &CachedSummary) -> u64 {
+        key.len() as u64 + 2 * v.json_bytes + 256
+    }
+}
+
+/// Parsed summaries, bounded in bytes.
+pub type SummaryCache = quick_cache::sync::Cache<String, CachedSummary, SummaryWeight>;
+
+/// A cache of at most `bytes` of parsed summaries.
+pub fn summary_cache(bytes: u64) -> SummaryCache {
+    quick_cache::sync::Cache::with_weighter(32, bytes.max(1 << 20), SummaryWeight)
 }
 
 /// Builds the whole router: health, metrics, `/api`, and the app.
@@ -92,6 +150,13 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/openapi.json", get(misc::openapi))
         .route("/csp-report", post(misc::csp_report))
         .fallback(|| async { ApiError::NotFound("no such API route".into()) })
+        .method_not_allowed_fallback(|| async {
+            ApiError::MethodNotAllowed("this route does not take this method".into())
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::private_reads,
+        ))
         // Uploads stream and enforce their own limit.
         .layer(DefaultBodyLimit::disable())
         // A run's data is for its link's holders: no shared cache keeps it.
@@ -118,6 +183,11 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/metrics", get(misc::metrics))
         .nest("/api", api)
         .fallback_service(web::app_service(&static_dir))
+        // Inside the header layers: its refusals carry them too.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::same_site,
+        ))
         .layer(compress)
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
@@ -211,6 +281,11 @@ pub async fn drain(mut body: axum::body::Body) {
 /// limit, which is why the router's default body limit is off.
 pub struct SmallBody(pub axum::body::Bytes);
 
+/// How long a small body may take to arrive, whole: past it the answer is
+/// 408, so a client trickling a byte every few seconds cannot hold a
+/// connection (and its task) open.
+pub const SMALL_BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
     type Rejection = ApiError;
     async fn from_request(req: axum::extract::Request, _: &S) -> Result<Self, Self::Rejection> {
@@ -218,19 +293,31 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
         let mut body = req.into_body();
         let mut kept = Vec::new();
         let mut seen = 0usize;
-        while let Some(frame) = body.frame().await {
-            let frame =
-                frame.map_err(|e| ApiError::BadRequest(format!("reading the body failed: {e}")))?;
-            if let Ok(data) = frame.into_data() {
-                seen += data.len();
-                if seen > MAX_SMALL_BODY {
-                    drain(body).await;
-                    break;
+        let read = async {
+            while let Some(frame) = body.frame().await {
+                let frame = frame
+                    .map_err(|e| ApiError::BadRequest(format!("reading the body failed: {e}")))?;
+                if let Ok(data) = frame.into_data() {
+                    seen += data.len();
+                    if seen > MAX_SMALL_BODY {
+                        return Ok(true);
+                    }
+                    kept.extend_from_slice(&data);
                 }
-                kept.extend_from_slice(&data);
             }
-        }
-        if seen > MAX_SMALL_BODY {
+            Ok::<bool, ApiError>(false)
+        };
+        let too_large = match tokio::time::timeout(SMALL_BODY_DEADLINE, read).await {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(ApiError::RequestTimeout(format!(
+                    "the request's body did not arrive within {} s",
+                    SMALL_BODY_DEADLINE.as_secs()
+                )))
+            }
+        };
+        if too_large {
+            drain(body).await;
             return Err(ApiError::TooLarge(format!(
                 "this request's body may be at most {MAX_SMALL_BODY} bytes"
             )));
@@ -239,111 +326,36 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
     }
 }
 
-/// Authorization to create runs and captures, as an extractor: a handler
-/// that takes a `Writer` cannot run without it. When tokens are configured,
-/// the request must carry `Authorization: Bearer <token>` with a valid,
-/// unexpired one of any scope; with none configured (the embedded default),
-/// anyone may write. Holds the token's name, when there is one.
-pub struct Writer(pub Option<String>);
+/// A small JSON body: like [`SmallBody`], but a `Content-Type`, when there
+/// is one, must be `application/json` (tools such as curl may send none). A
+/// page on another site can send `text/plain` or a form without asking the
+/// user's browser first; it cannot send `application/json` cross-site
+/// without a preflight, which this server never grants. (A browser's
+/// cross-site request also carries an `Origin`, which `auth::same_site`
+/// refuses on writes; this check holds even where a proxy drops it.)
+pub struct JsonBody(pub axum::body::Bytes);
 
-/// Authorization to edit, delete and re-analyze runs: like [`Writer`], but
-/// the token's scope must be `admin`.
-pub struct Admin(pub Option<String>);
-
-impl FromRequestParts<AppState> for Writer {
+impl<S: Send + Sync> axum::extract::FromRequest<S> for JsonBody {
     type Rejection = ApiError;
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        authorize(parts, state, TokenScope::Upload)
-            .await
-            .map(Writer)
+    async fn from_request(req: axum::extract::Request, s: &S) -> Result<Self, Self::Rejection> {
+        let kind = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("").to_string());
+        let json = kind.as_deref().is_some_and(|k| {
+            k.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+        let SmallBody(body) = SmallBody::from_request(req, s).await?;
+        if !json && kind.is_some() {
+            return Err(ApiError::UnsupportedMedia(format!(
+                "send this body as `Content-Type: application/json` (it came as {})",
+                kind.as_deref().unwrap_or("no content type")
+            )));
+        }
+        Ok(JsonBody(body))
     }
-}
-
-impl FromRequestParts<AppState> for Admin {
-    type Rejection = ApiError;
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        authorize(parts, state, TokenScope::Admin).await.map(Admin)
-    }
-}
-
-/// The one check behind [`Writer`] and [`Admin`]: the token's name when the
-/// request may do what `need` allows, and a structured audit line for every
-/// write let through (who, what, which path, hence which run).
-async fn authorize(
-    parts: &Parts,
-    state: &AppState,
-    need: TokenScope,
-) -> Result<Option<String>, ApiError> {
-    state
-        .write_rate
-        .check(limits::client_ip(&parts.extensions))?;
-    let who = check_token(parts, state, need).await?;
-    tracing::info!(
-        target: "kinetoscope::audit",
-        token = who.as_deref().unwrap_or("-"),
-        scope = need.as_str(),
-        method = %parts.method,
-        path = %parts.uri.path(),
-        "write"
-    );
-    Ok(who)
-}
-
-async fn check_token(
-    parts: &Parts,
-    state: &AppState,
-    need: TokenScope,
-) -> Result<Option<String>, ApiError> {
-    if !state.db.tokens_exist().await? {
-        return Ok(None);
-    }
-    let Some(value) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
-        return Err(ApiError::Unauthorized(
-            "this server requires a token for writes: send `Authorization: Bearer <token>`".into(),
-        ));
-    };
-    let secret = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .unwrap_or("");
-    if secret.is_empty() {
-        return Err(ApiError::Unauthorized("the token is not valid".into()));
-    }
-    // The lookup is by the secret's sha256, so how long it takes tells a
-    // caller about the hash of their guess, never about a stored secret;
-    // the comparison that decides is constant-time all the same.
-    let hash = worker::blobs::sha256_hex(secret.as_bytes());
-    let token = match state.db.use_token(&hash).await? {
-        Some(t) if constant_time_eq(t.hash.as_bytes(), hash.as_bytes()) => t,
-        _ => return Err(ApiError::Unauthorized("the token is not valid".into())),
-    };
-    if token.expired(worker::db::now_ms()) {
-        return Err(ApiError::Unauthorized(format!(
-            "the token {:?} has expired; create a new one",
-            token.name
-        )));
-    }
-    if need == TokenScope::Admin && token.scope != TokenScope::Admin {
-        return Err(ApiError::Forbidden(format!(
-            "the token {:?} may only upload runs and start captures; editing, deleting and \
-             re-analyzing need an admin token",
-            token.name
-        )));
-    }
-    Ok(Some(token.name))
-}
-
-/// Compares two byte strings in time that depends only on their lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -359,13 +371,5 @@ mod tests {
         assert!(!valid_id("../../etc/passwd"));
         assert!(!valid_id("short"));
         assert!(!valid_id("aaaaaaaaaaaaaaaaaaaa/."));
-    }
-
-    #[test]
-    fn constant_time_eq_compares_bytes() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
-        assert!(constant_time_eq(b"", b""));
     }
 }

@@ -2,7 +2,7 @@
 //! re-analysis. Everything is read from stored summaries.
 
 use super::upload::{clean_name, clean_tags};
-use super::{Admin, ApiError, ApiResult, AppState, RunId, SmallBody, Q};
+use super::{Admin, ApiError, ApiResult, AppState, JsonBody, RunId, Q};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -82,12 +82,24 @@ pub struct ListQuery {
 }
 
 /// `GET /api/runs`.
-pub async fn list(State(state): State<AppState>, Q(q): Q<ListQuery>) -> ApiResult<Json<RunList>> {
+pub async fn list(
+    State(state): State<AppState>,
+    _viewer: super::Viewer,
+    Q(q): Q<ListQuery>,
+) -> ApiResult<Json<RunList>> {
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::BadRequest(
             "limit must be between 1 and 500".into(),
         ));
+    }
+    let search = q.name.as_deref().or(q.q.as_deref()).unwrap_or("");
+    if search.chars().count() > MAX_SEARCH
+        || q.tag.as_deref().unwrap_or("").chars().count() > MAX_SEARCH
+    {
+        return Err(ApiError::BadRequest(format!(
+            "a search may be at most {MAX_SEARCH} characters"
+        )));
     }
     let offset = q.offset.unwrap_or(0);
     if offset < 0 {
@@ -119,6 +131,11 @@ async fn load_run(state: &AppState, id: &str) -> ApiResult<(RunRecord, Vec<Trace
     Ok((run, traces))
 }
 
+/// The longest run search (name or tag), characters: longer ones are no
+/// name anyone has (names are at most 200), and SQLite refuses very long
+/// patterns.
+pub const MAX_SEARCH: usize = 500;
+
 /// `GET /api/runs/{id}`.
 pub async fn get(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<Json<RunInfo>> {
     let (run, traces) = load_run(&state, &id).await?;
@@ -130,7 +147,7 @@ pub async fn patch(
     State(state): State<AppState>,
     _admin: Admin,
     RunId(id): RunId,
-    SmallBody(body): SmallBody,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<Json<RunInfo>> {
     let mut p: RunPatch = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
@@ -145,11 +162,7 @@ pub async fn patch(
         p.tags = Some(clean_tags(t.iter().map(String::as_str))?);
     }
     if let Some(note) = &p.note {
-        if note.chars().count() > 10_000 {
-            return Err(ApiError::BadRequest(
-                "the note is longer than 10000 characters".into(),
-            ));
-        }
+        super::upload::clean_note(note)?;
     }
     if !state.db.update_run(&id, &p).await? {
         return Err(ApiError::no_run());
@@ -186,7 +199,8 @@ pub struct RankQuery {
     pub rank: Option<i64>,
 }
 
-pub(crate) fn json_response(body: Vec<u8>) -> Response {
+pub(crate) fn json_response(body: impl Into<axum::body::Bytes>) -> Response {
+    let body: axum::body::Bytes = body.into();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -258,7 +272,7 @@ pub async fn parsed_summary_of(
     let t = rank_trace(state, id, rank, traces).await?;
     let key = format!("summary:{id}:{rank}:{}", t.analyses);
     if let Some(s) = state.summaries.get(&key) {
-        return Ok(s);
+        return Ok(s.summary);
     }
     let Some(json) = state
         .artifacts
@@ -271,7 +285,13 @@ pub async fn parsed_summary_of(
     let s: Summary = serde_json::from_slice(&json)
         .map_err(|e| ApiError::Internal(format!("stored summary does not parse: {e}")))?;
     let s = Arc::new(s);
-    state.summaries.insert(key, s.clone());
+    state.summaries.insert(
+        key,
+        super::CachedSummary {
+            summary: s.clone(),
+            json_bytes: json.len() as u64,
+        },
+    );
     Ok(s)
 }
 
@@ -291,7 +311,7 @@ pub async fn view(
         .unwrap_or(-1);
     let key = format!("view:{id}:{rank}:{version}");
     if let Some(bytes) = state.cache.get(&key) {
-        return Ok(json_response(bytes.as_ref().clone()));
+        return Ok(json_response(bytes));
     }
     let s = parsed_summary_of(&state, &id, rank, &traces).await?;
     let cross = match state.db.cross_summary(&id).await? {
@@ -311,8 +331,10 @@ pub async fn view(
         ranks: traces.iter().map(|t| t.rank).collect(),
         cross_rank: cross,
     };
-    let bytes = serde_json::to_vec(&v).map_err(|e| ApiError::Internal(e.to_string()))?;
-    state.cache.insert(key, Arc::new(bytes.clone()));
+    let bytes: axum::body::Bytes = serde_json::to_vec(&v)
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .into();
+    state.cache.insert(key, bytes.clone());
     Ok(json_response(bytes))
 }
 
@@ -483,8 +505,12 @@ pub async fn download(
 async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Response> {
     use std::io::Read;
     let reader = state.blobs.reader(key).await?;
+    // The same limit as analysis: a stored bomb (18 GB from 572 KB) is cut
+    // off where the analysis would have refused it.
+    let limit = state.max_trace_bytes;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     tokio::task::spawn_blocking(move || {
+        let mut sent = 0u64;
         let mut dec = match zstd::stream::read::Decoder::new(reader) {
             Ok(d) => d,
             Err(e) => {
@@ -497,6 +523,13 @@ async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Resp
             match dec.read(&mut buf) {
                 Ok(0) => return,
                 Ok(n) => {
+                    sent += n as u64;
+                    if sent > limit {
+                        let _ = tx.blocking_send(Err(std::io::Error::other(format!(
+                            "the trace decompresses to more than the limit of {limit} bytes"
+                        ))));
+                        return;
+                    }
                     buf.truncate(n);
                     if tx.blocking_send(Ok(Bytes::from(buf))).is_err() {
                         return;
@@ -531,7 +564,7 @@ pub async fn reanalyze(
     _admin: Admin,
     RunId(id): RunId,
     Q(query): Q<AnalysisOptions>,
-    SmallBody(body): SmallBody,
+    JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<RunInfo>)> {
     let opts: Option<AnalysisOptions> = if !body.iter().all(|b| b.is_ascii_whitespace()) {
         Some(

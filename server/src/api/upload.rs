@@ -45,21 +45,50 @@ pub fn clean_name(name: &str) -> ApiResult<String> {
             "the name is longer than {MAX_NAME} characters"
         )));
     }
-    if name.chars().any(|c| c.is_control()) {
+    if name.chars().any(hidden_char) {
         return Err(ApiError::BadRequest(
-            "the name contains control characters".into(),
+            "the name contains control, bidirectional-override or zero-width characters".into(),
         ));
     }
     Ok(name.to_string())
+}
+
+/// Characters no name, tag or note may hold: controls (a note may hold
+/// line breaks and tabs, see [`clean_note`]), bidirectional overrides and
+/// isolates (they make text read other than it is stored) and zero-width
+/// characters (they make two names look alike).
+pub fn hidden_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// Checks a note: at most 10,000 characters, no hidden characters but line
+/// breaks and tabs.
+pub fn clean_note(note: &str) -> ApiResult<()> {
+    if note.chars().count() > 10_000 {
+        return Err(ApiError::BadRequest(
+            "the note is longer than 10000 characters".into(),
+        ));
+    }
+    if note
+        .chars()
+        .any(|c| hidden_char(c) && !matches!(c, '\n' | '\r' | '\t'))
+    {
+        return Err(ApiError::BadRequest(
+            "the note contains control, bidirectional-override or zero-width characters".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks and cleans tags.
 pub fn clean_tags<'a>(tags: impl Iterator<Item = &'a str>) -> ApiResult<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for t in tags.map(str::trim).filter(|t| !t.is_empty()) {
-        if t.chars().count() > MAX_TAG || t.chars().any(|c| c.is_control()) {
+        if t.chars().count() > MAX_TAG || t.chars().any(hidden_char) {
             return Err(ApiError::BadRequest(format!(
-                "tags must be at most {MAX_TAG} characters without control characters"
+                "tags must be at most {MAX_TAG} characters without control, \
+                 bidirectional-override or zero-width characters"
             )));
         }
         if !out.iter().any(|o| o == t) {
@@ -289,10 +318,18 @@ where
                 )
             }
         })?;
+    // A file name is shown (and may become the run's name): its hidden
+    // characters become spaces.
     let file_name = if file_name == "trace" {
         format!("trace.{}", t.encoding.suffix())
     } else {
-        file_name.chars().take(255).collect()
+        file_name
+            .chars()
+            .take(255)
+            .map(|c| if hidden_char(c) { ' ' } else { c })
+            .collect::<String>()
+            .trim()
+            .to_string()
     };
     Ok(NewTrace {
         rank,

@@ -1,4 +1,6 @@
-//! `kinetoscope token create|list|revoke`: the write tokens' lifecycle.
+//! `kinetoscope token create|list|revoke`: the tokens' lifecycle. Creating
+//! the first token puts the server in `tokens` mode for good; revoking only
+//! ever takes access away (the revoked token's row stays, marked).
 
 use crate::config::StoreArgs;
 use worker::db::{TokenError, TokenScope};
@@ -6,6 +8,8 @@ use worker::db::{TokenError, TokenScope};
 /// The `--scope` of a new token.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum ScopeArg {
+    /// List, search and (on a private server) read runs: a viewer.
+    Read,
     /// Create runs and captures only: what a CI job needs.
     Upload,
     /// Also edit, delete and re-analyze runs.
@@ -15,6 +19,7 @@ pub enum ScopeArg {
 impl From<ScopeArg> for TokenScope {
     fn from(s: ScopeArg) -> TokenScope {
         match s {
+            ScopeArg::Read => TokenScope::Read,
             ScopeArg::Upload => TokenScope::Upload,
             ScopeArg::Admin => TokenScope::Admin,
         }
@@ -83,21 +88,24 @@ pub async fn create(
         format!("expires {}", time_text(t))
     });
     eprintln!(
-        "Token {name:?} created ({scope} scope, {until}). It is shown once; writes now need \
-         `Authorization: Bearer <token>`."
+        "Token {name:?} created ({scope} scope, {until}). It is shown once. This server is now \
+         in tokens mode for good: writes and the run list need `Authorization: Bearer <token>`."
     );
     Ok(())
 }
 
-/// Prints every token: name, scope, created, last used, expiry; never the
-/// secret (which is not stored) nor its hash.
+/// Prints every token: name, scope, created, last used, expiry or
+/// revocation; never the secret (which is not stored) nor its hash.
 pub async fn list(store: &StoreArgs) -> anyhow::Result<()> {
     let (db, _) = crate::open_store(store).await?;
     let tokens = db.list_tokens().await;
     db.close().await;
     let tokens = tokens?;
     if tokens.is_empty() {
-        eprintln!("No tokens: anyone who can reach the server may write.");
+        eprintln!(
+            "No tokens: unless the server runs with `--auth tokens`, anyone who can reach it \
+             may write."
+        );
         return Ok(());
     }
     let now = worker::db::now_ms();
@@ -106,10 +114,11 @@ pub async fn list(store: &StoreArgs) -> anyhow::Result<()> {
         "NAME", "SCOPE", "CREATED", "LAST USED"
     );
     for t in tokens {
-        let expires = match t.expires_at {
-            None => "never".to_string(),
-            Some(e) if t.expired(now) => format!("{} (expired)", time_text(e)),
-            Some(e) => time_text(e),
+        let expires = match (t.revoked_at, t.expires_at) {
+            (Some(r), _) => format!("revoked {}", time_text(r)),
+            (None, None) => "never".to_string(),
+            (None, Some(e)) if t.expired(now) => format!("{} (expired)", time_text(e)),
+            (None, Some(e)) => time_text(e),
         };
         println!(
             "{:<24} {:<7} {:<20} {:<20} {}",
@@ -123,20 +132,24 @@ pub async fn list(store: &StoreArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Revokes (deletes) the token of this name.
+/// Revokes the live token of this name: it is refused from now on, and its
+/// row stays (listed as revoked), so the server never reopens.
 pub async fn revoke(name: &str, store: &StoreArgs) -> anyhow::Result<()> {
     let (db, _) = crate::open_store(store).await?;
     let gone = db.revoke_token(name.trim()).await;
-    let left = db.tokens_exist().await;
+    let live = db.list_tokens().await;
     db.close().await;
     anyhow::ensure!(
         gone?,
-        "no token named {name:?} (see `kinetoscope token list`)"
+        "no live token named {name:?} (see `kinetoscope token list`)"
     );
-    if left? {
+    if live?.iter().any(|t| t.revoked_at.is_none()) {
         eprintln!("Token {name:?} revoked.");
     } else {
-        eprintln!("Token {name:?} revoked. It was the last one: writes are open again.");
+        eprintln!(
+            "Token {name:?} revoked. It was the last live one: the server stays in tokens mode, \
+             so nobody may write until you create a new token."
+        );
     }
     Ok(())
 }

@@ -94,6 +94,8 @@ pub struct Opts {
     pub orphan_age_secs: u64,
     pub capture_idle_secs: u64,
     pub capture_timeout_secs: u64,
+    pub auth: server::api::auth::AuthMode,
+    pub private: bool,
 }
 
 impl Default for Opts {
@@ -113,6 +115,8 @@ impl Default for Opts {
             orphan_age_secs: 3600,
             capture_idle_secs: 120,
             capture_timeout_secs: 600,
+            auth: server::api::auth::AuthMode::Open,
+            private: false,
         }
     }
 }
@@ -130,6 +134,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
             capture_timeout_secs: o.capture_timeout_secs,
             capture_idle_secs: o.capture_idle_secs,
             lease_secs: 30,
+            analysis_deadline_secs: 600,
         },
         listen: "127.0.0.1:0".into(),
         workers: o.workers,
@@ -144,6 +149,12 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
         orphan_age_secs: o.orphan_age_secs,
         timeline_cache_mb: 64,
         frame_ancestors: "'none'".into(),
+        auth: o.auth,
+        private: o.private,
+        public_host: Vec::new(),
+        trusted_proxy: Vec::new(),
+        answer_cache_mb: 64,
+        summary_cache_mb: 128,
     }
 }
 
