@@ -487,3 +487,54 @@ fn serving_steps_have_kinds_and_annotations_are_not_ops() {
         mm.python
     );
 }
+
+/// torch's own `key_averages()` (calls, self CPU, CPU total per op name),
+/// written beside each real torch capture in `shared/traces/torch/`: the
+/// op table must agree within 1% on every name torch lists, the
+/// same-name single-child rule (`_remove_dup_nodes`) included.
+#[test]
+fn the_op_table_matches_torchs_key_averages() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let mut checked = 0;
+    for capture in [
+        "torch-cpu-decode-fp8cast-3dense-moe",
+        "torch-cpu-decode-gathercast-3dense-moe",
+        "torch-cpu-decode-stack-memory",
+    ] {
+        let s = summary(&format!("{capture}.json.gz"));
+        let want: Vec<Value> = serde_json::from_reader(
+            std::fs::File::open(dir.join(format!("torch/{capture}.key_averages.json"))).unwrap(),
+        )
+        .unwrap();
+        let mut bad = Vec::new();
+        for w in &want {
+            let name = w["name"].as_str().unwrap();
+            // torch folds every `ProfilerStep#N` into one key.
+            let rows: Vec<_> = if name == "ProfilerStep*" {
+                s.ops
+                    .iter()
+                    .filter(|o| o.name.starts_with("ProfilerStep#"))
+                    .collect()
+            } else {
+                s.ops.iter().filter(|o| o.name == name).collect()
+            };
+            let calls: u64 = rows.iter().map(|o| o.calls).sum();
+            let self_cpu: f64 = rows.iter().map(|o| o.self_cpu_us).sum();
+            let total: f64 = rows.iter().map(|o| o.cpu_total_us).sum();
+            let close = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.abs().max(1.0);
+            let (wc, ws, wt) = (
+                w["calls"].as_u64().unwrap(),
+                w["self_cpu_us"].as_f64().unwrap(),
+                w["cpu_us"].as_f64().unwrap(),
+            );
+            if calls != wc || !close(self_cpu, ws) || !close(total, wt) {
+                bad.push(format!(
+                    "{name}: calls {calls} vs {wc}, self {self_cpu:.1} vs {ws:.1}, total {total:.1} vs {wt:.1}"
+                ));
+            }
+            checked += 1;
+        }
+        assert!(bad.is_empty(), "{capture}:\n{}", bad.join("\n"));
+    }
+    assert!(checked > 60, "{checked}");
+}

@@ -141,8 +141,22 @@ impl OpTree {
                 by_thread[cpu.track.get(i) as usize].push(i as u32);
             }
         }
-        let mut stack: Vec<u32> = Vec::new();
-        for slices in by_thread.iter_mut() {
+        // Python frames per thread, by start, longer first: they are not in
+        // the op tree, but, as in torch's own event tree, a frame directly
+        // inside an op is one of its children (its time is not the op's
+        // self time) and an op inside a frame is not its enclosing op's
+        // direct child.
+        let py = &t.python;
+        let mut py_by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
+        for f in 0..py.len() {
+            if let Some(v) = py_by_thread.get_mut(py.track[f] as usize) {
+                v.push(f as u32);
+            }
+        }
+        // The walk's stack: a slice or a frame, and the innermost op slice
+        // at or below it (what a new slice's parent is).
+        let mut stack: Vec<(Open, u32)> = Vec::new();
+        for (slices, frames) in by_thread.iter_mut().zip(py_by_thread.iter_mut()) {
             // Stable sort: Kineto writes parents before children, so equal keys
             // keep file order. Nearly sorted input makes this cheap.
             // Among equal starts and durations: annotations before ops before
@@ -153,27 +167,57 @@ impl OpTree {
                 _ => 2,
             };
             sort_by_start(slices, &cpu.ts, &cpu.dur, |a, b| rank(a).cmp(&rank(b)));
+            if !frames.is_empty() {
+                sort_by_start(frames, &py.ts, &py.dur, |_, _| std::cmp::Ordering::Equal);
+            }
             stack.clear();
+            let mut next_frame = 0usize;
+            // The last frame left out for outlasting what was open.
+            let mut barrier: Option<(i64, i64)> = None;
             for &c in slices.iter() {
                 let ci = c as usize;
                 let ts = cpu.ts.get(ci);
-                while let Some(&top) = stack.last() {
-                    let ti = top as usize;
-                    let top_ts = cpu.ts.get(ti);
-                    let inside = top_ts <= ts && (ts < top_ts + cpu.dur.get(ti) || ts == top_ts);
-                    if inside {
+                // Frames that start before this slice (or with it and last
+                // longer) come first.
+                while let Some(&f) = frames.get(next_frame) {
+                    let (fts, fdur) = (py.ts.get(f as usize), py.dur.get(f as usize));
+                    if fts > ts || (fts == ts && fdur <= cpu.dur.get(ci)) {
                         break;
                     }
-                    stack.pop();
+                    next_frame += 1;
+                    pop_outside(&mut stack, cpu, py, fts);
+                    // Only a frame that ends within what is open is inside
+                    // it (torch's tree holds no partial children); one that
+                    // outlasts it (the profiler's own `step` frame, say) is
+                    // left out of the walk.
+                    // Frames inside such a frame are its, not the op's.
+                    let (op_below, within) = match stack.last() {
+                        None => (NO, true),
+                        Some(&(open, op)) => (op, fts + fdur <= end_of(open, cpu, py)),
+                    };
+                    if barrier.is_some_and(|(bts, bend)| bts <= fts && fts + fdur <= bend) {
+                        continue;
+                    }
+                    if !within {
+                        barrier = Some((fts, fts + fdur));
+                        continue;
+                    }
+                    if let Some(&(Open::Slice(top), _)) = stack.last() {
+                        child_ns.add(top as usize, fdur.max(0));
+                    }
+                    stack.push((Open::Frame(f), op_below));
                 }
-                if let Some(&top) = stack.last() {
-                    let ti = top as usize;
-                    parent[ci] = top;
-                    let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
-                    child_ns.add(ti, (end - ts).max(0));
+                pop_outside(&mut stack, cpu, py, ts);
+                if let Some(&(open, op)) = stack.last() {
+                    parent[ci] = op;
+                    if let Open::Slice(top) = open {
+                        let ti = top as usize;
+                        let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
+                        child_ns.add(ti, (end - ts).max(0));
+                    }
                 }
                 if cpu.kind[ci].is_op() {
-                    stack.push(c);
+                    stack.push((Open::Slice(c), c));
                     preorder.push(c);
                 }
             }
@@ -185,6 +229,46 @@ impl OpTree {
             child_ns,
             by_thread,
         }
+    }
+}
+
+/// What is open on a thread's walk: an op or annotation slice, or a Python
+/// frame.
+#[derive(Clone, Copy)]
+enum Open {
+    Slice(u32),
+    Frame(u32),
+}
+
+/// Pops what ended before `ts` (a zero-length slice or frame holds what
+/// starts with it).
+fn pop_outside(
+    stack: &mut Vec<(Open, u32)>,
+    cpu: &crate::import::store::CpuTable,
+    py: &crate::import::store::PythonTable,
+    ts: i64,
+) {
+    while let Some(&(open, _)) = stack.last() {
+        let top_ts = match open {
+            Open::Slice(s) => cpu.ts.get(s as usize),
+            Open::Frame(f) => py.ts.get(f as usize),
+        };
+        if top_ts <= ts && (ts < end_of(open, cpu, py) || ts == top_ts) {
+            return;
+        }
+        stack.pop();
+    }
+}
+
+/// Where an open slice or frame ends.
+fn end_of(
+    open: Open,
+    cpu: &crate::import::store::CpuTable,
+    py: &crate::import::store::PythonTable,
+) -> i64 {
+    match open {
+        Open::Slice(s) => cpu.ts.get(s as usize) + cpu.dur.get(s as usize),
+        Open::Frame(f) => py.ts.get(f as usize) + py.dur.get(f as usize),
     }
 }
 

@@ -30,7 +30,7 @@ use steps::{step_at, StepCursor, StepSpan};
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 3;
+pub const ANALYZER_VERSION: u32 = 4;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -717,6 +717,42 @@ struct GroupAcc {
     parents: HashMap<(u32, u32), (i64, u64)>,
 }
 
+/// torch's `EventList._remove_dup_nodes`, the rule `key_averages` counts
+/// calls by: an op whose parent has the same name and no other child is
+/// folded into that parent (a wrapper calling its own implementation, as
+/// `aten::add_` does): one call, whose self time is both slices' self
+/// time. Repeated until nothing folds, so a chain of such calls is one.
+struct FoldedCalls {
+    /// Per CPU slice: its direct children in the op tree, saturating at 2.
+    children: Vec<u8>,
+}
+
+impl FoldedCalls {
+    fn new(cx: &Context) -> FoldedCalls {
+        let mut children = vec![0u8; cx.t.cpu.len()];
+        for &p in &cx.links.parent {
+            if p != NO {
+                let c = &mut children[p as usize];
+                *c = c.saturating_add(1).min(2);
+            }
+        }
+        FoldedCalls { children }
+    }
+
+    /// The slice whose call slice `i` is: `i`, or the outermost of the
+    /// same-named single-child parents it is folded into.
+    fn call_of(&self, cx: &Context, mut i: usize) -> usize {
+        let cpu = &cx.t.cpu;
+        loop {
+            let p = cx.links.parent[i];
+            if p == NO || self.children[p as usize] != 1 || cpu.name[p as usize] != cpu.name[i] {
+                return i;
+            }
+            i = p as usize;
+        }
+    }
+}
+
 fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
     let t = cx.t;
     let cpu = &t.cpu;
@@ -733,33 +769,43 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
     }
     let have_steps = !cx.steps.is_empty();
     let mut step = StepCursor::new(&cx.steps);
+    let folded = FoldedCalls::new(cx);
     for i in 0..cpu.len() {
         let kind = cpu.kind[i];
         if kind == CpuKind::Module {
             continue;
         }
+        // torch's rule: a call whose parent has its name and no other
+        // child is the parent's (one call, its time the parent's self time).
+        let call = folded.call_of(cx, i);
+        let whole = call == i;
         let a = &mut acc[cpu.name[i] as usize];
         a.seen = true;
         a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
-        a.calls += 1;
         let self_cpu = (cpu.dur.get(i) - sums.child_ns.get(i)).max(0);
         a.self_cpu += self_cpu;
-        a.cpu_total += cpu.dur.get(i);
         a.self_dev += sums.self_dev.get(i);
+        // Device totals stay a sum over every slice of the name, as the
+        // independent reference checks them (tests/expected.rs).
         a.total_dev += sums.total_dev.get(i);
         let in_step = have_steps && step.at(cpu.ts.get(i)).is_some();
-        if in_step {
-            a.calls_in_steps += 1;
+        if whole {
+            a.calls += 1;
+            a.cpu_total += cpu.dur.get(i);
+            if in_step {
+                a.calls_in_steps += 1;
+            }
         }
-        if cpu.shapes(i) != 0 || cpu.dtypes(i) != 0 {
-            let gacc = groups
-                .entry((cpu.name[i], cpu.shapes(i), cpu.dtypes(i)))
-                .or_default();
-            gacc.calls += 1;
-            gacc.calls_in_steps += in_step as u64;
+        let (shapes, dtypes) = (cpu.shapes(call), cpu.dtypes(call));
+        if shapes != 0 || dtypes != 0 {
+            let gacc = groups.entry((cpu.name[i], shapes, dtypes)).or_default();
+            if whole {
+                gacc.calls += 1;
+                gacc.calls_in_steps += in_step as u64;
+            }
             gacc.self_cpu += self_cpu;
             gacc.self_dev += sums.self_dev.get(i);
-            let parent = cx.links.parent[i];
+            let parent = cx.links.parent[call];
             let chain = if parent == NO {
                 0
             } else {
