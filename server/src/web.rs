@@ -60,9 +60,13 @@ pub fn app_service(dir: &Path) -> Router {
     let index = dir.join("index.html");
     if !index.exists() {
         tracing::warn!(dir = %dir.display(), "the app is not built; serving a placeholder page");
-        return Router::new().fallback(get(|| async {
+        let placeholder = Router::new().fallback(get(|uri: axum::http::Uri| async move {
+            if is_file_path(uri.path()) && uri.path() != "/index.html" {
+                return crate::api::ApiError::NotFound("no such file".into()).into_response();
+            }
             (StatusCode::OK, Html(NOT_BUILT)).into_response()
         }));
+        return with_cache_control(placeholder);
     }
     // index.html must be re-read on every visit (it names the hashed assets).
     let index_service = tower::ServiceBuilder::new()
@@ -78,8 +82,7 @@ pub fn app_service(dir: &Path) -> Router {
         tower::service_fn(move |req: axum::extract::Request| {
             let index_service = index_service.clone();
             async move {
-                let last = req.uri().path().rsplit('/').next().unwrap_or("");
-                if last.contains('.') {
+                if is_file_path(req.uri().path()) {
                     return Ok::<_, std::convert::Infallible>(
                         crate::api::ApiError::NotFound("no such file".into()).into_response(),
                     );
@@ -88,26 +91,37 @@ pub fn app_service(dir: &Path) -> Router {
             }
         })
     };
-    Router::new()
+    let app = Router::new()
         .route_service("/", index_service.clone())
         .route_service("/index.html", index_service)
-        .fallback_service(ServeDir::new(dir).fallback(deep_links))
-        .layer(axum::middleware::map_response_with_state(
-            (),
-            |req_path: axum::extract::OriginalUri, mut resp: axum::response::Response| async move {
-                if resp.status().is_success() && !resp.headers().contains_key(header::CACHE_CONTROL)
-                {
-                    let value = if hashed_asset(req_path.path()) {
-                        "public, max-age=31536000, immutable"
-                    } else {
-                        "no-cache"
-                    };
-                    resp.headers_mut()
-                        .insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
-                }
-                resp
-            },
-        ))
+        .fallback_service(ServeDir::new(dir).fallback(deep_links));
+    with_cache_control(app)
+}
+
+/// Whether a path names a file (its last segment has an extension), not a
+/// deep link into the app (`/runs/{id}`).
+fn is_file_path(path: &str) -> bool {
+    path.rsplit('/').next().unwrap_or("").contains('.')
+}
+
+/// Every successful answer of the app's files says how long it may be
+/// cached: for good for hashed assets, else revalidated on each visit.
+fn with_cache_control(app: Router) -> Router {
+    app.layer(axum::middleware::map_response_with_state(
+        (),
+        |req_path: axum::extract::OriginalUri, mut resp: axum::response::Response| async move {
+            if resp.status().is_success() && !resp.headers().contains_key(header::CACHE_CONTROL) {
+                let value = if hashed_asset(req_path.path()) {
+                    "public, max-age=31536000, immutable"
+                } else {
+                    "no-cache"
+                };
+                resp.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
+            }
+            resp
+        },
+    ))
 }
 
 /// Whether a path names one of Trunk's hashed assets (`app-<16+ hex>.wasm`,

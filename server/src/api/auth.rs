@@ -251,7 +251,9 @@ pub async fn private_reads(
     next: Next,
 ) -> Response {
     let read = matches!(*req.method(), Method::GET | Method::HEAD);
-    if state.access.private && read && req.uri().path() != "/api/openapi.json" {
+    // Inside `/api`, whose prefix the nest strips from the path.
+    let openapi = req.uri().path() == "/openapi.json";
+    if state.access.private && read && !openapi {
         if let Err(e) = check(req.headers(), &state, Need::ReadRun).await {
             return e.into_response();
         }

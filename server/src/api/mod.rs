@@ -72,11 +72,13 @@ pub struct AppState {
     /// Http.
     pub http: reqwest::Client,
     /// The engines' last probe, reused for a few seconds.
-    pub engine_probe:
-        Arc<tokio::sync::Mutex<Option<(std::time::Instant, Vec<kinetoscope_types::EngineInfo>)>>>,
+    pub engine_probe: Arc<tokio::sync::Mutex<Option<EngineProbe>>>,
     /// Who may do what: the access mode, private reads, host names.
     pub access: Arc<auth::Access>,
 }
+
+/// When the engines were last probed, and what they answered.
+pub type EngineProbe = (std::time::Instant, Vec<kinetoscope_types::EngineInfo>);
 
 /// Weighs a cached answer: its bytes (and its key's).
 #[derive(Clone, Copy, Debug, Default)]
