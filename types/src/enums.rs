@@ -281,3 +281,35 @@ mod tests {
         assert_eq!(KernelCategory::Gemm.as_str(), "gemm");
     }
 }
+
+string_enum! {
+    /// The time ops and their input signatures are ranked by: device time
+    /// where the trace has GPU ops, else self CPU time (a CPU-only capture,
+    /// whose time is all on the host).
+    TimeBasis ("time basis") {
+        /// Self device time.
+        Device => "device",
+        /// Self CPU time.
+        Cpu => "cpu",
+    }
+}
+
+impl TimeBasis {
+    /// The basis of a trace with `gpu_op_us` of GPU work: the one rule the
+    /// op table, the findings and the diff all follow.
+    pub fn of(gpu_op_us: f64) -> TimeBasis {
+        if gpu_op_us > 0.0 {
+            TimeBasis::Device
+        } else {
+            TimeBasis::Cpu
+        }
+    }
+
+    /// The words for it in sentences: `GPU time`, `CPU time`.
+    pub fn words(self) -> &'static str {
+        match self {
+            TimeBasis::Device => "GPU time",
+            TimeBasis::Cpu => "CPU time",
+        }
+    }
+}

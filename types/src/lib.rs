@@ -723,6 +723,9 @@ pub struct Diff {
     pub ranks: Vec<RankDelta>,
     /// Ranked sentences, most important first.
     pub findings: Vec<DiffFinding>,
+    /// What `ops` measure: self device time, or self CPU time when neither
+    /// trace has GPU ops.
+    pub op_time: TimeBasis,
 }
 
 /// Which run a side of a diff is.

@@ -5,7 +5,7 @@ use crate::api;
 use crate::charts;
 use crate::widgets::{Name, UrlState};
 use kinetoscope_types::units::{change_pct, pct, time_us};
-use kinetoscope_types::{DeltaRow, Diff, DiffSide};
+use kinetoscope_types::{DeltaRow, Diff, DiffSide, TimeBasis};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_params_map;
@@ -150,7 +150,10 @@ fn diff_body(d: Diff) -> impl IntoView {
             </div>
         })}
         <div class="panel">
-            {delta_table(&d.ops, "diff-ops", "Ops, self device time", &d.basis)}
+            {delta_table(&d.ops, "diff-ops", match d.op_time {
+                TimeBasis::Device => "Ops, self device time",
+                TimeBasis::Cpu => "Ops, self CPU time",
+            }, &d.basis)}
             {delta_table(&d.kernels, "diff-kernels", "Kernels", &d.basis)}
             {delta_table(&d.categories, "diff-categories", "Kernel categories", &d.basis)}
         </div>

@@ -26,6 +26,14 @@ pub struct Side<'a> {
     pub summary: &'a Summary,
 }
 
+/// An op's or signature's time on a basis.
+fn op_us(basis: TimeBasis, device_us: f64, cpu_us: f64) -> f64 {
+    match basis {
+        TimeBasis::Device => device_us,
+        TimeBasis::Cpu => cpu_us,
+    }
+}
+
 fn change(a: f64, b: f64) -> f64 {
     if a.abs() > 0.0 {
         100.0 * (b - a) / a
@@ -130,17 +138,15 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         (1.0, 1.0)
     };
 
-    // Ops by self device time.
+    // Ops by self device time; by self CPU time when neither trace has GPU
+    // ops (the rule the op table and findings follow).
+    let op_time = TimeBasis::of(sa.gpu_time.gpu_op_us.max(sb.gpu_time.gpu_op_us));
     let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.ops
             .iter()
-            .filter(|o| o.self_device_us > 0.0)
-            .map(|o| {
-                (
-                    o.name.clone(),
-                    (o.self_device_us / n, o.calls as f64 / n, None),
-                )
-            })
+            .map(|o| (o, op_us(op_time, o.self_device_us, o.self_cpu_us)))
+            .filter(|(_, us)| *us > 0.0)
+            .map(|(o, us)| (o.name.clone(), (us / n, o.calls as f64 / n, None)))
             .collect()
     };
     let (oa, ob) = (ops_of(sa, na), ops_of(sb, nb));
@@ -297,6 +303,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         removed_kernels: sorted_names(removed_kernels, &weight_a),
         ranks: Vec::new(),
         findings: Vec::new(),
+        op_time,
     };
     d.findings = findings(&d, sa, sb, &ka, &kb);
     d
@@ -331,13 +338,27 @@ fn findings(
             format!("GPU time {} ({})", change_pct(change(a, b)), pair(a, b)),
         ));
     }
-    let scale = d.gpu_busy.a_us.max(d.gpu_busy.b_us).max(1e-9);
+    let op_time = d.op_time;
+    let time_words = match op_time {
+        TimeBasis::Device => "self device time",
+        TimeBasis::Cpu => "self CPU time",
+    };
+    // What a change is measured against: GPU busy time, or on CPU-only
+    // traces the larger of the two step times (or op self times).
+    let scale = match op_time {
+        TimeBasis::Device => d.gpu_busy.a_us.max(d.gpu_busy.b_us),
+        TimeBasis::Cpu => {
+            let sum = |side: fn(&DeltaRow) -> f64| d.ops.iter().map(side).sum::<f64>();
+            sum(|r| r.a_us).max(sum(|r| r.b_us))
+        }
+    }
+    .max(1e-9);
     for r in d.ops.iter().take(3) {
         if r.delta_us.abs() >= 0.01 * scale {
             out.push((
                 r.delta_us.abs(),
                 format!(
-                    "{} self device time {} ({}{per})",
+                    "{} {time_words} {} ({}{per})",
                     r.name,
                     change_pct(r.change_pct),
                     pair(r.a_us, r.b_us)
@@ -368,7 +389,7 @@ fn findings(
                 for g in &op.input_shapes {
                     let key = g.conversion.clone().unwrap_or_else(|| g.dtypes.clone());
                     let e = m.entry(key).or_insert((0.0, g.bytes_per_call));
-                    e.0 += g.self_device_us / n;
+                    e.0 += op_us(op_time, g.self_device_us, g.self_cpu_us) / n;
                 }
             }
             m
@@ -399,7 +420,7 @@ fn findings(
                 out.push((
                     (b_us - a_us).abs() * 1.001,
                     format!(
-                        "{} ({key}) self device time {} ({}{per}){bytes_text}",
+                        "{} ({key}) {time_words} {} ({}{per}){bytes_text}",
                         r.name,
                         change_pct(change(a_us, b_us)),
                         pair(a_us, b_us)

@@ -534,7 +534,109 @@ fn the_op_table_matches_torchs_key_averages() {
             }
             checked += 1;
         }
+        // And by input shapes (`key_averages(group_by_input_shape=True)`),
+        // summed over dtypes (torch keys by shapes alone), on every op whose
+        // signatures all fit in the table (it keeps the largest 8).
+        let by_shape: Vec<Value> = serde_json::from_reader(
+            std::fs::File::open(dir.join(format!("torch/{capture}.by_shape.json"))).unwrap(),
+        )
+        .unwrap();
+        for w in &by_shape {
+            let (name, shapes) = (w["name"].as_str().unwrap(), w["shapes"].as_str().unwrap());
+            let Some(op) = s
+                .ops
+                .iter()
+                .find(|o| o.name == name && o.input_shapes.len() < 8)
+            else {
+                continue;
+            };
+            let groups: Vec<_> = op
+                .input_shapes
+                .iter()
+                .filter(|g| g.shapes == shapes)
+                .collect();
+            if groups.is_empty() {
+                continue;
+            }
+            let calls: u64 = groups.iter().map(|g| g.calls).sum();
+            let self_cpu: f64 = groups.iter().map(|g| g.self_cpu_us).sum();
+            let (wc, ws) = (
+                w["calls"].as_u64().unwrap(),
+                w["self_cpu_us"].as_f64().unwrap(),
+            );
+            if calls != wc || (self_cpu - ws).abs() > 0.01 * ws.max(1.0) {
+                bad.push(format!(
+                    "{name} {shapes}: calls {calls} vs {wc}, self {self_cpu:.1} vs {ws:.1}"
+                ));
+            }
+            checked += 1;
+        }
         assert!(bad.is_empty(), "{capture}:\n{}", bad.join("\n"));
     }
-    assert!(checked > 60, "{checked}");
+    assert!(checked > 150, "{checked}");
+}
+
+/// On a CPU-only capture the findings rank by self CPU time: the shared
+/// FP8 capture's first finding is the FP8 -> BF16 cast of the KV cache,
+/// once per layer per step (its truth: 12 layers, 6 steps), with its shape
+/// and share of CPU time; its signature leads `aten::copy_`'s list.
+#[test]
+fn a_cpu_capture_finds_the_cast_by_cpu_time() {
+    let s = summary("torch-cpu-decode-fp8cast-3dense-moe.json.gz");
+    let first = &s.findings[0];
+    println!("{}", first.text);
+    assert!(
+        first
+            .text
+            .starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"),
+        "{}",
+        first.text
+    );
+    assert!(first.text.contains("12 calls per step"), "{}", first.text);
+    assert!(first.text.contains("of CPU time"), "{}", first.text);
+    assert!(first.impact_pct > 50.0, "{}", first.impact_pct);
+    let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
+    let g = &copy.input_shapes[0];
+    assert_eq!(g.conversion.as_deref(), Some("Float8_e4m3fn -> BFloat16"));
+    // The op row's bytes are that signature's, not an average.
+    assert_eq!(copy.bytes_per_call, g.bytes_per_call);
+}
+
+/// The diff of the two shared CPU captures (the FP8 cast, then gather-then-
+/// cast) ranks ops and signatures by self CPU time: `aten::copy_` and its
+/// Float8_e4m3fn -> BFloat16 signature lead.
+#[test]
+fn the_diff_of_cpu_captures_ranks_by_cpu_time() {
+    use kinetoscope_trace::diff::{diff, Side};
+    let a = summary("torch-cpu-decode-fp8cast-3dense-moe.json.gz");
+    let b = summary("torch-cpu-decode-gathercast-3dense-moe.json.gz");
+    let d = diff(
+        &Side {
+            id: "a",
+            name: "fp8 cast",
+            summary: &a,
+        },
+        &Side {
+            id: "b",
+            name: "gather then cast",
+            summary: &b,
+        },
+    );
+    assert_eq!(d.op_time, kinetoscope_types::TimeBasis::Cpu);
+    assert!(d.steps.change_pct < -50.0, "{}", d.steps.change_pct);
+    assert_eq!(
+        d.ops[0].name,
+        "aten::copy_",
+        "{:?}",
+        d.ops.iter().map(|r| &r.name).collect::<Vec<_>>()
+    );
+    let texts: Vec<&str> = d.findings.iter().map(|f| f.text.as_str()).collect();
+    println!("{texts:#?}");
+    assert!(texts[1].starts_with("aten::copy_"), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("Float8_e4m3fn -> BFloat16") && t.contains("self CPU time")),
+        "{texts:?}"
+    );
 }

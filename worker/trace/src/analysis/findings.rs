@@ -4,7 +4,8 @@
 
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{
-    Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow, Summary,
+    Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow,
+    ShapeGroup, Summary, TimeBasis,
 };
 
 /// Ops whose self device share makes them a finding on their own.
@@ -30,20 +31,24 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     let gpu_total = s.gpu_time.gpu_op_us;
     let has_steps = s.steps_stats.count > 0;
 
-    // Ops that dominate device time: their input signature that carries
-    // the time, with what it does per step and per call. Annotations and
-    // graph replays have findings of their own: they are not ops.
+    // Ops that dominate the trace's time (device time, or self CPU time on
+    // a trace without GPU ops): their input signature that carries the
+    // time, with what it does per step and per call. Annotations and graph
+    // replays have findings of their own: they are not ops.
+    let basis = TimeBasis::of(gpu_total);
+    let clock = Clock::new(s, basis);
     let mut top_ops: Vec<&OpRow> = s
         .ops
         .iter()
-        .filter(|o| o.kind == OpKind::Op && o.self_device_us > 0.0)
+        .filter(|o| o.kind == OpKind::Op && clock.op_us(o) > 0.0)
         .collect();
-    top_ops.sort_by(|a, b| b.self_device_us.total_cmp(&a.self_device_us));
+    top_ops.sort_by(|a, b| clock.op_us(b).total_cmp(&clock.op_us(a)));
     for (k, op) in top_ops.iter().take(3).enumerate() {
-        if (k > 0 && op.device_pct < OP_SHARE_MIN) || op.device_pct < 1.0 {
+        let share = clock.op_pct(op);
+        if (k > 0 && share < OP_SHARE_MIN) || share < 1.0 {
             break;
         }
-        let (text, share) = op_sentence(op, has_steps, s.steps_stats.count);
+        let (text, share) = op_sentence(op, &clock, has_steps, s.steps_stats.count);
         out.push(finding(
             "top_op",
             text,
@@ -481,9 +486,75 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     out
 }
 
+/// The time the op findings measure, and its whole: device time over all
+/// GPU ops, or self CPU time over every op, annotation and runtime call.
+struct Clock {
+    basis: TimeBasis,
+    total_us: f64,
+}
+
+impl Clock {
+    fn new(s: &Summary, basis: TimeBasis) -> Clock {
+        let total_us = match basis {
+            TimeBasis::Device => s.gpu_time.gpu_op_us,
+            TimeBasis::Cpu => s
+                .ops
+                .iter()
+                .filter(|o| o.kind != OpKind::Graph)
+                .map(|o| o.self_cpu_us)
+                .sum(),
+        };
+        Clock { basis, total_us }
+    }
+
+    fn op_us(&self, o: &OpRow) -> f64 {
+        match self.basis {
+            TimeBasis::Device => o.self_device_us,
+            TimeBasis::Cpu => o.self_cpu_us,
+        }
+    }
+
+    fn op_pct(&self, o: &OpRow) -> f64 {
+        match self.basis {
+            TimeBasis::Device => o.device_pct,
+            TimeBasis::Cpu => self.pct_of(o.self_cpu_us),
+        }
+    }
+
+    fn group_us(&self, g: &ShapeGroup) -> f64 {
+        match self.basis {
+            TimeBasis::Device => g.self_device_us,
+            TimeBasis::Cpu => g.self_cpu_us,
+        }
+    }
+
+    fn group_pct(&self, g: &ShapeGroup) -> f64 {
+        match self.basis {
+            TimeBasis::Device => g.device_pct,
+            TimeBasis::Cpu => self.pct_of(g.self_cpu_us),
+        }
+    }
+
+    fn pct_of(&self, us: f64) -> f64 {
+        if self.total_us > 0.0 {
+            100.0 * us / self.total_us
+        } else {
+            0.0
+        }
+    }
+
+    /// `of device time`, `of self CPU time`: what a per-call time is.
+    fn per_call_words(&self) -> &'static str {
+        match self.basis {
+            TimeBasis::Device => "of device time",
+            TimeBasis::Cpu => "of self CPU time",
+        }
+    }
+}
+
 /// The sentence on an op and its share: led by the input signature that
-/// carries most of its device time, never by an average over unlike calls.
-fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
+/// carries most of its time, never by an average over unlike calls.
+fn op_sentence(op: &OpRow, clock: &Clock, has_steps: bool, steps: u64) -> (String, f64) {
     let per_step = |calls: u64| {
         if has_steps && steps > 0 {
             format!("{} calls per step", count(calls as f64 / steps as f64))
@@ -491,16 +562,18 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             format!("{calls} calls")
         }
     };
+    let time = clock.basis.words();
+    let op_pct = clock.op_pct(op);
     let dominant = op
         .input_shapes
         .first()
-        .filter(|g| g.self_device_us >= 0.5 * op.self_device_us);
+        .filter(|g| clock.group_us(g) >= 0.5 * clock.op_us(op));
     let Some(g) = dominant else {
         // No signature dominates (or shapes were not recorded).
         let mut text = format!(
-            "{} takes {} of GPU time: {}",
+            "{} takes {} of {time}: {}",
             op.name,
-            pct(op.device_pct),
+            pct(op_pct),
             per_step(op.calls)
         );
         match op.input_shapes.first() {
@@ -513,17 +586,20 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
                 },
                 op.input_shapes.len(),
                 big.conversion.clone().unwrap_or_else(|| big.shapes.clone()),
-                pct(big.device_pct),
+                pct(clock.group_pct(big)),
                 big.calls,
-                time_us(big.device_per_call_us())
+                time_us(clock.group_us(big) / big.calls.max(1) as f64)
             )),
             None => text.push_str(&format!(
-                ", {} of device time per call",
-                time_us(op.self_device_us / op.calls.max(1) as f64)
+                ", {} {} per call",
+                time_us(clock.op_us(op) / op.calls.max(1) as f64),
+                clock.per_call_words()
             )),
         }
-        return (text, op.device_pct);
+        return (text, op_pct);
     };
+    let g_pct = clock.group_pct(g);
+    let per_call_us = clock.group_us(g) / g.calls.max(1) as f64;
     let mut text = op.name.clone();
     match &g.conversion {
         Some(c) => text.push_str(&format!(" ({c}, {})", g.shapes)),
@@ -531,21 +607,27 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
         None => {}
     }
     text.push_str(&format!(
-        " takes {} of GPU time: {}",
-        pct(g.device_pct),
+        " takes {} of {time}: {}",
+        pct(g_pct),
         per_step(g.calls)
     ));
-    match (g.bytes_per_call, g.achieved_gbps) {
-        (Some(b), Some(r)) => text.push_str(&format!(
+    match (g.bytes_per_call, g.achieved_gbps, clock.basis) {
+        (Some(b), Some(r), TimeBasis::Device) => text.push_str(&format!(
             ", {} per call in {} each ({})",
             bytes(b),
-            time_us(g.device_per_call_us()),
+            time_us(per_call_us),
             rate_gbps(r)
         )),
-        (Some(b), None) => text.push_str(&format!(", {} per call", bytes(b))),
+        (Some(b), _, TimeBasis::Cpu) => text.push_str(&format!(
+            ", {} per call in {} each",
+            bytes(b),
+            time_us(per_call_us)
+        )),
+        (Some(b), None, _) => text.push_str(&format!(", {} per call", bytes(b))),
         _ => text.push_str(&format!(
-            ", {} of device time per call",
-            time_us(g.device_per_call_us())
+            ", {} {} per call",
+            time_us(per_call_us),
+            clock.per_call_words()
         )),
     }
     if !g.parents.is_empty() {
@@ -558,7 +640,11 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             .collect();
         if !chain.is_empty() {
             text.push_str(&format!(
-                "; launched from {}",
+                "; {} from {}",
+                match clock.basis {
+                    TimeBasis::Device => "launched",
+                    TimeBasis::Cpu => "called",
+                },
                 chain[chain.len().saturating_sub(3)..].join(" > ")
             ));
         }
@@ -573,7 +659,7 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
     }
     let others = op.calls.saturating_sub(g.calls);
     if others > 0 {
-        let rest = op.device_pct - g.device_pct;
+        let rest = op_pct - g_pct;
         text.push_str(&format!(
             "; {} other {} calls{} with other inputs add {}",
             if has_steps && steps > 0 {
@@ -590,7 +676,7 @@ fn op_sentence(op: &OpRow, has_steps: bool, steps: u64) -> (String, f64) {
             pct(rest.max(0.0))
         ));
     }
-    (text, g.device_pct)
+    (text, g_pct)
 }
 
 /// A name cut to `n` characters, marking the cut.

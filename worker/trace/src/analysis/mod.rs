@@ -823,6 +823,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         }
     }
     let total_gpu = us(cx.gpu_op_ns);
+    let basis = TimeBasis::of(total_gpu);
     let n_steps = cx.steps.len();
     let per_step = |calls: u64| (n_steps > 0).then(|| calls as f64 / n_steps as f64);
     // Shape groups per op name, with bytes for copy-like ops.
@@ -860,22 +861,26 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         .filter(|(_, a)| a.seen)
         .map(|(sym, a)| {
             let mut groups = by_op.remove(&(sym as Sym)).unwrap_or_default();
+            // By the time the trace has (device time, or self CPU time on
+            // a trace without GPU ops), then calls.
+            let time = |g: &ShapeGroup| match basis {
+                TimeBasis::Device => g.self_device_us,
+                TimeBasis::Cpu => g.self_cpu_us,
+            };
             groups.sort_by(|x, y| {
-                y.self_device_us
-                    .total_cmp(&x.self_device_us)
+                time(y)
+                    .total_cmp(&time(x))
                     .then(y.calls.cmp(&x.calls))
                     .then(x.shapes.cmp(&y.shapes))
                     .then(x.dtypes.cmp(&y.dtypes))
             });
-            // Bytes over all groups that know them.
-            let (mut bytes, mut calls, mut dev) = (0.0, 0u64, 0.0);
-            for g in &groups {
-                if let Some(b) = g.bytes_per_call {
-                    bytes += b * g.calls as f64;
-                    calls += g.calls;
-                    dev += g.self_device_us;
-                }
-            }
+            // Bytes and rate of the signature that carries the op's time,
+            // not an average over unlike calls.
+            let top = groups.first();
+            let (bytes_per_call, achieved_gbps) = (
+                top.and_then(|g| g.bytes_per_call),
+                top.and_then(|g| g.achieved_gbps),
+            );
             groups.truncate(MAX_SHAPE_GROUPS);
             let self_dev = us(a.self_dev);
             OpRow {
@@ -894,8 +899,8 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
                 gpu_ops: a.gpu_ops,
                 calls_per_step: per_step(a.calls_in_steps),
                 input_shapes: groups,
-                bytes_per_call: (calls > 0).then(|| bytes / calls as f64),
-                achieved_gbps: (calls > 0 && dev > 0.0).then(|| bytes / dev / 1e3),
+                bytes_per_call,
+                achieved_gbps,
             }
         })
         .collect()
