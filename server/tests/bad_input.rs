@@ -1179,3 +1179,35 @@ async fn a_trickled_small_body_gets_408() {
     trickle.abort();
     srv.stop().await;
 }
+
+/// An analysis past its deadline fails its run with the reason, and the
+/// worker goes on to the next upload (20 M kernels, 2 GB of JSON in a few
+/// hundred KB of zstd, against a 1 s deadline: the parse is stopped long
+/// before it ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_analysis_past_its_deadline_fails_its_run() {
+    let srv = TestServer::start(Opts {
+        analysis_deadline_secs: 1,
+        ..Opts::default()
+    })
+    .await;
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    z.write_all(b"{\"traceEvents\":[").unwrap();
+    let event = br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}},"#;
+    let block: Vec<u8> = event.repeat(10_000);
+    for _ in 0..2000 {
+        z.write_all(&block).unwrap();
+    }
+    z.write_all(br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1}]}"#)
+        .unwrap();
+    let big = z.finish().unwrap();
+    let slow = srv.upload(big, "slow").await;
+    let next = srv.upload(small_trace(1, 4), "next").await;
+    let failed = srv.wait(&slow.id, LONG).await;
+    assert_eq!(failed.status, kinetoscope_types::RunStatus::Failed);
+    let why = failed.error.unwrap_or_default();
+    assert!(why.contains("deadline"), "{why}");
+    let done = srv.wait(&next.id, LONG).await;
+    assert_eq!(done.status, kinetoscope_types::RunStatus::Done);
+    srv.stop().await;
+}

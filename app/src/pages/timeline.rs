@@ -300,7 +300,17 @@ pub fn TimelineTab(
             let t = &i.tracks[lane.track as usize];
             ctx.set_fill_style_str("#555");
             let _ = ctx.fill_text(
-                &format!("{} {}", if lane.collapsed { "▸" } else { "▾" }, t.label),
+                &format!(
+                    "{} {}{}",
+                    if lane.collapsed { "▸" } else { "▾" },
+                    t.label,
+                    // Slices past the track's row cap are counted, not drawn.
+                    if t.hidden > 0 {
+                        format!(" (+{} overlapping, not drawn)", t.hidden)
+                    } else {
+                        String::new()
+                    }
+                ),
                 4.0,
                 lane.top + 11.0,
             );

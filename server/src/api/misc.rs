@@ -57,10 +57,33 @@ pub async fn csp_report(
 ) -> Result<axum::http::StatusCode, ApiError> {
     state.write_rate.check(client)?;
     worker::metrics::csp_violation();
-    let cut = body.len().min(CSP_REPORT_LOGGED);
-    let text = String::from_utf8_lossy(&body[..cut]);
-    tracing::warn!(report = ?text, "content security policy violation");
+    tracing::warn!(report = %report_text(&body), "content security policy violation");
     Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// A report as logged: its first [`CSP_REPORT_LOGGED`] bytes, quoted and
+/// escaped, so no line break, quote or control character of it reaches
+/// the log as itself.
+pub fn report_text(body: &[u8]) -> String {
+    let cut = body.len().min(CSP_REPORT_LOGGED);
+    format!("{:?}", String::from_utf8_lossy(&body[..cut]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_are_logged_escaped_and_cut() {
+        let forged =
+            "x\n2026-12-02T00:00:00Z  INFO kinetoscope::audit: write token=\"admin\"\u{1b}[2J";
+        let text = report_text(forged.as_bytes());
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.starts_with('"') && text.ends_with('"'), "{text}");
+        assert!(text.contains("\\n") && text.contains("\\u{1b}"), "{text}");
+        let long = report_text(&vec![b'a'; 10 * CSP_REPORT_LOGGED]);
+        assert_eq!(long.len(), CSP_REPORT_LOGGED + 2);
+    }
 }
 
 /// How much of a CSP report is logged, bytes.

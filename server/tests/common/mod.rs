@@ -96,6 +96,7 @@ pub struct Opts {
     pub capture_timeout_secs: u64,
     pub auth: server::api::auth::AuthMode,
     pub private: bool,
+    pub analysis_deadline_secs: u64,
 }
 
 impl Default for Opts {
@@ -117,6 +118,7 @@ impl Default for Opts {
             capture_timeout_secs: 600,
             auth: server::api::auth::AuthMode::Open,
             private: false,
+            analysis_deadline_secs: 600,
         }
     }
 }
@@ -134,7 +136,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
             capture_timeout_secs: o.capture_timeout_secs,
             capture_idle_secs: o.capture_idle_secs,
             lease_secs: 30,
-            analysis_deadline_secs: 600,
+            analysis_deadline_secs: o.analysis_deadline_secs,
         },
         listen: "127.0.0.1:0".into(),
         workers: o.workers,

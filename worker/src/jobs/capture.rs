@@ -357,4 +357,31 @@ mod tests {
         assert!(is_trace_file("x-TP-0.trace.json.gz"));
         assert!(!is_trace_file("profiler_out_0.txt"));
     }
+
+    /// A link in the engine's folder, to a trace outside it, is never read:
+    /// a capture takes plain files only.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn links_out_of_the_trace_folder_are_not_collected() {
+        let base = std::env::temp_dir().join(format!("kinetoscope-links-{}", std::process::id()));
+        let (dir, outside) = (base.join("traces"), base.join("secret"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let trace = br#"{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1}]}"#;
+        std::fs::write(outside.join("x-TP-0.trace.json"), trace).unwrap();
+        std::os::unix::fs::symlink(
+            outside.join("x-TP-0.trace.json"),
+            dir.join("x-TP-0.trace.json"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("x-TP-1.trace.json"), trace).unwrap();
+        let mut c = Collector::new(&dir, HashSet::new());
+        // Twice: a file counts once its size held still between looks.
+        c.poll().await;
+        let seen = c.poll().await;
+        assert_eq!(seen, 1, "only the plain file is seen");
+        assert_eq!(c.done.len(), 1);
+        assert!(c.done.values().all(|p| p.ends_with("x-TP-1.trace.json")));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }
