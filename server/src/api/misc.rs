@@ -61,6 +61,9 @@ pub async fn csp_report(
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
+/// How much of a CSP report is logged, bytes.
+pub const CSP_REPORT_LOGGED: usize = 4096;
+
 /// A report as logged: its first [`CSP_REPORT_LOGGED`] bytes, quoted and
 /// escaped, so no line break, quote or control character of it reaches
 /// the log as itself.
@@ -85,6 +88,3 @@ mod tests {
         assert_eq!(long.len(), CSP_REPORT_LOGGED + 2);
     }
 }
-
-/// How much of a CSP report is logged, bytes.
-pub const CSP_REPORT_LOGGED: usize = 4096;

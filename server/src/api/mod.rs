@@ -185,6 +185,7 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/metrics", get(misc::metrics))
         .nest("/api", api)
         .fallback_service(web::app_service(&static_dir))
+        .layer(axum::middleware::from_fn(close_if_body_unread))
         // Inside the header layers: its refusals carry them too.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -326,6 +327,67 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for SmallBody {
         }
         Ok(SmallBody(kept.into()))
     }
+}
+
+/// A request body that notes when it was read to its end.
+struct Tracked {
+    inner: axum::body::Body,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            self.ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// An answer given before its request's body was read to the end says
+/// `Connection: close`: hyper closes such a connection, and a client that
+/// pooled it would see its next request cut off (a broken pipe, twice in
+/// CI). One rule for every route and every early refusal (a token, a
+/// name, a size, a rate).
+pub async fn close_if_body_unread(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use hyper::body::Body as _;
+    let (parts, body) = req.into_parts();
+    if body.is_end_stream() {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let body = axum::body::Body::new(Tracked {
+        inner: body,
+        ended: ended.clone(),
+    });
+    let mut resp = next
+        .run(axum::extract::Request::from_parts(parts, body))
+        .await;
+    if !ended.load(std::sync::atomic::Ordering::Relaxed) {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// A small JSON body: like [`SmallBody`], but a `Content-Type`, when there

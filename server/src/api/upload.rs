@@ -131,8 +131,19 @@ async fn create_inner(
     q: UploadQuery,
     req: Request,
 ) -> ApiResult<impl IntoResponse> {
-    let mut name = clean_name(q.name.as_deref().unwrap_or(""))?;
-    let tags = clean_tags(q.tags.as_deref().unwrap_or("").split(','))?;
+    let checked = clean_name(q.name.as_deref().unwrap_or("")).and_then(|name| {
+        clean_tags(q.tags.as_deref().unwrap_or("").split(',')).map(|tags| (name, tags))
+    });
+    let (mut name, tags) = match checked {
+        Ok(v) => v,
+        Err(e) => {
+            // Refused before the body is read: read (and drop) it first, or
+            // hyper closes the connection under a client that pooled it
+            // (its next request is cut off: a broken pipe, once in CI).
+            super::drain(req.into_body()).await;
+            return Err(e);
+        }
+    };
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
