@@ -196,10 +196,11 @@ pub async fn window(
             ..Default::default()
         };
         let mut ids: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut budget = NameBudget::default();
         for s in slices {
             let next = out.names.len() as u32;
             let n = *ids.entry(s.name).or_insert_with(|| {
-                out.names.push(window_name(ix.name(s.name)));
+                out.names.push(budget.name(ix.name(s.name)));
                 next
             });
             out.start_ns.push(s.start_ns);
@@ -212,13 +213,14 @@ pub async fn window(
         }
         return Ok(Json(out).into_response());
     }
+    let mut budget = NameBudget::default();
     let slices = slices
         .into_iter()
         .map(|s| TimelineSlice {
             start_ns: s.start_ns,
             dur_ns: s.dur_ns,
             row: s.row,
-            name: window_name(ix.name(s.name)),
+            name: budget.name(ix.name(s.name)),
             count: s.count,
             busy_ns: s.busy_ns,
             event: s.event,
@@ -237,15 +239,36 @@ pub async fn window(
 /// megabytes per window.
 pub const MAX_WINDOW_SLICES: usize = 100_000;
 
-/// The most characters of a name a window carries; the event's details
-/// (`/timeline/event/{event}`) give the whole name.
+/// Bytes of names one window answer carries whole; past them, each name
+/// is cut to [`WINDOW_NAME_CHARS`] (the event's details,
+/// `/timeline/event/{event}`, give the whole name). Real windows stay far
+/// below it, so highlights match whole names; a bomb of long names cannot
+/// make an answer of gigabytes.
+pub const WINDOW_NAME_BYTES: usize = 8 << 20;
+
+/// The most characters of a name a window carries once its names passed
+/// [`WINDOW_NAME_BYTES`].
 pub const WINDOW_NAME_CHARS: usize = 512;
 
-/// A name as windows carry it: cut past [`WINDOW_NAME_CHARS`], marked.
-fn window_name(name: &str) -> String {
-    match name.char_indices().nth(WINDOW_NAME_CHARS) {
-        None => name.to_string(),
-        Some((end, _)) => format!("{}…", &name[..end]),
+/// The names of one window answer, counted against [`WINDOW_NAME_BYTES`].
+#[derive(Default)]
+struct NameBudget {
+    used: usize,
+}
+
+impl NameBudget {
+    /// `name` whole while the budget lasts, then cut and marked.
+    fn name(&mut self, name: &str) -> String {
+        let out = if self.used + name.len() <= WINDOW_NAME_BYTES {
+            name.to_string()
+        } else {
+            match name.char_indices().nth(WINDOW_NAME_CHARS) {
+                None => name.to_string(),
+                Some((end, _)) => format!("{}…", &name[..end]),
+            }
+        };
+        self.used += out.len();
+        out
     }
 }
 

@@ -1725,7 +1725,11 @@ mod tests {
             let mut ids: Vec<u32> = (0..n as u32).collect();
             let mut slot = depth.clone();
             let lens = layout(&mut ids, &mut slot, |i| spans[i]);
-            assert_eq!(lens.iter().sum::<usize>(), n, "round {round}: nothing hidden");
+            assert_eq!(
+                lens.iter().sum::<usize>(),
+                n,
+                "round {round}: nothing hidden"
+            );
             // Row of each slice from the layout's row-by-row order.
             let mut got = vec![0u32; n];
             let mut k = 0;
