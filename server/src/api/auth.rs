@@ -164,9 +164,10 @@ async fn authorize_write(
     Ok(who)
 }
 
-/// The one token check: `Ok(None)` when this mode lets the request through
-/// without one, the token's name when it presents a valid one that may do
-/// `need`, else 401 (none, unknown, expired, revoked) or 403 (too narrow).
+/// The one token check: `Ok(None)` when this mode needs no token for
+/// `need` (whatever the request carries), the token's name when it
+/// presents a valid one that may do `need`, else 401 (none, unknown,
+/// expired, revoked) or 403 (too narrow).
 async fn check(
     headers: &HeaderMap,
     state: &AppState,
@@ -177,10 +178,12 @@ async fn check(
         Need::ReadRun => access.private,
         Need::List | Need::Upload | Need::Admin => access.tokens_mode(state).await?,
     };
-    let presented = bearer(headers);
-    if !needed && presented.is_none() {
+    // Where no token is needed, none is checked: a stale token sent to an
+    // open server, or with a read of a public link, changes nothing.
+    if !needed {
         return Ok(None);
     }
+    let presented = bearer(headers);
     let Some(secret) = presented else {
         let what = match need {
             Need::ReadRun => "this server is private: every read",
