@@ -909,17 +909,9 @@ async fn cross_site_requests_are_refused_on_the_open_default() {
 /// `n` identical kernels on one stream at one `ts`, zstd-compressed: a few
 /// kilobytes that once took the worker quadratic time to lay out.
 fn overlapping_kernels(n: usize) -> Vec<u8> {
-    let mut json = b"{\"traceEvents\":[".to_vec();
-    for k in 0..n {
-        if k > 0 {
-            json.push(b',');
-        }
-        json.extend_from_slice(
-            br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}}"#,
-        );
-    }
-    json.extend_from_slice(b"]}");
-    zst(&json)
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    kinetoscope_trace::generate::write_overlapping_kernels(n, &mut z).unwrap();
+    z.finish().unwrap()
 }
 
 /// The 4 KB upload that stalled the worker (400,000 kernels overlapping on
@@ -1191,16 +1183,7 @@ async fn an_analysis_past_its_deadline_fails_its_run() {
         ..Opts::default()
     })
     .await;
-    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
-    z.write_all(b"{\"traceEvents\":[").unwrap();
-    let event = br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}},"#;
-    let block: Vec<u8> = event.repeat(10_000);
-    for _ in 0..2000 {
-        z.write_all(&block).unwrap();
-    }
-    z.write_all(br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1}]}"#)
-        .unwrap();
-    let big = z.finish().unwrap();
+    let big = overlapping_kernels(20_000_000);
     let slow = srv.upload(big, "slow").await;
     let next = srv.upload(small_trace(1, 4), "next").await;
     let failed = srv.wait(&slow.id, LONG).await;

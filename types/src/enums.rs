@@ -305,6 +305,14 @@ impl TimeBasis {
         }
     }
 
+    /// Of a device time and a self CPU time, the one this basis measures.
+    pub fn pick(self, device_us: f64, cpu_us: f64) -> f64 {
+        match self {
+            TimeBasis::Device => device_us,
+            TimeBasis::Cpu => cpu_us,
+        }
+    }
+
     /// The words for it in sentences: `GPU time`, `CPU time`.
     pub fn words(self) -> &'static str {
         match self {

@@ -26,14 +26,6 @@ pub struct Side<'a> {
     pub summary: &'a Summary,
 }
 
-/// An op's or signature's time on a basis.
-fn op_us(basis: TimeBasis, device_us: f64, cpu_us: f64) -> f64 {
-    match basis {
-        TimeBasis::Device => device_us,
-        TimeBasis::Cpu => cpu_us,
-    }
-}
-
 fn change(a: f64, b: f64) -> f64 {
     if a.abs() > 0.0 {
         100.0 * (b - a) / a
@@ -144,7 +136,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.ops
             .iter()
-            .map(|o| (o, op_us(op_time, o.self_device_us, o.self_cpu_us)))
+            .map(|o| (o, op_time.pick(o.self_device_us, o.self_cpu_us)))
             .filter(|(_, us)| *us > 0.0)
             .map(|(o, us)| (o.name.clone(), (us / n, o.calls as f64 / n, None)))
             .collect()
@@ -389,7 +381,7 @@ fn findings(
                 for g in &op.input_shapes {
                     let key = g.conversion.clone().unwrap_or_else(|| g.dtypes.clone());
                     let e = m.entry(key).or_insert((0.0, g.bytes_per_call));
-                    e.0 += op_us(op_time, g.self_device_us, g.self_cpu_us) / n;
+                    e.0 += op_time.pick(g.self_device_us, g.self_cpu_us) / n;
                 }
             }
             m

@@ -1478,6 +1478,24 @@ fn simulate<W: Write>(p: &DecodeParams, pass: Pass, out: &mut Writer<W>) -> io::
     Ok(sim.truth)
 }
 
+/// Writes the overlap bomb (RELIABILITY.md, issue 25): `n` identical
+/// kernels at one `ts` on one stream, so every one overlaps all the others. A few kilobytes of zstd; what stalled
+/// a quadratic timeline layout.
+pub fn write_overlapping_kernels<W: Write>(n: usize, out: W) -> io::Result<()> {
+    const KERNEL: &[u8] =
+        br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}}"#;
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
+    out.write_all(b"{\"traceEvents\":[")?;
+    for k in 0..n {
+        if k > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(KERNEL)?;
+    }
+    out.write_all(b"]}")?;
+    out.flush()
+}
+
 /// Writes a decode trace as JSON and returns what it contains.
 pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Truth> {
     let mut w = Writer {

@@ -713,6 +713,7 @@ impl TimelineIndex {
             let lens = layout(&mut slices, &mut slot, |i| {
                 (cpu.ts.get(i), cpu.ts.get(i) + cpu.dur.get(i))
             });
+            let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
                 gpu: false,
                 label: format!("thread {tid} (pid {pid})"),
@@ -722,15 +723,14 @@ impl TimelineIndex {
                 stream: None,
                 first_row: n_rows,
                 rows: lens.len() as u32,
-                events: lens.iter().sum::<usize>() as u64,
-                hidden: (slices.len() - lens.iter().sum::<usize>()) as u64,
+                events: drawn as u64,
+                hidden: (slices.len() - drawn) as u64,
             });
             n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;
             // The track's event ids first: a parent may lie in a later row
             // than a child (equal start and duration), so every link is
             // known when a row is handed over.
-            let drawn = lens.iter().sum::<usize>();
             for &i in &slices[..drawn] {
                 slot[i as usize] += next_event;
             }
@@ -746,6 +746,7 @@ impl TimelineIndex {
             let lens = layout(&mut ops, &mut gpu_slot, |g| {
                 (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
             });
+            let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
                 gpu: true,
                 label: format!("GPU {device} stream {stream}"),
@@ -755,8 +756,8 @@ impl TimelineIndex {
                 stream: Some(stream),
                 first_row: n_rows,
                 rows: lens.len() as u32,
-                events: lens.iter().sum::<usize>() as u64,
-                hidden: (ops.len() - lens.iter().sum::<usize>()) as u64,
+                events: drawn as u64,
+                hidden: (ops.len() - drawn) as u64,
             });
             n_rows += lens.len() as u32;
             let track = tracks.len() as u32 - 1;

@@ -240,16 +240,8 @@ fn a_window_as_wide_as_the_clock_counts_every_event() {
 
 /// `n` identical kernels on one stream at one `ts`, as JSON.
 fn overlapping_kernels(n: usize) -> Vec<u8> {
-    let mut json = b"{\"traceEvents\":[".to_vec();
-    for k in 0..n {
-        if k > 0 {
-            json.push(b',');
-        }
-        json.extend_from_slice(
-            br#"{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0,"stream":7}}"#,
-        );
-    }
-    json.extend_from_slice(b"]}");
+    let mut json = Vec::new();
+    kinetoscope_trace::generate::write_overlapping_kernels(n, &mut json).unwrap();
     json
 }
 

@@ -508,31 +508,28 @@ impl Clock {
     }
 
     fn op_us(&self, o: &OpRow) -> f64 {
+        self.basis.pick(o.self_device_us, o.self_cpu_us)
+    }
+
+    fn group_us(&self, g: &ShapeGroup) -> f64 {
+        self.basis.pick(g.self_device_us, g.self_cpu_us)
+    }
+
+    /// A share of the whole: the summary's device share as it stands, or
+    /// the self CPU time over every op's.
+    fn share(&self, device_pct: f64, cpu_us: f64) -> f64 {
         match self.basis {
-            TimeBasis::Device => o.self_device_us,
-            TimeBasis::Cpu => o.self_cpu_us,
+            TimeBasis::Device => device_pct,
+            TimeBasis::Cpu => self.pct_of(cpu_us),
         }
     }
 
     fn op_pct(&self, o: &OpRow) -> f64 {
-        match self.basis {
-            TimeBasis::Device => o.device_pct,
-            TimeBasis::Cpu => self.pct_of(o.self_cpu_us),
-        }
-    }
-
-    fn group_us(&self, g: &ShapeGroup) -> f64 {
-        match self.basis {
-            TimeBasis::Device => g.self_device_us,
-            TimeBasis::Cpu => g.self_cpu_us,
-        }
+        self.share(o.device_pct, o.self_cpu_us)
     }
 
     fn group_pct(&self, g: &ShapeGroup) -> f64 {
-        match self.basis {
-            TimeBasis::Device => g.device_pct,
-            TimeBasis::Cpu => self.pct_of(g.self_cpu_us),
-        }
+        self.share(g.device_pct, g.self_cpu_us)
     }
 
     fn pct_of(&self, us: f64) -> f64 {

@@ -863,10 +863,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
             let mut groups = by_op.remove(&(sym as Sym)).unwrap_or_default();
             // By the time the trace has (device time, or self CPU time on
             // a trace without GPU ops), then calls.
-            let time = |g: &ShapeGroup| match basis {
-                TimeBasis::Device => g.self_device_us,
-                TimeBasis::Cpu => g.self_cpu_us,
-            };
+            let time = |g: &ShapeGroup| basis.pick(g.self_device_us, g.self_cpu_us);
             groups.sort_by(|x, y| {
                 time(y)
                     .total_cmp(&time(x))
