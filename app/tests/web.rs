@@ -105,6 +105,29 @@ fn shapes_group_outliers_urls_and_names() {
         })
         .collect();
     assert_eq!(step_outliers(&steps), [false, false, false, true]);
+    // A prefill is compared with prefills only; a trailing step left out is
+    // never red.
+    let kind = |k: &str| k.parse::<kinetoscope_types::StepKind>().ok();
+    let steps: Vec<StepRow> = [
+        (50.0, kind("prefill"), false),
+        (10.0, kind("decode"), false),
+        (11.0, kind("decode"), false),
+        (10.5, kind("decode"), false),
+        (30.0, kind("decode"), false),
+        (0.1, kind("decode"), true),
+    ]
+    .iter()
+    .map(|&(d, kind, left_out)| StepRow {
+        cpu_us: d,
+        kind,
+        left_out,
+        ..Default::default()
+    })
+    .collect();
+    assert_eq!(
+        step_outliers(&steps),
+        [false, false, false, false, true, false]
+    );
     assert_eq!(
         query_string(&[
             ("tab".into(), "ops".into()),

@@ -230,7 +230,7 @@ string_enum! {
 }
 
 string_enum! {
-    /// What sets a layer apart when a model's layers are not all alike.
+    /// What kind of decoder block a layer is.
     LayerKind ("layer kind") {
         /// A dense (MLP) layer among MoE ones.
         Dense => "dense",
@@ -238,6 +238,11 @@ string_enum! {
         Moe => "moe",
         /// One of the first layers, whose op sequence differs from the rest.
         Prefix => "prefix",
+        /// A layer without attention's KV cache (linear attention, Mamba):
+        /// a hybrid model's layers between its attention ones.
+        Linear => "linear",
+        /// A layer unlike the rest that none of the other kinds describes.
+        Other => "other",
     }
 }
 
@@ -294,14 +299,22 @@ string_enum! {
     }
 }
 
+/// Steps whose GPU work is below this share of their time are bound by the
+/// host: their time is the CPU's, and findings rank by self CPU time.
+pub const HOST_BOUND_GPU_SHARE: f64 = 0.3;
+
 impl TimeBasis {
-    /// The basis of a trace with `gpu_op_us` of GPU work: the one rule the
-    /// op table, the findings and the diff all follow.
-    pub fn of(gpu_op_us: f64) -> TimeBasis {
-        if gpu_op_us > 0.0 {
-            TimeBasis::Device
-        } else {
+    /// The basis of a trace with `gpu_op_us` of GPU work, whose steps took
+    /// `step_us` and launched `step_gpu_us` of it (0 and 0 without steps):
+    /// device time, unless there is no GPU work or the steps are bound by
+    /// the host (their GPU work under [`HOST_BOUND_GPU_SHARE`] of their
+    /// time). The one rule the op table, the findings and the diff follow
+    /// (through `TraceInfo.time_basis`).
+    pub fn of(gpu_op_us: f64, step_us: f64, step_gpu_us: f64) -> TimeBasis {
+        if gpu_op_us <= 0.0 || (step_us > 0.0 && step_gpu_us < HOST_BOUND_GPU_SHARE * step_us) {
             TimeBasis::Cpu
+        } else {
+            TimeBasis::Device
         }
     }
 

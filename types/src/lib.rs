@@ -115,6 +115,19 @@ pub struct Summary {
     pub findings: Vec<Finding>,
 }
 
+impl Summary {
+    /// The time its ops are ranked by: the trace's own basis, and self CPU
+    /// time wherever there is no GPU work (a summary stored before
+    /// `time_basis` was written reads the same).
+    pub fn time_basis(&self) -> TimeBasis {
+        if self.gpu_time.gpu_op_us > 0.0 {
+            self.trace.time_basis
+        } else {
+            TimeBasis::Cpu
+        }
+    }
+}
+
 /// How the trace's GPU work was issued: eagerly, or by graph replays.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -146,6 +159,9 @@ pub struct GraphStats {
 pub struct TraceInfo {
     /// Number of entries in the `traceEvents` array (every phase).
     pub events: u64,
+    /// The time ops are ranked by: `device`, or `cpu` where the trace has
+    /// no GPU ops or its steps are bound by the host ([`TimeBasis::of`]).
+    pub time_basis: TimeBasis,
     /// Number of GPU kernel events.
     pub kernels: u64,
     /// Number of GPU memcpy events.
@@ -469,16 +485,23 @@ pub struct StepRow {
     pub gpu_span_us: f64,
     /// GPU ops launched within the step.
     pub kernels: u64,
-    /// `prefill`, `decode` or `mixed`, where the step's name tells.
+    /// `prefill`, `decode` or `mixed`, where the step's name tells, or
+    /// where its ops' shapes do (many more tokens than the other steps: a
+    /// prefill).
     pub kind: Option<StepKind>,
+    /// Left out of the step statistics: a trailing step that ran no GPU op
+    /// in a trace that has GPU ops (the engine's frame after the last batch).
+    pub left_out: bool,
 }
 
 /// Statistics over the steps' CPU durations.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepsStats {
-    /// Count.
+    /// Count (steps [`left_out`](StepRow::left_out) are not counted).
     pub count: u64,
+    /// Trailing steps without GPU work, left out of these statistics.
+    pub left_out: u64,
     /// What marked the steps: `ProfilerStep`, the serving framework's step
     /// annotation (`step[...]`, `execute_...`, `capture_...`), an engine's
     /// own Python frame (`frame: <name>`) or a frame the user named.
@@ -571,6 +594,10 @@ pub struct StreamTime {
 pub struct Layers {
     /// `annotation`, `module`, `repetition`, `override`, or `none`.
     pub method: LayerMethod,
+    /// The time the layers' numbers measure: `device` (GPU time), or `cpu`
+    /// on a trace without GPU ops, whose layers are groups of CPU ops. Every
+    /// `device_us` and `by_category` of the rows is then CPU time.
+    pub basis: TimeBasis,
     /// How sure the method is, 0 to 1.
     pub confidence: f64,
     /// Number of layers found.
@@ -595,11 +622,10 @@ pub struct Layers {
 pub struct LayerRow {
     /// Index.
     pub index: i64,
-    /// What sets this layer apart when the model's layers are not all alike:
-    /// `dense` or `moe` where kernel names tell, else `prefix` for the first
-    /// layers whose op sequence differs from the rest.
+    /// The decoder block's kind where names tell: `linear` (no attention's
+    /// KV cache), `moe` or `dense`; `prefix` is no longer written.
     pub kind: Option<LayerKind>,
-    /// Device, µs.
+    /// Device time per step, µs (CPU time where the layers' `basis` is `cpu`).
     pub device_us: f64,
     /// By category.
     pub by_category: BTreeMap<String, f64>,

@@ -627,6 +627,10 @@ fn steps_tab(s: &Summary) -> impl IntoView {
         <p>{format!("{} steps marked by {}: mean {}, p50 {}, p90 {}, min {}, max {}",
             s.steps_stats.count, s.steps_stats.source, time_us(s.steps_stats.mean_us), time_us(s.steps_stats.p50_us),
             time_us(s.steps_stats.p90_us), time_us(s.steps_stats.min_us), time_us(s.steps_stats.max_us))}</p>
+        {(s.steps_stats.left_out > 0).then(|| view! {
+            <p class="note" id="steps-left-out">{format!("{} trailing step{} without GPU work left out of these numbers.",
+                s.steps_stats.left_out, if s.steps_stats.left_out == 1 { "" } else { "s" })}</p>
+        })}
         {s.steps_stats.by_kind.iter().map(|k| view! {
             <p class="step-kind">{format!("{}: {} steps, mean {}, p50 {}, {} of GPU work per step",
                 k.kind, k.count, time_us(k.mean_us), time_us(k.p50_us), time_us(k.mean_device_us))}</p>
@@ -636,7 +640,7 @@ fn steps_tab(s: &Summary) -> impl IntoView {
             <thead><tr><th>"Step"</th><th>"Kind"</th><th class="num">"Start"</th><th class="num">"Step time"</th><th class="num">"GPU work"</th><th class="num">"GPU span"</th><th class="num">"GPU ops"</th></tr></thead>
             <tbody>
                 {s.steps.iter().zip(out).map(|(st, o)| view! {
-                    <tr class:outlier=o>
+                    <tr class:outlier=o class:left-out=st.left_out>
                         <td class="mono">{st.name.clone()}</td>
                         <td>{st.kind.map(|k| k.as_str()).unwrap_or_default()}</td>
                         <td class="num">{time_us(st.start_us)}</td>
@@ -707,10 +711,10 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
         <p id="layers-summary">{format!("{} layers found by {} (confidence {:.0}%){}: {} per step in layers, {} outside. {}",
             l.count, l.method, 100.0 * l.confidence, l.period.map(|p| format!(", period {p} ops")).unwrap_or_default(),
             time_us(total), time_us(l.outside.device_us), l.detail)}</p>
-        {charts::stacked_layers(&l.items, max, "device time per layer")}
+        {charts::stacked_layers(&l.items, max, &format!("{} per layer", l.basis.words()))}
         {form}
         <table class="data" id="layers-table">
-            <thead><tr><th class="num">"Layer"</th><th>"Kind"</th><th class="num">"Device / step"</th><th>"Top op"</th><th>"Top kernel"</th></tr></thead>
+            <thead><tr><th class="num">"Layer"</th><th>"Kind"</th><th class="num">{if l.basis == TimeBasis::Cpu { "CPU / step" } else { "Device / step" }}</th><th>"Top op"</th><th>"Top kernel"</th></tr></thead>
             <tbody>
                 {l.items.iter().map(|i| view! {
                     <tr>

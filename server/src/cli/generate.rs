@@ -1,7 +1,9 @@
 //! `kinetoscope generate`: writes a generated decode trace.
 
 use clap::Args;
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Variant};
+use kinetoscope_trace::generate::{
+    write_decode_trace, Attention, DecodeParams, LinearMixer, Mode, Variant,
+};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -33,6 +35,30 @@ pub struct GenerateArgs {
     /// Mark each layer with a `model.layers.N` annotation.
     #[arg(long)]
     pub layer_annotations: bool,
+    /// After the dense prefix, every Nth layer is MoE (1: all, 2: every
+    /// second as Llama 4 Maverick, 0: a dense model).
+    #[arg(long, default_value_t = 1)]
+    pub moe_every: u32,
+    /// Every Nth layer has full attention; the others run a linear mixer
+    /// with no KV cache (4: Qwen3-Next, 8: Jamba).
+    #[arg(long, default_value_t = 1)]
+    pub attention_every: u32,
+    /// Every Nth attention layer is global, the rest sliding-window (6: Gemma).
+    #[arg(long, default_value_t = 0)]
+    pub global_every: u32,
+    /// Run the dense MLP's gate and up projections as two GEMMs.
+    #[arg(long)]
+    pub unfused_mlp: bool,
+    /// Attention kernels: `mla-flash`, `paged` or `triton`.
+    #[arg(long, default_value = "mla-flash")]
+    pub attention: Attention,
+    /// The linear layers' mixer: `gated-delta` or `mamba`.
+    #[arg(long, default_value = "gated-delta")]
+    pub linear_mixer: LinearMixer,
+    /// Draw a random architecture from this seed (the property tests'
+    /// family) instead of the options above; prints its truth.
+    #[arg(long, value_name = "SEED")]
+    pub random_architecture: Option<u64>,
     /// Output file; `.zst` and `.gz` are compressed; `-` is standard output.
     #[arg(short, long, default_value = "-")]
     pub output: PathBuf,
@@ -40,15 +66,29 @@ pub struct GenerateArgs {
 
 /// Runs `generate`.
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
-    let p = DecodeParams {
-        steps: args.steps,
-        layers: args.layers,
-        variant: args.variant,
-        dense_layers: args.dense_layers,
-        mode: args.mode,
-        with_stack: args.with_stack,
-        layer_annotations: args.layer_annotations,
-        ..Default::default()
+    let p = match args.random_architecture {
+        Some(seed) => DecodeParams {
+            variant: args.variant,
+            mode: args.mode,
+            with_stack: args.with_stack,
+            ..DecodeParams::random_architecture(seed)
+        },
+        None => DecodeParams {
+            steps: args.steps,
+            layers: args.layers,
+            variant: args.variant,
+            dense_layers: args.dense_layers,
+            mode: args.mode,
+            with_stack: args.with_stack,
+            layer_annotations: args.layer_annotations,
+            moe_every: args.moe_every,
+            attention_every: args.attention_every,
+            global_every: args.global_every,
+            unfused_mlp: args.unfused_mlp,
+            attention: args.attention,
+            linear_mixer: args.linear_mixer,
+            ..Default::default()
+        },
     };
     let path = args.output.to_string_lossy().to_string();
     let truth = if path == "-" {
@@ -82,6 +122,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         truth.cast_pct(),
         truth.cast_calls,
         truth.cast_bytes_per_call as f64 / 1e6
+    );
+    let kinds: Vec<&str> = truth.layer_kinds.iter().map(|k| k.as_str()).collect();
+    eprintln!(
+        "{} layers ({}); {} casts per step",
+        truth.layers,
+        kinds.join(" "),
+        truth.casts_per_step
     );
     Ok(())
 }

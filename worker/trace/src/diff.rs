@@ -130,9 +130,12 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         (1.0, 1.0)
     };
 
-    // Ops by self device time; by self CPU time when neither trace has GPU
-    // ops (the rule the op table and findings follow).
-    let op_time = TimeBasis::of(sa.gpu_time.gpu_op_us.max(sb.gpu_time.gpu_op_us));
+    // Ops by self device time; by self CPU time when both traces' time is
+    // the CPU's (the rule the op table and findings follow).
+    let op_time = match (sa.time_basis(), sb.time_basis()) {
+        (TimeBasis::Cpu, TimeBasis::Cpu) => TimeBasis::Cpu,
+        _ => TimeBasis::Device,
+    };
     let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.ops
             .iter()

@@ -96,6 +96,188 @@ pub struct DecodeParams {
     pub layer_annotations: bool,
     /// Seed.
     pub seed: u64,
+    /// After the dense prefix, every `moe_every`-th layer is MoE (layer `l`
+    /// when `(l + 1) % moe_every == 0`; 1: all of them, 2: every second as
+    /// Llama 4 Maverick, 0: none, a dense model).
+    pub moe_every: u32,
+    /// Every `attention_every`-th layer has full attention (layer `l` when
+    /// `(l + 1) % attention_every == 0`); the others run a linear mixer with
+    /// no KV cache, as Qwen3-Next (4) or Jamba (8). 1: every layer.
+    pub attention_every: u32,
+    /// Among attention layers, every `global_every`-th attends globally and
+    /// the rest through a sliding window, as Gemma (6). 0 or 1: all global.
+    pub global_every: u32,
+    /// The dense MLP's gate and up projections run as two GEMMs.
+    pub unfused_mlp: bool,
+    /// The attention kernels.
+    pub attention: Attention,
+    /// The linear layers' mixer.
+    pub linear_mixer: LinearMixer,
+}
+
+/// The attention implementation a layer's kernels come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// DeepSeek's MLA projections and FlashAttention's split-KV kernels.
+    MlaFlash,
+    /// Grouped-query projections and vLLM's paged-attention kernels.
+    Paged,
+    /// Grouped-query projections and a Triton kernel.
+    Triton,
+}
+
+impl std::str::FromStr for Attention {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mla-flash" => Ok(Attention::MlaFlash),
+            "paged" => Ok(Attention::Paged),
+            "triton" => Ok(Attention::Triton),
+            other => Err(format!(
+                "unknown attention {other:?}: use mla-flash, paged or triton"
+            )),
+        }
+    }
+}
+
+impl std::str::FromStr for LinearMixer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "gated-delta" => Ok(LinearMixer::GatedDelta),
+            "mamba" => Ok(LinearMixer::Mamba),
+            other => Err(format!(
+                "unknown linear mixer {other:?}: use gated-delta or mamba"
+            )),
+        }
+    }
+}
+
+/// The mixer of a layer without attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearMixer {
+    /// Gated DeltaNet (Qwen3-Next).
+    GatedDelta,
+    /// Mamba (Jamba).
+    Mamba,
+}
+
+/// How one layer of the generated model mixes tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mixer {
+    /// Attention over the whole KV cache.
+    Global,
+    /// Sliding-window attention: the same kernels over fewer keys.
+    Local,
+    /// A linear mixer: no KV cache, so no cast.
+    Linear,
+}
+
+/// One layer of the generated model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LayerPlan {
+    /// An MoE layer (else a dense MLP).
+    pub moe: bool,
+    /// Its mixer.
+    pub mixer: Mixer,
+}
+
+impl LayerPlan {
+    /// The kind the analysis should give it: `linear` for a layer without
+    /// attention, else `moe` or `dense`.
+    pub fn kind(self) -> kinetoscope_types::LayerKind {
+        use kinetoscope_types::LayerKind;
+        match (self.mixer, self.moe) {
+            (Mixer::Linear, _) => LayerKind::Linear,
+            (_, true) => LayerKind::Moe,
+            (_, false) => LayerKind::Dense,
+        }
+    }
+}
+
+impl DecodeParams {
+    /// The model's layers, first to last.
+    pub fn plan(&self) -> Vec<LayerPlan> {
+        (0..self.layers)
+            .map(|l| {
+                let every = |k: u32| k <= 1 || (l + 1) % k == 0;
+                let moe = l >= self.dense_layers && self.moe_every > 0 && every(self.moe_every);
+                let mixer = if !every(self.attention_every) {
+                    Mixer::Linear
+                } else if every(self.global_every) {
+                    Mixer::Global
+                } else {
+                    Mixer::Local
+                };
+                LayerPlan { moe, mixer }
+            })
+            .collect()
+    }
+
+    /// A random architecture drawn from `seed`, small enough to analyze in
+    /// a test (2-4 steps): plain dense models of 2 to 128 layers, dense
+    /// prefixes before MoE (with fused or unfused MLPs), MoE interleaved
+    /// with dense layers, hybrids whose every K-th layer has attention, and
+    /// alternating local and global attention.
+    pub fn random_architecture(seed: u64) -> DecodeParams {
+        let mut rng = Rng(seed ^ 0x005E_ED0F_A4C4);
+        let mut pick = |n: u64| rng.next() % n;
+        let mut p = DecodeParams {
+            steps: 2 + pick(3) as u32,
+            seed,
+            attention: [Attention::MlaFlash, Attention::Paged, Attention::Triton][pick(3) as usize],
+            linear_mixer: [LinearMixer::GatedDelta, LinearMixer::Mamba][pick(2) as usize],
+            unfused_mlp: pick(2) == 0,
+            ..Default::default()
+        };
+        // Mostly shallow models, so that hundreds of them analyze quickly;
+        // now and then a deep one.
+        let depth = |pick: &mut dyn FnMut(u64) -> u64, lo: u32, hi: u32| {
+            if pick(8) == 0 {
+                lo + pick((hi - lo + 1) as u64) as u32
+            } else {
+                lo + pick(((hi - lo).min(30) + 1) as u64) as u32
+            }
+        };
+        match pick(5) {
+            0 => {
+                // Plain dense.
+                p.layers = depth(&mut pick, 2, 128);
+                p.dense_layers = 0;
+                p.moe_every = 0;
+            }
+            1 => {
+                // A dense prefix, then MoE.
+                p.layers = depth(&mut pick, 6, 80);
+                p.dense_layers = 1 + pick(4) as u32;
+                p.moe_every = 1;
+            }
+            2 => {
+                // MoE interleaved with dense layers.
+                p.layers = 2 * (2 + pick(24) as u32);
+                p.dense_layers = pick(2) as u32;
+                p.moe_every = 2;
+            }
+            3 => {
+                // Hybrid: every K-th layer has attention.
+                let k = 2 + pick(7) as u32;
+                p.attention_every = k;
+                p.layers = k * (2 + pick(8) as u32);
+                p.dense_layers = 0;
+                p.moe_every = pick(2) as u32;
+            }
+            _ => {
+                // Local and global attention.
+                let k = 2 + pick(5) as u32;
+                p.global_every = k;
+                p.layers = k * (1 + pick(6) as u32) + pick(k as u64) as u32;
+                p.layers = p.layers.max(2);
+                p.dense_layers = 0;
+                p.moe_every = pick(3) as u32 % 2;
+            }
+        }
+        p
+    }
 }
 
 impl Default for DecodeParams {
@@ -109,6 +291,12 @@ impl Default for DecodeParams {
             with_stack: false,
             layer_annotations: false,
             seed: 1,
+            moe_every: 1,
+            attention_every: 1,
+            global_every: 0,
+            unfused_mlp: false,
+            attention: Attention::MlaFlash,
+            linear_mixer: LinearMixer::GatedDelta,
         }
     }
 }
@@ -148,6 +336,10 @@ pub struct Truth {
     pub layers: u32,
     /// Dense layers.
     pub dense_layers: u32,
+    /// Each layer's kind, first to last.
+    pub layer_kinds: Vec<kinetoscope_types::LayerKind>,
+    /// KV-cache casts per step: one per attention layer.
+    pub casts_per_step: u32,
     /// Graph launches, and the device time of the GPU ops they ran, µs.
     pub replays: u64,
     /// Graph, µs.
@@ -578,8 +770,13 @@ fn gather(dur_us: f64) -> Op {
     })
 }
 
-/// The op groups of one layer, each with the Python module path it runs in.
-fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
+/// A layer's op groups, each with the Python module path it runs in.
+type Groups = Vec<(&'static str, Vec<Op>)>;
+
+/// The op groups of one layer of the plan's kind.
+fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
+    let variant = p.variant;
+    let moe = plan.moe;
     let act = format!("[[{BATCH}, {HIDDEN}], [{HIDDEN}], []]");
     let h = format!("[{BATCH}, {HIDDEN}]");
     let kv_dims = |tokens: u64| format!("[2, {tokens}, 1, {HEAD_DIM}]");
@@ -627,8 +824,14 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
         )
         .eager(),
     );
-    attention.push(
-        op("vllm::unified_attention_with_output", &format!("[[{BATCH}, 16, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
+    // A sliding window reads fewer keys: the same kernels, a smaller grid.
+    let (splits, scale) = if plan.mixer == Mixer::Local {
+        (8, 0.3)
+    } else {
+        (64, 1.0)
+    };
+    attention.push(match p.attention {
+        Attention::MlaFlash => op("vllm::unified_attention_with_output", &format!("[[{BATCH}, 16, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
             .with(vec![
                 op("aten::empty_like", &format!("[[{BATCH}, 16, {HEAD_DIM}]]"), r#"["c10::BFloat16"]"#).cpu(0.6),
                 op("aten::view", &format!("[[{BATCH}, {}], []]", 16 * HEAD_DIM), r#"["c10::BFloat16", ""]"#).cpu(0.5),
@@ -637,38 +840,90 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
                 op("_vllm_fa2_C::varlen_fwd", &format!("[[{BATCH}, 16, {HEAD_DIM}], [2, {POOL_TOKENS}, 1, {HEAD_DIM}], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
                     .cpu(5.0)
                     .with(vec![empty()])
-                    .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 45.0, [1, 16, 64], [128, 1, 1]))
+                    .launches(launch("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)", 45.0 * scale, [1, 16, splits], [128, 1, 1]))
                     .launches(launch("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 2, true>(Flash_fwd_params)", 4.1, [512, 1, 1], [128, 1, 1])),
             ])
             .cpu(2.5)
             .eager(),
-    );
-    let mut groups = vec![
-        (
-            "vllm/model_executor/layers/layernorm.py(184): forward_cuda",
-            vec![
-                cast(&h, "bf16", "f32", 2.1, [448, 1, 1], Role::Other),
-                custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, &act),
-                cast(&h, "f32", "bf16", 2.0, [448, 1, 1], Role::Other),
-            ],
-        ),
-        (
-            "vllm/model_executor/layers/mla.py(152): forward",
-            vec![
-                linear(BATCH, HIDDEN, 1536, 12.5),
-                custom("_C::rms_norm", RMS_NORM_KERNEL, 3.0, "[[64, 1536], [1536], []]"),
-                linear(BATCH, 1536, 3072, 18.0),
-                linear(BATCH, HIDDEN, 576, 10.2),
-                custom("_C::rms_norm", RMS_NORM_KERNEL, 2.8, "[[64, 512], [512], []]"),
-                contiguous("[64, 16, 192]", 2.2),
-                linear(BATCH, 512, 4096, 9.1),
-                op("aten::split_with_sizes", "[[64, 16, 192], [], []]", r#"["c10::BFloat16", "", "Scalar"]"#).with(vec![
-                    op("aten::as_strided", "[[64, 16, 128], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#).cpu(0.4),
-                    op("aten::as_strided", "[[64, 16, 64], [], [], []]", r#"["c10::BFloat16", "", "", ""]"#).cpu(0.4),
-                ]),
-            ],
-        ),
-        (
+        Attention::Paged => custom(
+            "_C::paged_attention_v2",
+            "void vllm::paged_attention_v2_kernel<__nv_bfloat16, unsigned char, 128, 16, 128, (vllm::Fp8KVCacheDataType)1, false, 512>(float*, float*, __nv_bfloat16*, __nv_bfloat16 const*, unsigned char const*, unsigned char const*, int, float, int const*, int const*, int, float const*, int, int, int, float const*, float const*, int, int, int)",
+            38.0 * scale,
+            &format!("[[{BATCH}, 16, {HEAD_DIM}], [{BATCH}, 16, {HEAD_DIM}], [{POOL_TOKENS}, 1, {HEAD_DIM}], []]"),
+        )
+        .launches(launch("void vllm::paged_attention_v2_reduce_kernel<__nv_bfloat16, 128, 128, 512>(__nv_bfloat16*, float const*, float const*, __nv_bfloat16 const*, int const*, int)", 3.2, [16, BATCH as u32, 1], [128, 1, 1]))
+        .eager(),
+        Attention::Triton => custom(
+            "vllm::unified_attention",
+            "kernel_unified_attention_2d",
+            41.0 * scale,
+            &format!("[[{BATCH}, 16, {HEAD_DIM}], [2, {POOL_TOKENS}, 1, {HEAD_DIM}], []]"),
+        )
+        .eager(),
+    });
+    let mut groups = vec![(
+        "vllm/model_executor/layers/layernorm.py(184): forward_cuda",
+        vec![
+            cast(&h, "bf16", "f32", 2.1, [448, 1, 1], Role::Other),
+            custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, &act),
+            cast(&h, "f32", "bf16", 2.0, [448, 1, 1], Role::Other),
+        ],
+    )];
+    match (plan.mixer, p.attention) {
+        (Mixer::Linear, _) => groups.push((
+            "vllm/model_executor/layers/mamba/mixer.py(412): forward_cuda",
+            linear_mixer(p.linear_mixer),
+        )),
+        (_, Attention::MlaFlash) => {
+            groups.push((
+                "vllm/model_executor/layers/mla.py(152): forward",
+                vec![
+                    linear(BATCH, HIDDEN, 1536, 12.5),
+                    custom(
+                        "_C::rms_norm",
+                        RMS_NORM_KERNEL,
+                        3.0,
+                        "[[64, 1536], [1536], []]",
+                    ),
+                    linear(BATCH, 1536, 3072, 18.0),
+                    linear(BATCH, HIDDEN, 576, 10.2),
+                    custom(
+                        "_C::rms_norm",
+                        RMS_NORM_KERNEL,
+                        2.8,
+                        "[[64, 512], [512], []]",
+                    ),
+                    contiguous("[64, 16, 192]", 2.2),
+                    linear(BATCH, 512, 4096, 9.1),
+                    op(
+                        "aten::split_with_sizes",
+                        "[[64, 16, 192], [], []]",
+                        r#"["c10::BFloat16", "", "Scalar"]"#,
+                    )
+                    .with(vec![
+                        op(
+                            "aten::as_strided",
+                            "[[64, 16, 128], [], [], []]",
+                            r#"["c10::BFloat16", "", "", ""]"#,
+                        )
+                        .cpu(0.4),
+                        op(
+                            "aten::as_strided",
+                            "[[64, 16, 64], [], [], []]",
+                            r#"["c10::BFloat16", "", "", ""]"#,
+                        )
+                        .cpu(0.4),
+                    ]),
+                ],
+            ));
+        }
+        _ => groups.push((
+            "vllm/model_executor/layers/linear.py(1290): forward",
+            vec![linear(BATCH, HIDDEN, 3072, 14.5)],
+        )),
+    }
+    if plan.mixer != Mixer::Linear {
+        groups.push((
             "vllm/model_executor/layers/rotary_embedding.py(143): forward_cuda",
             vec![
                 cast("[64]", "i64", "i32", 1.6, [1, 1, 1], Role::Other),
@@ -682,8 +937,10 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
                     .with(vec![empty()])
                     .launches(launch("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 3, 128, 1>(at::native::(anonymous namespace)::OpaqueType<2u>*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<at::native::(anonymous namespace)::OpaqueType<2u>, unsigned int, 128, 1>, at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)", 2.5, [16, 2, 1], [512, 1, 1])),
             ],
-        ),
-        ("vllm/attention/layer.py(252): forward", attention),
+        ));
+        groups.push(("vllm/attention/layer.py(252): forward", attention));
+    }
+    groups.extend([
         (
             "vllm/model_executor/layers/linear.py(1290): forward",
             vec![contiguous("[64, 16, 128]", 2.3), linear(BATCH, 2048, HIDDEN, 24.6)],
@@ -693,7 +950,7 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
             "vllm/model_executor/layers/layernorm.py(180): forward_cuda",
             vec![custom("_C::fused_add_rms_norm", "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, int, int)", 6.4, &act)],
         ),
-    ];
+    ]);
     if moe {
         groups.push((
             "vllm/model_executor/layers/fused_moe/layer.py(1420): forward",
@@ -731,19 +988,27 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
             ],
         ));
     } else {
-        groups.push((
-            "vllm/model_executor/models/deepseek_v2.py(165): forward",
-            vec![
-                linear(BATCH, HIDDEN, 2 * 18432 / 8, 60.0),
-                custom(
+        groups.push(
+            ("vllm/model_executor/models/deepseek_v2.py(165): forward", {
+                // Gate and up projections: one GEMM, or two.
+                let mut mlp = if p.unfused_mlp {
+                    vec![
+                        linear(BATCH, HIDDEN, 18432 / 8, 30.0),
+                        linear(BATCH, HIDDEN, 18432 / 8, 30.0),
+                    ]
+                } else {
+                    vec![linear(BATCH, HIDDEN, 2 * 18432 / 8, 60.0)]
+                };
+                mlp.push(custom(
                     "_C::silu_and_mul",
                     SILU_KERNEL,
                     8.3,
                     "[[64, 2304], [64, 4608]]",
-                ),
-                linear(BATCH, 18432 / 8, HIDDEN, 40.0),
-            ],
-        ));
+                ));
+                mlp.push(linear(BATCH, 18432 / 8, HIDDEN, 40.0));
+                mlp
+            }),
+        );
     }
     groups.push((
         "vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce",
@@ -757,6 +1022,31 @@ fn layer_groups(variant: Variant, moe: bool) -> Vec<(&'static str, Vec<Op>)> {
         }),
     );
     groups
+}
+
+/// The mixer of a layer without attention: projections, a short causal
+/// convolution and the recurrent update, and no KV cache.
+fn linear_mixer(kind: LinearMixer) -> Vec<Op> {
+    let conv = custom(
+        "_C::causal_conv1d_update",
+        "void causal_conv1d_update_kernel<Causal_conv1d_update_kernel_traits<64, 4, c10::BFloat16, c10::BFloat16> >(ConvParamsBase)",
+        3.4,
+        &format!("[[{BATCH}, 8192], [8192, 4], [], []]"),
+    );
+    match kind {
+        LinearMixer::GatedDelta => vec![
+            linear(BATCH, HIDDEN, 12288, 16.0),
+            conv,
+            custom("vllm::fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_fwd_kernel", 11.0, &format!("[[1, {BATCH}, 16, 128], [1, {BATCH}, 16, 128], [1, {BATCH}, 32, 128], []]")),
+            custom("vllm::rms_norm_gated", "_layer_norm_fwd_1pass_kernel", 2.6, &format!("[[{BATCH}, 4096], [{BATCH}, 4096], [128], []]")),
+        ],
+        LinearMixer::Mamba => vec![
+            linear(BATCH, HIDDEN, 16384, 18.0),
+            conv,
+            custom("_C::selective_state_update", "_selective_scan_update_kernel", 9.5, &format!("[[{BATCH}, 8192, 16], [{BATCH}, 8192], [], []]")),
+            tiny("aten::mul", "BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >", &format!("[{BATCH}, 8192]"), 1.6),
+        ],
+    }
 }
 
 /// Ops outside the layers: embedding before, final norm, LM head, gather of
@@ -1236,12 +1526,14 @@ impl<W: Write> Sim<'_, W> {
         for o in step_prologue() {
             self.issue(&o, top)?;
         }
-        let dense = [
-            layer_groups(self.p.variant, false),
-            layer_groups(self.p.variant, true),
-        ];
+        let plan = self.p.plan();
+        let mut built: Vec<(LayerPlan, Groups)> = Vec::new();
         for layer in 0..self.p.layers {
-            let groups = &dense[(layer >= self.p.dense_layers) as usize];
+            let kind = plan[layer as usize];
+            if !built.iter().any(|b| b.0 == kind) {
+                built.push((kind, layer_groups(self.p, kind)));
+            }
+            let groups = &built.iter().find(|b| b.0 == kind).expect("built above").1;
             let layer_start = self.cpu;
             self.external_id += 1;
             let layer_ext = self.external_id;
@@ -1553,7 +1845,13 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
     truth.events = w.events;
     truth.json_bytes = w.bytes;
     truth.layers = p.layers;
-    truth.dense_layers = p.dense_layers.min(p.layers);
+    let plan = p.plan();
+    truth.dense_layers = plan
+        .iter()
+        .filter(|l| !l.moe && l.mixer != Mixer::Linear)
+        .count() as u32;
+    truth.layer_kinds = plan.iter().map(|l| l.kind()).collect();
+    truth.casts_per_step = plan.iter().filter(|l| l.mixer != Mixer::Linear).count() as u32;
     truth.cast_bytes_per_call = match p.variant {
         Variant::Baseline => 2 * POOL_TOKENS * HEAD_DIM * 3,
         Variant::GatherCast => 2 * ACTIVE_TOKENS * HEAD_DIM * 3,

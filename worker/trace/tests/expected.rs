@@ -640,3 +640,47 @@ fn the_diff_of_cpu_captures_ranks_by_cpu_time() {
         "{texts:?}"
     );
 }
+
+/// Layers on CPU captures: from `nn.Module: Block_N` frames where the
+/// capture has them (`with_modules`), else from the repetition of the
+/// top-level ops; the count and the dense/MoE kinds match each capture's
+/// truth (`torch/*.truth.json`), and the numbers are CPU time.
+#[test]
+fn cpu_captures_have_their_layers() {
+    for (capture, method) in [
+        ("torch-cpu-decode-fp8cast-3dense-moe", "repetition"),
+        ("torch-cpu-decode-gathercast-3dense-moe", "repetition"),
+        ("torch-cpu-decode-stack-memory", "module"),
+    ] {
+        let truth: Value = serde_json::from_slice(
+            &std::fs::read(path(&format!("torch/{capture}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let s = summary(&format!("{capture}.json.gz"));
+        let l = &s.layers;
+        assert_eq!(
+            (l.method.as_str(), l.count),
+            (method, truth["layers"].as_u64().unwrap()),
+            "{capture}: {}",
+            l.detail
+        );
+        assert_eq!(l.basis, kinetoscope_types::TimeBasis::Cpu);
+        let dense = truth["dense_prefix"].as_u64().unwrap() as usize;
+        let kinds: Vec<&str> = l
+            .items
+            .iter()
+            .map(|r| r.kind.map_or("-", |k| k.as_str()))
+            .collect();
+        let want: Vec<&str> = (0..l.items.len())
+            .map(|i| if i < dense { "dense" } else { "moe" })
+            .collect();
+        assert_eq!(kinds, want, "{capture}: {}", l.detail);
+        // Most of a step's CPU time is in its layers.
+        let inside: f64 = l.items.iter().map(|r| r.device_us).sum();
+        assert!(
+            inside > 0.5 * s.steps_stats.mean_us,
+            "{capture}: {inside} of {}",
+            s.steps_stats.mean_us
+        );
+    }
+}

@@ -213,3 +213,42 @@ fn ties_are_ordered_the_same_every_time() {
         assert_eq!(again, first);
     }
 }
+
+/// Layers from odd shapes end in a sensible summary, quickly: module frames
+/// naming 10,000 distinct layers give none (no model has that many), and
+/// steps of one event each give none.
+#[test]
+fn odd_layer_shapes_give_no_layers_quickly() {
+    let mut ev: Vec<String> = Vec::new();
+    let kernel = |ts: u64, name: &str| {
+        format!(
+            r#"{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{ts},"dur":1,"args":{{"device":0,"stream":7}}}}"#
+        )
+    };
+    // 10,000 `nn.Module: DecoderLayer_N` frames, each around one op.
+    for n in 0..10_000u64 {
+        let ts = 10 * n;
+        ev.push(format!(r#"{{"ph":"X","cat":"python_function","name":"nn.Module: DecoderLayer_{n}","pid":1,"tid":1,"ts":{ts},"dur":8}}"#));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":2}}"#,
+            ts + 1
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let started = std::time::Instant::now();
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.layers.count, 0, "{}", s.layers.detail);
+    // Steps of one GPU op each.
+    let mut ev: Vec<String> = Vec::new();
+    for n in 0..2_000u64 {
+        let ts = 100 * n;
+        ev.push(format!(r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{n}","pid":1,"tid":1,"ts":{ts},"dur":50}}"#));
+        ev.push(kernel(ts + 10, "k"));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.layers.count, 0, "{}", s.layers.detail);
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}

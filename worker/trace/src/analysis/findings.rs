@@ -5,7 +5,7 @@
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{
     Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow,
-    ShapeGroup, Summary, TimeBasis,
+    ShapeGroup, StepRow, Summary, TimeBasis,
 };
 
 /// Ops whose self device share makes them a finding on their own.
@@ -35,7 +35,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
     // a trace without GPU ops): their input signature that carries the
     // time, with what it does per step and per call. Annotations and graph
     // replays have findings of their own: they are not ops.
-    let basis = TimeBasis::of(gpu_total);
+    let basis = s.time_basis();
     let clock = Clock::new(s, basis);
     let mut top_ops: Vec<&OpRow> = s
         .ops
@@ -380,12 +380,14 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             let share = 100.0 * us / total;
             let kinds = layer_kinds(l);
             let mut text = format!(
-                "The {} layers ({}found by {}) spend {} of their device time on {} kernels; a layer takes {} per step",
+                "The {} layers ({}found by {}) spend {} of their {} on {} {}; a layer takes {} per step",
                 l.count,
                 kinds,
                 l.method,
                 pct(share),
+                l.basis.words(),
                 cat,
+                if l.basis == TimeBasis::Cpu { "ops" } else { "kernels" },
                 time_us(total / l.count as f64)
             );
             if same_top_op {
@@ -433,16 +435,30 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         ));
     }
 
-    // Slow steps, against the median of steps of the same kind.
-    if s.steps.len() >= 3 && s.steps_stats.p50_us > 0.0 {
-        if let Some(worst) = s.steps.iter().max_by(|a, b| a.cpu_us.total_cmp(&b.cpu_us)) {
-            let median = worst
-                .kind
-                .and_then(|k| kinds.iter().find(|x| x.kind == k && x.count >= 3))
-                .map_or(s.steps_stats.p50_us, |k| k.p50_us);
+    // Slow steps, against the median of steps of the same kind: a prefill
+    // is slow only beside other prefills, and a kind with fewer than three
+    // steps has nothing to be compared with.
+    let counted: Vec<&StepRow> = s.steps.iter().filter(|st| !st.left_out).collect();
+    if counted.len() >= 3 && s.steps_stats.p50_us > 0.0 {
+        let has_kinds = counted.iter().any(|st| st.kind.is_some());
+        let median_of = |st: &StepRow| -> Option<f64> {
+            if !has_kinds {
+                return Some(s.steps_stats.p50_us);
+            }
+            let k = st.kind?;
+            kinds
+                .iter()
+                .find(|x| x.kind == k && x.count >= 3)
+                .map(|x| x.p50_us)
+        };
+        let worst = counted
+            .iter()
+            .filter_map(|st| median_of(st).filter(|m| *m > 0.0).map(|m| (*st, m)))
+            .max_by(|a, b| (a.0.cpu_us / a.1).total_cmp(&(b.0.cpu_us / b.1)));
+        if let Some((worst, median)) = worst {
             let ratio = worst.cpu_us / median;
             if ratio >= 1.5 {
-                let total: f64 = s.steps.iter().map(|st| st.cpu_us).sum();
+                let total: f64 = counted.iter().map(|st| st.cpu_us).sum();
                 out.push(finding(
                     "slow_step",
                     format!(
@@ -452,7 +468,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
                         ratio,
                         worst
                             .kind
-                            .filter(|_| median != s.steps_stats.p50_us)
+                            .filter(|_| has_kinds)
                             .map(|k| format!("{k} "))
                             .unwrap_or_default(),
                         time_us(median)
@@ -704,7 +720,13 @@ fn layer_kinds(l: &kinetoscope_types::Layers) -> String {
     if counts.is_empty() {
         return String::new();
     }
-    let order = [LayerKind::Dense, LayerKind::Prefix, LayerKind::Moe];
+    let order = [
+        LayerKind::Dense,
+        LayerKind::Prefix,
+        LayerKind::Moe,
+        LayerKind::Linear,
+        LayerKind::Other,
+    ];
     let parts: Vec<String> = order
         .iter()
         .filter_map(|k| {

@@ -11,41 +11,32 @@
 //!    with `with_stack`/`with_modules`); N is the layer. A GPU op belongs to
 //!    the module frame around its launch on the launching thread.
 //! 3. **repetition**: within each step, the GPU ops in device order form a
-//!    sequence; a kernel, or a kernel with one launch geometry (grid, block:
-//!    casts to BF16 share one name, not one grid), that runs the same number
-//!    of times L in every step marks L layers when its spacing is constant
-//!    after a short prefix: the first layers of a model may differ from the
-//!    rest (dense layers before MoE ones) while the marker runs once in
-//!    every layer. The largest such L wins. Each layer starts as many GPU
-//!    ops before its marker as all layers have in common there (the ops
-//!    before a marker are the same in every layer, and differ before the
-//!    first one), so a layer begins where it truly begins, not at the marker.
-//!    This needs neither L nor names in advance, and it works for CUDA graph
-//!    replays too, since it reads the device side.
+//!    sequence; a kernel (or kernel geometry, or mixer block) whose
+//!    occurrences cut every step into layers that are alike wins, the most
+//!    layers first ([`repeats`](super::repeats) says how, and why that holds
+//!    for dense prefixes, interleaved MoE, hybrids and local/global
+//!    attention). It needs neither the layer count nor names in advance and
+//!    works for CUDA graph replays too, since it reads the device side;
+//!    where names tell attention, norms and MLPs apart, each layer starts at
+//!    its input norm, and its kind (`dense`, `moe`, `linear`) is named.
+//!
+//! A trace without GPU ops (a CPU capture) goes through the same methods
+//! with its top-level ops as the items: its layers' numbers are CPU time
+//! (`Layers.basis` says so).
 //!
 //! A user can override with a marker (a kernel, op or annotation name that
 //! starts each layer) and/or a period (GPU ops per layer).
 
 use super::links::NO;
+use super::repeats::{self, Item, Role};
 use super::{AnalysisOptions, Context};
 use crate::import::store::{CpuKind, GpuKind, Sym};
 use hashbrown::HashMap;
-use kinetoscope_types::{KernelRow, LayerKind, LayerMethod, LayerRow, Layers, NameTime};
+use kinetoscope_types::{KernelRow, LayerKind, LayerMethod, LayerRow, Layers, NameTime, TimeBasis};
 use std::collections::BTreeMap;
 
 /// Entries kept in each layer's top lists.
 const TOP: usize = 5;
-/// Share of positions that must repeat for a period to count.
-const MIN_PERIODICITY: f64 = 0.9;
-/// Fewest layers and GPU ops per layer the repetition method accepts, and
-/// the least share of the step's device time the layers must cover: below
-/// these, a repeating pattern is more likely a loop than a model's layers.
-const MIN_LAYERS: usize = 4;
-const MIN_PERIOD: usize = 3;
-const MIN_COVERAGE: f64 = 0.3;
-/// Kernels tried as layer markers.
-const MAX_CANDIDATES: usize = 64;
-
 /// The layer index in a name: `layers.12`, `layer_12`, `Layer 12`,
 /// `decoder.layer.3.attention`.
 pub fn layer_index(name: &str) -> Option<i64> {
@@ -84,24 +75,16 @@ pub fn module_instance(name: &str) -> Option<(&str, i64)> {
     Some((class, n.parse().ok()?))
 }
 
-/// One GPU op as the layer logic sees it.
-#[derive(Clone, Copy)]
-struct GpuItem {
-    /// Index into the GPU table.
-    g: u32,
-    /// Kernel name.
-    name: Sym,
-    /// Kernel name with launch geometry, interned.
-    group: u32,
-}
-
 /// The GPU ops of each step in device order (one pseudo-step for traces
-/// without steps).
-fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
-    let gpu = &cx.t.gpu;
+/// without steps), with what their names say.
+fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
+    let t = cx.t;
+    let gpu = &t.gpu;
     let n_steps = cx.steps.len().max(1);
-    let mut seqs: Vec<Vec<GpuItem>> = vec![Vec::new(); n_steps];
+    let mut seqs: Vec<Vec<Item>> = vec![Vec::new(); n_steps];
     let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
+    // The kernel's name, else the name of the op that launched it.
+    let mut roles: HashMap<(Sym, Sym), Role> = HashMap::new();
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
             continue;
@@ -117,14 +100,89 @@ fn step_sequences(cx: &Context) -> Vec<Vec<GpuItem>> {
         let group = *groups
             .entry((gpu.name[g], gpu.grid(g), gpu.block(g)))
             .or_insert(next);
-        seqs[s].push(GpuItem {
-            g: g as u32,
+        let op = match cx.owner(g) {
+            Some((false, op)) => op,
+            _ => Sym::MAX,
+        };
+        let role = *roles.entry((gpu.name[g], op)).or_insert_with(|| {
+            match repeats::role_of(t.name(gpu.name[g])) {
+                Role::Other if op != Sym::MAX => repeats::role_of(t.name(op)),
+                r => r,
+            }
+        });
+        seqs[s].push(Item {
+            at: g as u32,
             name: gpu.name[g],
             group,
+            role,
+            ts: gpu.ts.get(g),
+            dur: gpu.dur.get(g),
         });
     }
     for s in &mut seqs {
-        s.sort_by_key(|it| (gpu.ts.get(it.g as usize), it.g));
+        s.sort_by_key(|it| (it.ts, it.at));
+    }
+    seqs
+}
+
+/// A trace without GPU ops: the top-level ops of each step (ops inside no
+/// other op) on the thread whose top-level ops take the most time.
+fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let top_level = |i: usize| {
+        let mut p = cx.links.parent[i];
+        while p != NO {
+            if cpu.kind[p as usize] == CpuKind::Op {
+                return false;
+            }
+            p = cx.links.parent[p as usize];
+        }
+        true
+    };
+    let tops: Vec<usize> = (0..cpu.len())
+        .filter(|&i| cpu.kind[i] == CpuKind::Op && top_level(i))
+        .collect();
+    let mut by_track: HashMap<u32, i64> = HashMap::new();
+    for &i in &tops {
+        *by_track.entry(cpu.track.get(i)).or_default() += cpu.dur.get(i);
+    }
+    let Some(main) = by_track
+        .into_iter()
+        .max_by_key(|&(track, ns)| (ns, std::cmp::Reverse(track)))
+        .map(|(track, _)| track)
+    else {
+        return vec![Vec::new(); cx.steps.len().max(1)];
+    };
+    let mut seqs: Vec<Vec<Item>> = vec![Vec::new(); cx.steps.len().max(1)];
+    let mut roles: HashMap<Sym, Role> = HashMap::new();
+    let mut at_step = super::steps::StepCursor::new(&cx.steps);
+    for i in tops {
+        if cpu.track.get(i) != main {
+            continue;
+        }
+        let s = if cx.steps.is_empty() {
+            0
+        } else {
+            match at_step.at(cpu.ts.get(i)) {
+                Some(s) => s,
+                None => continue,
+            }
+        };
+        let role = *roles
+            .entry(cpu.name[i])
+            .or_insert_with(|| repeats::role_of(t.name(cpu.name[i])));
+        seqs[s].push(Item {
+            at: i as u32,
+            name: cpu.name[i],
+            group: u32::MAX,
+            role,
+            ts: cpu.ts.get(i),
+            dur: cpu.dur.get(i),
+        });
+    }
+    for s in &mut seqs {
+        s.sort_by_key(|it| (it.ts, it.at));
     }
     seqs
 }
@@ -140,9 +198,10 @@ struct GpuLayers {
 impl GpuLayers {
     const NONE: i64 = i64::MIN;
 
-    fn new(t: &crate::import::store::Trace) -> Self {
+    /// For the GPU ops, or (`cpu`) the CPU slices.
+    fn new(t: &crate::import::store::Trace, cpu: bool) -> Self {
         GpuLayers {
-            of: vec![Self::NONE; t.gpu.len()],
+            of: vec![Self::NONE; if cpu { t.cpu.len() } else { t.gpu.len() }],
             set: 0,
         }
     }
@@ -173,8 +232,6 @@ struct Assignment {
     period: Option<u64>,
     marker: Option<String>,
     detail: String,
-    /// Repetition: how many first layers differ from the rest.
-    prefix: usize,
 }
 
 /// A layer's span in one step: (layer index, first start, last end), ns.
@@ -184,39 +241,63 @@ pub type LayerSpan = (i64, i64, i64);
 /// sequences and each op's layer. Needs no kernel table, so it is found
 /// while the tables are made ([`find`], then [`numbers`]).
 pub(crate) struct Found {
-    seqs: Vec<Vec<GpuItem>>,
+    seqs: Vec<Vec<Item>>,
     assignment: Option<Assignment>,
+    /// The items are CPU ops (a trace without GPU ops).
+    cpu: bool,
 }
 
 /// Finds the layers; also returns where each layer lies in each step (for
 /// the timeline's layers band).
 pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> (Found, Vec<LayerSpan>) {
-    let seqs = step_sequences(cx);
-    let assignment = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
-        by_override(cx, &seqs, opts)
+    let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind[g].is_gpu_op());
+    let seqs = if cpu {
+        cpu_sequences(cx)
     } else {
-        by_annotation(cx)
-            .or_else(|| by_module(cx))
-            .or_else(|| by_repetition(cx, &seqs))
+        step_sequences(cx)
+    };
+    let assignment = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
+        by_override(cx, &seqs, opts, cpu)
+    } else {
+        by_annotation(cx, &seqs, cpu)
+            .or_else(|| by_module(cx, &seqs, cpu))
+            .or_else(|| by_repetition(cx, &seqs, cpu))
     };
     let spans = match &assignment {
-        Some(a) => spans(cx, &seqs, a),
+        Some(a) => spans(&seqs, a),
         None => Vec::new(),
     };
-    (Found { seqs, assignment }, spans)
+    (
+        Found {
+            seqs,
+            assignment,
+            cpu,
+        },
+        spans,
+    )
 }
 
-/// Attributes device time to the layers found.
+/// Attributes device time (CPU time, on a trace without GPU ops) to the
+/// layers found.
 pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Layers {
-    let Found { seqs, assignment } = found;
+    let Found {
+        seqs,
+        assignment,
+        cpu,
+    } = found;
     match assignment {
-        Some(a) => summarize(cx, kernels, &seqs, a),
+        Some(a) => summarize(cx, kernels, &seqs, a, cpu),
         None => Layers {
             method: LayerMethod::None,
-            detail: if cx.t.gpu.is_empty() {
-                "the trace has no GPU ops".into()
+            basis: if cpu {
+                TimeBasis::Cpu
             } else {
-                "no layer annotations, no nn.Module layer frames, and no kernel sequence that repeats at a constant period in every step".into()
+                TimeBasis::Device
+            },
+            detail: if cpu {
+                "the trace has no GPU ops, and no layer annotations, nn.Module layer frames or op sequence that repeats in every step".into()
+            } else {
+                "no layer annotations, no nn.Module layer frames, and no kernel sequence that cuts every step into alike layers".into()
             },
             ..Default::default()
         },
@@ -225,17 +306,15 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
 
 /// Where each layer lies in each step: the first start and last end of its
 /// GPU ops.
-fn spans(cx: &Context, seqs: &[Vec<GpuItem>], a: &Assignment) -> Vec<LayerSpan> {
-    let gpu = &cx.t.gpu;
+fn spans(seqs: &[Vec<Item>], a: &Assignment) -> Vec<LayerSpan> {
     let mut out = Vec::new();
     for seq in seqs {
         let mut by_layer: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
         for it in seq {
-            if let Some(&l) = a.layer.get(&it.g) {
-                let g = it.g as usize;
+            if let Some(&l) = a.layer.get(&it.at) {
                 let e = by_layer.entry(l).or_insert((i64::MAX, i64::MIN));
-                e.0 = e.0.min(gpu.ts.get(g));
-                e.1 = e.1.max(gpu.ts.get(g) + gpu.dur.get(g));
+                e.0 = e.0.min(it.ts);
+                e.1 = e.1.max(it.ts + it.dur);
             }
         }
         out.extend(by_layer.into_iter().map(|(l, (s, e))| (l, s, e)));
@@ -245,9 +324,14 @@ fn spans(cx: &Context, seqs: &[Vec<GpuItem>], a: &Assignment) -> Vec<LayerSpan> 
 }
 
 /// Per-layer numbers (mean per step) from an assignment.
-fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assignment) -> Layers {
+fn summarize(
+    cx: &Context,
+    kernels: &[KernelRow],
+    seqs: &[Vec<Item>],
+    a: Assignment,
+    cpu: bool,
+) -> Layers {
     let t = cx.t;
-    let gpu = &t.gpu;
     let category: HashMap<&str, &str> = kernels
         .iter()
         .map(|k| (k.name.as_str(), k.category.as_str()))
@@ -259,28 +343,39 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         by_cat: BTreeMap<String, i64>,
         ops: HashMap<(bool, Sym), i64>,
         kernels: HashMap<Sym, i64>,
+        parts: Parts,
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
     for it in seqs.iter().flatten() {
-        let g = it.g as usize;
-        let idx = a.layer.get(&it.g).copied().unwrap_or(-1);
+        let idx = a.layer.get(&it.at).copied().unwrap_or(-1);
         let acc = if idx >= 0 {
             layers.entry(idx).or_default()
         } else {
             &mut outside
         };
-        let d = gpu.dur.get(g);
+        let d = it.dur;
         acc.ns += d;
-        let cat = category
-            .get(t.name(gpu.name[g]))
-            .copied()
-            .unwrap_or("other");
+        match it.role {
+            Role::Attention => acc.parts.attention = true,
+            Role::Linear => acc.parts.linear = true,
+            Role::Moe => acc.parts.moe = true,
+            _ => {}
+        }
+        let name = t.name(it.name);
+        if cpu {
+            // A top-level op: its CPU time, its category by the kernel rule.
+            let cat = super::names::category("kernel", name);
+            *acc.by_cat.entry(cat.as_str().to_string()).or_default() += d;
+            *acc.ops.entry((false, it.name)).or_default() += d;
+            continue;
+        }
+        let cat = category.get(name).copied().unwrap_or("other");
         *acc.by_cat.entry(cat.to_string()).or_default() += d;
-        if let Some(owner) = cx.owner(g) {
+        if let Some(owner) = cx.owner(it.at as usize) {
             *acc.ops.entry(owner).or_default() += d;
         }
-        *acc.kernels.entry(gpu.name[g]).or_default() += d;
+        *acc.kernels.entry(it.name).or_default() += d;
     }
     fn top<K: Ord + Copy + std::hash::Hash>(
         m: &HashMap<K, i64>,
@@ -310,17 +405,19 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
         top_kernels: top(&acc.kernels, steps, |k| super::names::short_name(t.name(k))),
     };
     let mut items: Vec<LayerRow> = layers.iter().map(|(i, acc)| row(*i, acc)).collect();
-    let kernels_of: Vec<hashbrown::HashSet<Sym>> = layers
-        .values()
-        .map(|acc| acc.kernels.keys().copied().collect())
-        .collect();
+    let parts: Vec<Parts> = layers.values().map(|acc| acc.parts).collect();
     let mut detail = a.detail;
-    if let Some(note) = label_kinds(t, &mut items, &kernels_of, a.prefix) {
+    if let Some(note) = label_kinds(&mut items, &parts) {
         detail.push_str(&note);
     }
     let count = items.len() as u64;
     Layers {
         method: a.method,
+        basis: if cpu {
+            TimeBasis::Cpu
+        } else {
+            TimeBasis::Device
+        },
         confidence: a.confidence,
         count,
         period: a.period,
@@ -333,7 +430,7 @@ fn summarize(cx: &Context, kernels: &[KernelRow], seqs: &[Vec<GpuItem>], a: Assi
 }
 
 /// Method 1: annotations with a layer index around the launch.
-fn by_annotation(cx: &Context) -> Option<Assignment> {
+fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assignment> {
     let t = cx.t;
     let cpu = &t.cpu;
     let mut index_of_name: HashMap<Sym, Option<i64>> = HashMap::new();
@@ -342,18 +439,21 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
             .entry(sym)
             .or_insert_with(|| layer_index(t.name(sym)))
     };
-    let mut layer = GpuLayers::new(t);
+    let mut layer = GpuLayers::new(t, cpu_items);
     let mut marker: Option<Sym> = None;
-    for g in 0..t.gpu.len() {
-        if !t.gpu.kind[g].is_gpu_op() {
-            continue;
-        }
-        let mut op = cx.links.op[g];
+    for it in seqs.iter().flatten() {
+        // The op itself (a CPU trace's top-level op) or the op that
+        // launched the GPU op, and the ops and annotations around it.
+        let mut op = if cpu_items {
+            it.at
+        } else {
+            cx.links.op[it.at as usize]
+        };
         while op != NO {
             let o = op as usize;
             if cpu.kind[o].is_op() {
                 if let Some(i) = index_of(cpu.name[o]) {
-                    layer.insert(g as u32, i);
+                    layer.insert(it.at, i);
                     marker.get_or_insert(cpu.name[o]);
                     break;
                 }
@@ -361,7 +461,7 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
             op = cx.links.parent[o];
         }
     }
-    if layer.is_empty() {
+    if layer.is_empty() && !cpu_items {
         // GPU-side annotations: a GPU op inside one on its stream.
         let gpu = &t.gpu;
         let mut spans: Vec<(i64, i64, u32, i64)> = Vec::new();
@@ -411,28 +511,32 @@ fn by_annotation(cx: &Context) -> Option<Assignment> {
             marker.map(|m| t.name(m)).unwrap_or("")
         ),
         layer,
-        prefix: 0,
     })
 }
 
 /// Method 2: `nn.Module: XxxLayer_N` frames around the launch.
-fn by_module(cx: &Context) -> Option<Assignment> {
+fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assignment> {
     let t = cx.t;
     let cpu = &t.cpu;
     // Candidate classes: names with Layer or Block, by distinct instances.
+    // Past this many, a name is no model's layers (and the sets stay small).
+    const MAX_INSTANCES: usize = 4096;
     let mut instances: HashMap<&str, std::collections::BTreeSet<i64>> = HashMap::new();
     for i in 0..cpu.len() {
         if cpu.kind[i] == CpuKind::Module {
             if let Some((class, n)) = module_instance(t.name(cpu.name[i])) {
                 if class.contains("Layer") || class.contains("Block") {
-                    instances.entry(class).or_default().insert(n);
+                    let set = instances.entry(class).or_default();
+                    if set.len() <= MAX_INSTANCES {
+                        set.insert(n);
+                    }
                 }
             }
         }
     }
     let (class, insts) = instances
         .into_iter()
-        .filter(|(_, s)| s.len() >= 2)
+        .filter(|(_, s)| s.len() >= 2 && s.len() <= MAX_INSTANCES)
         .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))?;
     // Frames of that class per thread, by start.
     let mut frames: HashMap<u32, Vec<(i64, i64, i64)>> = HashMap::new();
@@ -452,15 +556,17 @@ fn by_module(cx: &Context) -> Option<Assignment> {
     for f in frames.values_mut() {
         f.sort();
     }
-    let mut layer = GpuLayers::new(t);
+    let mut layer = GpuLayers::new(t, cpu_items);
     let mut in_layers: i64 = 0;
     let mut all: i64 = 0;
-    for g in 0..t.gpu.len() {
-        if !t.gpu.kind[g].is_gpu_op() {
-            continue;
-        }
-        all += t.gpu.dur.get(g);
-        let r = cx.links.launch[g];
+    for it in seqs.iter().flatten() {
+        all += it.dur;
+        // Where the work was issued: the op itself, or the GPU op's launch.
+        let r = if cpu_items {
+            it.at
+        } else {
+            cx.links.launch[it.at as usize]
+        };
         if r == NO {
             continue;
         }
@@ -471,8 +577,8 @@ fn by_module(cx: &Context) -> Option<Assignment> {
         let ts = cpu.ts.get(r);
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
-            layer.insert(g as u32, x.2);
-            in_layers += t.gpu.dur.get(g);
+            layer.insert(it.at, x.2);
+            in_layers += it.dur;
         }
     }
     let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
@@ -491,271 +597,155 @@ fn by_module(cx: &Context) -> Option<Assignment> {
             insts.len()
         ),
         layer,
-        prefix: 0,
     })
 }
 
-/// A kernel, or a kernel with one launch geometry, that may mark layers.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Key {
-    Name(Sym),
-    Group(u32),
-}
-
-impl Key {
-    fn of(self, it: &GpuItem) -> bool {
-        match self {
-            Key::Name(s) => it.name == s,
-            Key::Group(g) => it.group == g,
-        }
-    }
-}
-
-/// Where the layers of one step lie.
-struct Layout {
-    /// Start of each layer in the step's sequence.
-    starts: Vec<usize>,
-    /// End of the last layer.
-    end: usize,
-    /// GPU ops per layer after the prefix.
-    period: usize,
-    /// First layers whose length differs from the period.
-    prefix: usize,
-    /// Share of positions in the later layers that repeat the layer before.
-    score: f64,
-}
-
-/// The layers a marker's positions imply in one step, if it marks layers:
-/// a spacing constant after a prefix of at most a quarter of the layers
-/// (or three, for small models).
-fn layout(seq: &[GpuItem], pos: &[usize]) -> Option<Layout> {
-    let n = pos.len();
-    if n < 2 {
-        return None;
-    }
-    let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
-    let p = *gaps.last()?;
-    let prefix = gaps.iter().rposition(|&g| g != p).map_or(0, |k| k + 1);
-    if p < MIN_PERIOD
-        || prefix > (n / 4).max(3)
-        || n - prefix < MIN_LAYERS
-        || gaps.iter().any(|&g| g < MIN_PERIOD)
-    {
-        return None;
-    }
-    // Layers start `k` GPU ops before their markers: as many as every
-    // marker, the first included, has the same ops before it.
-    let min_gap = gaps.iter().copied().min().unwrap_or(p);
-    let reference = pos[prefix.min(n - 1)];
-    let mut k = 0;
-    while k + 1 < min_gap && k < pos[0] {
-        let j = k + 1;
-        let name = seq[reference - j].name;
-        if pos.iter().all(|&m| seq[m - j].name == name) {
-            k = j;
-        } else {
-            break;
-        }
-    }
-    let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
-    let end = (starts[n - 1] + p).min(seq.len());
-    // How well the later layers repeat the one before them.
-    let (mut same, mut all) = (0usize, 0usize);
-    for i in prefix + 1..n {
-        let (a, b) = (starts[i - 1], starts[i]);
-        let len = if i + 1 < n {
-            starts[i + 1] - b
-        } else {
-            end - b
-        };
-        for j in 0..len.min(b - a) {
-            all += 1;
-            same += (seq[a + j].name == seq[b + j].name) as usize;
-        }
-    }
-    let score = if all == 0 {
-        0.0
-    } else {
-        same as f64 / all as f64
-    };
-    Some(Layout {
-        starts,
-        end,
-        period: p,
-        prefix,
-        score,
-    })
-}
-
-/// Method 3: a kernel (or kernel geometry) that runs once per layer.
-fn by_repetition(cx: &Context, seqs: &[Vec<GpuItem>]) -> Option<Assignment> {
+/// Method 3: a kernel (or kernel geometry, or mixer block) that cuts every
+/// step into alike layers ([`repeats`](super::repeats)).
+fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignment> {
     let t = cx.t;
-    let first = seqs.iter().find(|s| !s.is_empty())?;
-    // Candidates: kernels that run at least MIN_LAYERS times in a step.
-    let mut counts: HashMap<Key, usize> = HashMap::new();
-    for it in first {
-        *counts.entry(Key::Name(it.name)).or_default() += 1;
-        *counts.entry(Key::Group(it.group)).or_default() += 1;
-    }
-    let mut cands: Vec<(Key, usize)> = counts
-        .into_iter()
-        .filter(|(_, c)| *c >= MIN_LAYERS)
-        .collect();
-    cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    // Each candidate costs a pass over every step: look at the most
-    // frequent ones only, so a trace with many kernel names stays linear.
-    cands.truncate(MAX_CANDIDATES);
-    // (layers, score, marker, period, prefix)
-    let mut best: Option<(usize, f64, Key, usize, usize)> = None;
-    let steps: Vec<&Vec<GpuItem>> = seqs.iter().filter(|s| !s.is_empty()).collect();
-    for (key, c) in cands {
-        if best.is_some_and(|b| b.0 > c) {
-            break;
-        }
-        let mut score = 0.0;
-        let mut shape: Option<(usize, usize)> = None;
-        let mut ok = true;
-        let (mut covered, mut total) = (0i64, 0i64);
-        for seq in &steps {
-            let pos: Vec<usize> = seq
-                .iter()
-                .enumerate()
-                .filter(|(_, it)| key.of(it))
-                .map(|(k, _)| k)
-                .collect();
-            let Some(l) = (pos.len() == c).then(|| layout(seq, &pos)).flatten() else {
-                ok = false;
-                break;
-            };
-            if shape.is_some_and(|s| s != (l.period, l.prefix)) {
-                ok = false;
-                break;
+    let split = repeats::find(seqs)?;
+    let mut layer = GpuLayers::new(t, cpu);
+    let unit = if cpu { "ops" } else { "GPU ops" };
+    for (seq, (starts, end)) in seqs.iter().zip(&split.bounds) {
+        for (i, &s) in starts.iter().enumerate() {
+            let e = starts.get(i + 1).copied().unwrap_or(*end);
+            for it in &seq[s..e] {
+                layer.insert(it.at, i as i64);
             }
-            shape = Some((l.period, l.prefix));
-            score += l.score;
-            let dur = |it: &GpuItem| t.gpu.dur.get(it.g as usize);
-            covered += seq[l.starts[0]..l.end].iter().map(dur).sum::<i64>();
-            total += seq.iter().map(dur).sum::<i64>();
-        }
-        let Some((period, prefix)) = shape.filter(|_| ok) else {
-            continue;
-        };
-        if (covered as f64) < MIN_COVERAGE * total as f64 {
-            continue;
-        }
-        let score = score / steps.len() as f64;
-        // More layers first; then markers that need no prefix (a marker
-        // placed differently in the first layer is no reason to split it
-        // off); then the most regular.
-        let rank = |l: usize, pre: usize, sc: f64| (l, std::cmp::Reverse(pre), (sc * 1e6) as u64);
-        if score >= MIN_PERIODICITY
-            && best.is_none_or(|b| rank(c, prefix, score) > rank(b.0, b.4, b.1))
-        {
-            best = Some((c, score, key, period, prefix));
         }
     }
-    let (layers_n, score, marker, period, prefix) = best?;
-    let mut layer = GpuLayers::new(t);
-    for seq in &steps {
-        let pos: Vec<usize> = seq
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| marker.of(it))
-            .map(|(k, _)| k)
-            .collect();
-        if let Some(l) = layout(seq, &pos) {
-            for (i, &s) in l.starts.iter().enumerate() {
-                let e = l.starts.get(i + 1).copied().unwrap_or(l.end);
-                for it in &seq[s..e] {
-                    layer.insert(it.g, i as i64);
+    let layers_n = split.layers();
+    let first = seqs
+        .iter()
+        .zip(&split.bounds)
+        .find(|(_, b)| !b.0.is_empty())?;
+    let lengths: Vec<usize> = {
+        let (starts, end) = first.1;
+        (0..starts.len())
+            .map(|i| starts.get(i + 1).copied().unwrap_or(*end) - starts[i])
+            .collect()
+    };
+    let same = lengths.iter().all(|&l| l == lengths[0]);
+    // The length most layers have (the MoE ones after a dense prefix).
+    let period = {
+        let mut by_len: BTreeMap<usize, usize> = BTreeMap::new();
+        for &l in &lengths {
+            *by_len.entry(l).or_default() += 1;
+        }
+        by_len
+            .into_iter()
+            .max_by_key(|&(l, n)| (n, std::cmp::Reverse(l)))
+            .map(|(l, _)| l)
+    };
+    let marker_text = match split.key {
+        repeats::Key::Mixer => "an attention or mixer block".to_string(),
+        key => {
+            let it = first.0.iter().find(|it| match key {
+                repeats::Key::Name(s) => it.name == s,
+                repeats::Key::Group(g) => it.group == g,
+                repeats::Key::Mixer => false,
+            })?;
+            let name = super::names::short_name(t.name(it.name));
+            match key {
+                repeats::Key::Group(_) if !cpu => {
+                    format!("{name} grid {:?}", t.gpu.grid(it.at as usize))
                 }
+                _ => name,
             }
-        }
-    }
-    let marker_item = first.iter().find(|it| marker.of(it))?;
-    let marker_name = super::names::short_name(t.name(marker_item.name));
-    let marker_text = match marker {
-        Key::Name(_) => marker_name.clone(),
-        Key::Group(_) => {
-            let g = marker_item.g as usize;
-            format!("{marker_name} grid {:?}", t.gpu.grid(g))
         }
     };
-    let shape = if prefix > 0 {
-        format!("{layers_n} layers ({prefix} first layers differ, then {period} GPU ops per layer)")
+    let shape = match period {
+        Some(p) if same => format!("a sequence of {p} {unit} repeats {layers_n} times"),
+        _ => format!(
+            "{layers_n} layers of {} to {} {unit}",
+            lengths.iter().min().unwrap_or(&0),
+            lengths.iter().max().unwrap_or(&0)
+        ),
+    };
+    let placed = if split.anchored {
+        "; each layer starts at its input norm"
     } else {
-        format!("a sequence of {period} GPU ops repeats {layers_n} times")
+        ""
     };
     Some(Assignment {
         method: LayerMethod::Repetition,
         // Without steps the repeating unit may as well be an iteration.
-        confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * score * 100.0).round() / 100.0,
-        period: Some(period as u64),
+        confidence: ((if cx.steps.is_empty() { 0.5 } else { 0.8 }) * (0.5 + split.share / 2.0) * 100.0).round() / 100.0,
+        period: period.map(|p| p as u64),
         marker: Some(marker_text.clone()),
         detail: format!(
-            "{shape} in every step ({:.0}% of positions repeat); each layer runs {marker_text} once",
-            100.0 * score,
+            "{shape} in every step ({:.0}% of {} names run in every layer); each layer runs {marker_text} once{placed}",
+            100.0 * split.share,
+            if cpu { "op" } else { "kernel" },
         ),
         layer,
-        prefix,
     })
 }
 
-/// Whether a kernel name speaks of mixture-of-experts routing or experts.
-fn is_moe_kernel(name: &str) -> bool {
-    let l = name.to_ascii_lowercase();
-    l.contains("moe") || l.contains("expert") || l.contains("topk_softmax") || l.contains("router")
+/// Labels each layer's kind where names tell: `linear` for a layer
+/// without attention (where other layers have it, or a linear mixer runs),
+/// else `moe` where routing or experts run, else `dense`. Returns a note for
+/// the detail sentence.
+fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
+    let any_attention = parts.iter().any(|p| p.attention);
+    let named = any_attention || parts.iter().any(|p| p.moe || p.linear);
+    if !named || items.len() < 2 {
+        return None;
+    }
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for (item, p) in items.iter_mut().zip(parts) {
+        let kind = if !p.attention && (any_attention || p.linear) {
+            LayerKind::Linear
+        } else if p.moe {
+            LayerKind::Moe
+        } else {
+            LayerKind::Dense
+        };
+        item.kind = Some(kind);
+        *counts.entry(kind.as_str()).or_default() += 1;
+    }
+    if counts.len() < 2 {
+        return None;
+    }
+    let words: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| match *k {
+            "moe" => format!("{n} MoE"),
+            k => format!("{n} {k}"),
+        })
+        .collect();
+    Some(format!("; {} layers", words.join(", ")))
 }
 
-/// Labels layers that differ from the rest: `moe` and `dense` where kernel
-/// names tell the two apart, else `prefix` for a repetition's first layers.
-/// Returns a note for the detail sentence.
-fn label_kinds(
-    t: &crate::import::store::Trace,
-    items: &mut [LayerRow],
-    kernels_of: &[hashbrown::HashSet<Sym>],
-    prefix: usize,
-) -> Option<String> {
-    let moe: Vec<bool> = kernels_of
-        .iter()
-        .map(|ks| ks.iter().any(|&k| is_moe_kernel(t.name(k))))
-        .collect();
-    let n_moe = moe.iter().filter(|&&m| m).count();
-    if n_moe > 0 && n_moe < items.len() {
-        for (item, m) in items.iter_mut().zip(&moe) {
-            item.kind = Some(if *m { LayerKind::Moe } else { LayerKind::Dense });
-        }
-        return Some(format!(
-            "; {} dense and {n_moe} MoE layers",
-            items.len() - n_moe
-        ));
-    }
-    if prefix > 0 {
-        for item in items.iter_mut().take(prefix) {
-            item.kind = Some(LayerKind::Prefix);
-        }
-        return Some(format!(
-            "; the first {prefix} layers run a different op sequence"
-        ));
-    }
-    None
+/// What names say a layer runs.
+#[derive(Clone, Copy, Default)]
+struct Parts {
+    attention: bool,
+    linear: bool,
+    moe: bool,
 }
 
 /// A user's marker and/or period.
-fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> Option<Assignment> {
+fn by_override(
+    cx: &Context,
+    seqs: &[Vec<Item>],
+    opts: &AnalysisOptions,
+    cpu: bool,
+) -> Option<Assignment> {
     let t = cx.t;
     let period = opts.layer_period.map(|p| p as usize).filter(|&p| p > 0);
     // The marker may name a kernel (full or short name) or an op anywhere
     // in the chain that launched it; the first GPU op of each occurrence
     // starts a layer.
     let marker = opts.layer_marker.as_deref();
-    let is_marker = |it: &GpuItem| -> bool {
+    let is_marker = |it: &Item| -> bool {
         let Some(m) = marker else { return false };
         let name = t.name(it.name);
         if name == m || super::names::short_name(name) == m {
             return true;
         }
-        let mut op = cx.links.op[it.g as usize];
+        let mut op = if cpu { NO } else { cx.links.op[it.at as usize] };
         while op != NO {
             if t.name(t.cpu.name[op as usize]) == m {
                 return true;
@@ -764,7 +754,7 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
         }
         false
     };
-    let mut layer = GpuLayers::new(t);
+    let mut layer = GpuLayers::new(t, cpu);
     for seq in seqs.iter().filter(|s| !s.is_empty()) {
         let starts: Vec<usize> = if marker.is_some() {
             let mut v: Vec<usize> = Vec::new();
@@ -806,7 +796,7 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
                 }
             };
             for it in &seq[s..end] {
-                layer.insert(it.g, i as i64);
+                layer.insert(it.at, i as i64);
             }
         }
     }
@@ -826,7 +816,6 @@ fn by_override(cx: &Context, seqs: &[Vec<GpuItem>], opts: &AnalysisOptions) -> O
                 .unwrap_or_default()
         ),
         layer,
-        prefix: 0,
     })
 }
 

@@ -19,6 +19,7 @@ pub mod layers;
 pub mod links;
 pub mod names;
 pub mod python;
+mod repeats;
 pub mod shapes;
 pub mod steps;
 
@@ -30,7 +31,7 @@ use steps::{step_at, StepCursor, StepSpan};
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 4;
+pub const ANALYZER_VERSION: u32 = 5;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -49,6 +50,8 @@ pub(crate) struct Context<'a> {
     pub gpu_step: Vec<u32>,
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
+    /// The time the op table ranks by ([`TimeBasis::of`]).
+    pub basis: TimeBasis,
     /// Per CPU slice: the outermost `cpu_op` around it or itself (annotations
     /// such as `ProfilerStep#N` are skipped), or [`NO`]. Only read to find
     /// Python stacks: empty when the trace has no Python frames.
@@ -327,6 +330,9 @@ fn summarize<R>(
     let mut replay = vec![NO; gpu.len()];
     let mut gpu_step = vec![NO; gpu.len()];
     let mut gpu_op_ns = 0i64;
+    // GPU-op time launched within steps: against the steps' time, whether
+    // they are bound by the host.
+    let mut step_gpu_ns = 0i64;
     let a = &mut links.attribution;
     let mut step = StepCursor::new(&steps);
     for g in 0..gpu.len() {
@@ -360,9 +366,12 @@ fn summarize<R>(
         if r != NO {
             if let Some(s) = step.at(cpu.ts.get(r as usize)) {
                 gpu_step[g] = s as u32;
+                step_gpu_ns += d;
             }
         }
     }
+    let step_ns: i64 = steps.iter().map(|s| s.end - s.ts).sum();
+    let basis = TimeBasis::of(us(gpu_op_ns), us(step_ns), us(step_gpu_ns));
     for (i, own) in self_dev.iter().enumerate() {
         if own != 0 {
             total_dev.add(i, own);
@@ -388,6 +397,7 @@ fn summarize<R>(
         steps,
         gpu_step,
         gpu_op_ns,
+        basis,
         top_op,
         py_stacks,
         py_stack_of,
@@ -572,6 +582,7 @@ fn trace_info(cx: &Context) -> TraceInfo {
     }
     TraceInfo {
         events: c.events,
+        time_basis: cx.basis,
         kernels: count_gpu(GpuKind::Kernel),
         memcpys: count_gpu(GpuKind::Memcpy),
         memsets: count_gpu(GpuKind::Memset),
@@ -657,10 +668,22 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
             rows.iter().map(|r| r.device_us).sum::<f64>() / n as f64,
         )
     };
+    // A trailing step that ran no GPU op in a trace that has GPU ops (the
+    // engine's frame after its last batch) is no step of the model's.
+    let mut left_out: u64 = 0;
+    if cx.gpu_op_ns > 0 {
+        for row in rows.iter_mut().rev() {
+            if row.kernels > 0 || left_out as usize + 1 >= cx.steps.len() {
+                break;
+            }
+            row.left_out = true;
+            left_out += 1;
+        }
+    }
     if rows.is_empty() {
         return (rows, StepsStats::default());
     }
-    let all: Vec<&StepRow> = rows.iter().collect();
+    let all: Vec<&StepRow> = rows.iter().filter(|r| !r.left_out).collect();
     let (count, mean_us, p50_us, p90_us, min_us, max_us, mean_device_us) = stats(&all);
     let mut by_kind = Vec::new();
     for kind in [
@@ -668,7 +691,11 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
         steps::StepKind::Decode,
         steps::StepKind::Mixed,
     ] {
-        let of: Vec<&StepRow> = rows.iter().filter(|r| r.kind == Some(kind)).collect();
+        let of: Vec<&StepRow> = all
+            .iter()
+            .copied()
+            .filter(|r| r.kind == Some(kind))
+            .collect();
         if !of.is_empty() {
             let (count, mean_us, p50_us, _, _, _, mean_device_us) = stats(&of);
             by_kind.push(StepKindStats {
@@ -682,6 +709,7 @@ fn step_rows(cx: &Context, source: Option<steps::StepSource>) -> (Vec<StepRow>, 
     }
     let stats = StepsStats {
         count,
+        left_out,
         source: source.unwrap_or_default(),
         mean_us,
         p50_us,
@@ -823,7 +851,7 @@ fn op_rows(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
         }
     }
     let total_gpu = us(cx.gpu_op_ns);
-    let basis = TimeBasis::of(total_gpu);
+    let basis = cx.basis;
     let n_steps = cx.steps.len();
     let per_step = |calls: u64| (n_steps > 0).then(|| calls as f64 / n_steps as f64);
     // Shape groups per op name, with bytes for copy-like ops.

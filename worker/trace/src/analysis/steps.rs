@@ -187,7 +187,119 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Optio
         return (kept, None);
     }
     kinds_from_inside(t, &mut kept);
+    kinds_from_shapes(t, &mut kept);
     (kept, source)
+}
+
+/// How many tokens an op's inputs hold, for the ops that tell a step's
+/// tokens: the embedding's indices, the rows of a GEMM's input.
+fn tokens_of(name: &str, shapes: &str) -> Option<u64> {
+    let (input, all_dims) = match name {
+        "aten::embedding" => (1, true),
+        "aten::linear" | "aten::mm" | "aten::matmul" => (0, false),
+        "aten::addmm" => (1, false),
+        _ => return None,
+    };
+    let dims = input_dims(shapes, input)?;
+    let keep = if all_dims {
+        dims.len()
+    } else {
+        dims.len().checked_sub(1)?
+    };
+    let rows: u64 = dims[..keep].iter().product();
+    (keep > 0 && rows > 0).then_some(rows)
+}
+
+/// The dims of input `k` in an `Input Dims` text (`[[64, 7168], [7168]]`).
+fn input_dims(shapes: &str, k: usize) -> Option<Vec<u64>> {
+    let inner = shapes.trim().strip_prefix('[')?;
+    let mut depth = 0;
+    let mut index = 0;
+    let mut start = None;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '[' => {
+                if depth == 0 && index == k {
+                    start = Some(i + 1);
+                }
+                depth += 1;
+            }
+            ']' => {
+                if depth == 0 {
+                    return None;
+                }
+                depth -= 1;
+                if depth == 0 && index == k {
+                    let body = &inner[start?..i];
+                    if body.contains('[') {
+                        return None;
+                    }
+                    return body
+                        .split(',')
+                        .map(|d| d.trim().parse().ok())
+                        .collect::<Option<Vec<u64>>>()
+                        .filter(|v| !v.is_empty());
+                }
+            }
+            ',' if depth == 0 => index += 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Steps without a kind from names take one from their ops' shapes: where
+/// some steps feed the model many times more tokens than the others (the
+/// embedding's indices, or the first GEMM's rows), those are prefills and
+/// the rest decodes. Needs no names, so it holds for engines that mark
+/// steps with a bare `execute_model` frame.
+fn kinds_from_shapes(t: &Trace, steps: &mut [StepSpan]) {
+    if steps.len() < 2 || steps.iter().any(|s| s.kind.is_some()) {
+        return;
+    }
+    let cpu = &t.cpu;
+    // Per step: the first telling op's start and its tokens.
+    let mut first: Vec<Option<(i64, u64)>> = vec![None; steps.len()];
+    let mut telling: HashMap<Sym, bool> = HashMap::new();
+    let mut cursor = StepCursor::new(steps);
+    for i in 0..cpu.len() {
+        if cpu.kind[i] != CpuKind::Op || cpu.shapes(i) == 0 {
+            continue;
+        }
+        let name = cpu.name[i];
+        if !*telling
+            .entry(name)
+            .or_insert_with(|| tokens_of(t.name(name), "[[1, 1], [1, 1]]").is_some())
+        {
+            continue;
+        }
+        let ts = cpu.ts.get(i);
+        let Some(s) = cursor.at(ts) else { continue };
+        if first[s].is_some_and(|(at, _)| at <= ts) {
+            continue;
+        }
+        if let Some(n) = tokens_of(t.name(name), t.name(cpu.shapes(i))) {
+            first[s] = Some((ts, n));
+        }
+    }
+    let tokens: Vec<u64> = first.iter().flatten().map(|f| f.1).collect();
+    let (Some(&lo), Some(&hi)) = (tokens.iter().min(), tokens.iter().max()) else {
+        return;
+    };
+    // Prefills hold many more tokens than a decode's batch.
+    if hi < 8 * lo || hi < 256 {
+        return;
+    }
+    let cut = ((hi as f64) * (lo as f64)).sqrt();
+    for (s, f) in steps.iter_mut().zip(&first) {
+        s.kind = f.map(|(_, n)| {
+            if n as f64 >= cut {
+                StepKind::Prefill
+            } else {
+                StepKind::Decode
+            }
+        });
+    }
 }
 
 /// `path/file.py(12): execute_model` -> `execute_model` (with its file).
@@ -410,6 +522,33 @@ mod tests {
         assert_eq!(StepMarker::of("aten::mm"), None);
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.5);
         assert_eq!(percentile(&[7.0], 90.0), 7.0);
+    }
+
+    #[test]
+    fn tokens_from_shapes() {
+        assert_eq!(
+            input_dims("[[64, 7168], [7168, 4608]]", 0),
+            Some(vec![64, 7168])
+        );
+        assert_eq!(
+            input_dims("[[16160, 7168], [64], [], []]", 1),
+            Some(vec![64])
+        );
+        assert_eq!(input_dims("[[], [3]]", 0), None);
+        assert_eq!(input_dims("[[[1, 2]], [3]]", 0), None);
+        assert_eq!(
+            tokens_of("aten::embedding", "[[16160, 7168], [4096], [], [], []]"),
+            Some(4096)
+        );
+        assert_eq!(
+            tokens_of("aten::linear", "[[2, 2048, 4096], [4096, 4096], []]"),
+            Some(4096)
+        );
+        assert_eq!(
+            tokens_of("aten::addmm", "[[4096], [32, 4096], [4096, 4096]]"),
+            Some(32)
+        );
+        assert_eq!(tokens_of("aten::add", "[[32, 4096]]"), None);
     }
 
     #[test]

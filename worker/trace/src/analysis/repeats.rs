@@ -1,0 +1,527 @@
+//! Layers from repetition: which occurrences of a kernel (or op) split every
+//! step into decoder blocks.
+//!
+//! Each step is a sequence of items (GPU ops in device order, or a CPU
+//! trace's top-level ops). A key (a name, a name with one launch geometry,
+//! or the start of each attention-or-linear mixer block) that occurs `c`
+//! times in every step proposes `c` layers, cut where it occurs. The split
+//! is kept when its layers are alike: the names found in *every* layer are a
+//! large share of the names found in *any* (the core share). That one rule
+//! tells the families apart:
+//!
+//! - a kernel that a dense layer runs twice (unfused gate and up GEMMs) cuts
+//!   a dense layer in two, and one half lacks the attention: small share;
+//! - norms or all-reduces (two per layer) cut attention halves from MLP
+//!   halves, which share little: small share;
+//! - a key once per layer gives layers that share attention, norms and
+//!   projections, whatever their MLP (dense, MoE, interleaved) or mixer
+//!   (a hybrid's linear layers still share the norms and the MLP);
+//! - a key once per two layers passes too, so the most layers win.
+//!
+//! Where names tell attention, linear mixers, norms and MLPs apart, the cut
+//! is then placed where a decoder block begins: at the first norm after the
+//! previous block's MLP, before the next mixer (the input norm), so a
+//! hybrid's layers begin at their own norm and not at a key's place in the
+//! middle of a layer. Without names, each layer begins as many items before
+//! its key as every layer has in common there.
+
+use crate::import::store::Sym;
+use hashbrown::HashMap;
+
+/// What a name says of its part in a decoder block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Attention over a KV cache (and writing it).
+    Attention,
+    /// A mixer without a KV cache: linear attention, Mamba, short convolutions.
+    Linear,
+    /// A norm.
+    Norm,
+    /// The MLP's activation.
+    Ffn,
+    /// MoE routing and experts.
+    Moe,
+    /// Anything else.
+    Other,
+}
+
+impl Role {
+    fn is_mixer(self) -> bool {
+        matches!(self, Role::Attention | Role::Linear)
+    }
+    fn is_ffn(self) -> bool {
+        matches!(self, Role::Ffn | Role::Moe)
+    }
+}
+
+/// The role a kernel or op name speaks of.
+pub(crate) fn role_of(name: &str) -> Role {
+    let l = name.to_ascii_lowercase();
+    let any = |words: &[&str]| words.iter().any(|w| l.contains(w));
+    // Linear mixers first: "linear_attn" would read as attention.
+    if any(&[
+        "mamba",
+        "selective_scan",
+        "selective_state",
+        "ssm_",
+        "causal_conv1d",
+        "gated_delta",
+        "delta_rule",
+        "linear_attn",
+        "lightning_attn",
+        "rwkv",
+        "retention",
+        "short_conv",
+        "chunk_scan",
+        "state_passing",
+    ]) {
+        return Role::Linear;
+    }
+    if any(&[
+        "attention",
+        "attn",
+        "fmha",
+        "flash_fwd",
+        "flashinfer",
+        "mha_",
+        "sdpa",
+        "reshape_and_cache",
+        "paged_kv",
+    ]) && !l.contains("backward")
+        && !l.contains("bwd")
+    {
+        return Role::Attention;
+    }
+    if l.contains("norm") && !l.contains("normal") {
+        return Role::Norm;
+    }
+    if is_moe(&l) {
+        return Role::Moe;
+    }
+    if any(&["silu", "gelu", "act_and_mul", "swiglu", "geglu", "relu"]) {
+        return Role::Ffn;
+    }
+    Role::Other
+}
+
+/// Whether a (lower-case) name speaks of mixture-of-experts routing or experts.
+pub(crate) fn is_moe(lower: &str) -> bool {
+    lower.contains("moe")
+        || lower.contains("expert")
+        || lower.contains("topk")
+        || lower.contains("router")
+}
+
+/// One item of a step's sequence.
+#[derive(Clone, Copy)]
+pub(crate) struct Item {
+    /// Index into its table (the GPU ops, or the CPU slices).
+    pub at: u32,
+    /// Name.
+    pub name: Sym,
+    /// Name with launch geometry, interned (the name's own id where there is none).
+    pub group: u32,
+    /// What the name says.
+    pub role: Role,
+    /// Start, ns.
+    pub ts: i64,
+    /// Time, ns.
+    pub dur: i64,
+}
+
+/// What cuts the steps into layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Key {
+    Name(Sym),
+    Group(u32),
+    /// The start of each mixer block (attention or linear).
+    Mixer,
+}
+
+/// The layers of every step.
+pub(crate) struct Split {
+    pub key: Key,
+    /// Per step (empty steps included, with no layers): each layer's start,
+    /// and the end of the last one.
+    pub bounds: Vec<(Vec<usize>, usize)>,
+    /// Names in every layer over names in any.
+    pub share: f64,
+    /// Placed at the blocks' input norms (names told the parts apart).
+    pub anchored: bool,
+}
+
+impl Split {
+    /// Layers per step.
+    pub fn layers(&self) -> usize {
+        self.bounds.iter().map(|b| b.0.len()).max().unwrap_or(0)
+    }
+}
+
+/// Least core share a split's layers must have.
+const MIN_SHARE: f64 = 0.4;
+/// Fewest layers, and least core share, for layers no mixer name places.
+const MIN_UNNAMED_LAYERS: usize = 4;
+const MIN_UNNAMED_SHARE: f64 = 0.6;
+/// Least share of the steps' time the layers must cover.
+const MIN_COVERAGE: f64 = 0.3;
+/// Keys tried.
+const MAX_CANDIDATES: usize = 96;
+/// Splits checked on every step after passing on the first.
+const MAX_CHECKED: usize = 8;
+/// Fewest items in a layer.
+const MIN_LAYER_ITEMS: usize = 2;
+/// Mixer items further apart than this start a new block.
+const MAX_BLOCK_GAP: usize = 16;
+
+/// The mixer blocks of a step: (first item, last item, whether one of them
+/// is attention).
+fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut broken = true;
+    for (k, it) in seq.iter().enumerate() {
+        match it.role {
+            r if r.is_mixer() => match out.last_mut() {
+                Some(b) if !broken && k - b.1 <= MAX_BLOCK_GAP => b.1 = k,
+                _ => {
+                    out.push((k, k));
+                    broken = false;
+                }
+            },
+            r if r == Role::Norm || r.is_ffn() => broken = true,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The positions of a key in a step.
+fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> Vec<usize> {
+    match key {
+        Key::Mixer => blocks.iter().map(|b| b.0).collect(),
+        Key::Name(s) => (0..seq.len()).filter(|&k| seq[k].name == s).collect(),
+        Key::Group(g) => (0..seq.len()).filter(|&k| seq[k].group == g).collect(),
+    }
+}
+
+/// The first norm after the first MLP item in `seq[from..to]`.
+fn input_norm(seq: &[Item], from: usize, to: usize, need_ffn: bool) -> Option<usize> {
+    let mut ffn_seen = !need_ffn;
+    for (k, it) in seq.iter().enumerate().take(to).skip(from) {
+        if it.role.is_ffn() {
+            ffn_seen = true;
+        } else if it.role == Role::Norm && ffn_seen {
+            return Some(k);
+        }
+    }
+    None
+}
+
+/// Where the layers a key's positions imply lie in one step: each layer's
+/// start and the last one's end, and whether names placed them.
+fn place(
+    seq: &[Item],
+    pos: &[usize],
+    blocks: &[(usize, usize)],
+) -> Option<(Vec<usize>, usize, bool)> {
+    let n = pos.len();
+    if n < 2 {
+        return None;
+    }
+    // Names: each layer from its input norm, if every block has one.
+    if blocks.len() == n {
+        let mut starts = Vec::with_capacity(n);
+        for (i, b) in blocks.iter().enumerate() {
+            let from = if i == 0 { 0 } else { blocks[i - 1].1 + 1 };
+            starts.push(input_norm(seq, from, b.0, i > 0)?);
+        }
+        let last = blocks[n - 1];
+        if let Some(end) = input_norm(seq, last.1 + 1, seq.len(), true) {
+            // Items before each start that every layer has in common
+            // (a cast before the norm) belong to the layer.
+            let floor: Vec<usize> = (0..n)
+                .map(|i| {
+                    if i == 0 {
+                        0
+                    } else {
+                        // Not back past the previous layer's MLP.
+                        (blocks[i - 1].1 + 1..starts[i])
+                            .rev()
+                            .find(|&k| seq[k].role.is_ffn())
+                            .map_or(blocks[i - 1].1 + 1, |k| k + 1)
+                    }
+                })
+                .collect();
+            let mut k = 0;
+            while starts.iter().zip(&floor).all(|(&s, &f)| s > f + k)
+                && end > starts[n - 1] + k
+                && starts
+                    .iter()
+                    .all(|&s| seq[s - k - 1].name == seq[starts[0] - k - 1].name)
+            {
+                k += 1;
+            }
+            let starts: Vec<usize> = starts.iter().map(|s| s - k).collect();
+            return Some((starts, end - k, true));
+        }
+    }
+    let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
+    let min_gap = gaps.iter().copied().min()?;
+    // Layers start `k` items before their keys: as many as every key, the
+    // first included, has the same items before it.
+    let mut k = 0;
+    while k + 1 < min_gap && k < pos[0] {
+        let name = seq[pos[0] - k - 1].name;
+        if pos.iter().all(|&m| seq[m - k - 1].name == name) {
+            k += 1;
+        } else {
+            break;
+        }
+    }
+    let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
+    let end = (starts[n - 1] + gaps[n - 2]).min(seq.len());
+    Some((starts, end, false))
+}
+
+/// A key's layers over some steps, scored.
+struct Tried {
+    bounds: Vec<(Vec<usize>, usize)>,
+    share: f64,
+    anchored: bool,
+    /// Every layer runs a norm and an MLP (or MoE) item.
+    blocks_like: bool,
+}
+
+impl Tried {
+    /// Whether these are a model's layers rather than a loop's iterations:
+    /// placed by their mixers' names, or alike, many and each with a norm
+    /// and an MLP (a decoder block whose attention has no telling name).
+    fn holds(&self, layers: usize) -> bool {
+        self.share >= MIN_SHARE
+            && (self.anchored
+                || (layers >= MIN_UNNAMED_LAYERS
+                    && self.share >= MIN_UNNAMED_SHARE
+                    && self.blocks_like))
+    }
+}
+
+/// The names of the items, as dense ids.
+struct Ids {
+    of: Vec<Vec<u32>>,
+    count: usize,
+}
+
+fn ids(steps: &[&[Item]]) -> Ids {
+    let mut map: HashMap<Sym, u32> = HashMap::new();
+    let of = steps
+        .iter()
+        .map(|seq| {
+            seq.iter()
+                .map(|it| {
+                    let next = map.len() as u32;
+                    *map.entry(it.name).or_insert(next)
+                })
+                .collect()
+        })
+        .collect();
+    Ids {
+        of,
+        count: map.len(),
+    }
+}
+
+/// The layers `key` makes in `steps` (indices into `all`), if it makes
+/// layers in every one of them.
+fn try_key(
+    all: &[&[Item]],
+    blocks: &[Vec<(usize, usize)>],
+    ids: &Ids,
+    steps: &[usize],
+    key: Key,
+    count: usize,
+) -> Option<Tried> {
+    let mut bounds = Vec::with_capacity(steps.len());
+    let mut anchored = true;
+    let (mut covered, mut total) = (0i64, 0i64);
+    // Per name: the last layer it was seen in, and in how many layers.
+    let mut last = vec![u32::MAX; ids.count];
+    let mut seen = vec![0u32; ids.count];
+    let mut layers = 0u32;
+    let mut blocks_like = true;
+    for &s in steps {
+        let seq = all[s];
+        let pos = positions(seq, key, &blocks[s]);
+        if pos.len() != count {
+            return None;
+        }
+        let (starts, end, named) = place(seq, &pos, &blocks[s])?;
+        anchored &= named;
+        for i in 0..starts.len() {
+            let e = starts.get(i + 1).copied().unwrap_or(end);
+            if e < starts[i] + MIN_LAYER_ITEMS {
+                return None;
+            }
+            let layer = &seq[starts[i]..e];
+            blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
+                && layer.iter().any(|it| it.role.is_ffn());
+            for k in starts[i]..e {
+                let id = ids.of[s][k] as usize;
+                if last[id] != layers {
+                    last[id] = layers;
+                    seen[id] += 1;
+                }
+            }
+            layers += 1;
+        }
+        covered += seq[starts[0]..end].iter().map(|it| it.dur).sum::<i64>();
+        total += seq.iter().map(|it| it.dur).sum::<i64>();
+        bounds.push((starts, end));
+    }
+    if (covered as f64) < MIN_COVERAGE * total as f64 {
+        return None;
+    }
+    let any = seen.iter().filter(|&&c| c > 0).count();
+    let every = seen.iter().filter(|&&c| c == layers).count();
+    Some(Tried {
+        bounds,
+        share: every as f64 / any.max(1) as f64,
+        anchored,
+        blocks_like,
+    })
+}
+
+/// The split of the steps into layers, if one holds.
+pub(crate) fn find(steps: &[Vec<Item>]) -> Option<Split> {
+    let all: Vec<&[Item]> = steps.iter().map(Vec::as_slice).collect();
+    let nonempty: Vec<usize> = (0..all.len()).filter(|&s| !all[s].is_empty()).collect();
+    let &first = nonempty.first()?;
+    let blocks: Vec<Vec<(usize, usize)>> = all.iter().map(|s| mixer_blocks(s)).collect();
+    let ids = ids(&all);
+    // Candidates: keys that occur at least twice in the first step.
+    let mut counts: HashMap<Key, usize> = HashMap::new();
+    for it in all[first] {
+        *counts.entry(Key::Name(it.name)).or_default() += 1;
+        if it.group != u32::MAX {
+            *counts.entry(Key::Group(it.group)).or_default() += 1;
+        }
+    }
+    let mut cands: Vec<(Key, usize)> = counts.into_iter().filter(|(_, c)| *c >= 2).collect();
+    if blocks[first].len() >= 2 {
+        cands.push((Key::Mixer, blocks[first].len()));
+    }
+    // Most occurrences first; a key's name before its geometry.
+    cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    cands.truncate(MAX_CANDIDATES);
+    // Score each on the first step (cheap), then check the best on all.
+    let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
+    for &(key, c) in &cands {
+        if let Some(t) = try_key(&all, &blocks, &ids, &[first], key, c) {
+            if t.holds(c) {
+                passed.push((c, t.share, t.bounds[0].0[0], key));
+            }
+        }
+    }
+    // The most layers; then the most alike; then the earliest first layer
+    // (a cut in the middle of every layer starts the first one late).
+    passed.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(b.1.total_cmp(&a.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    for &(c, _, _, key) in passed.iter().take(MAX_CHECKED) {
+        let Some(t) = try_key(&all, &blocks, &ids, &nonempty, key, c) else {
+            continue;
+        };
+        if !t.holds(c) {
+            continue;
+        }
+        let mut bounds: Vec<(Vec<usize>, usize)> = vec![(Vec::new(), 0); all.len()];
+        for (&s, b) in nonempty.iter().zip(t.bounds) {
+            bounds[s] = b;
+        }
+        return Some(Split {
+            key,
+            bounds,
+            share: t.share,
+            anchored: t.anchored,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_from_names() {
+        assert_eq!(
+            role_of("void flash_fwd_splitkv_kernel<...>"),
+            Role::Attention
+        );
+        assert_eq!(role_of("kernel_unified_attention_2d"), Role::Attention);
+        assert_eq!(
+            role_of("fused_recurrent_gated_delta_rule_fwd_kernel"),
+            Role::Linear
+        );
+        assert_eq!(
+            role_of("void causal_conv1d_update_kernel<...>"),
+            Role::Linear
+        );
+        assert_eq!(role_of("aten::rms_norm"), Role::Norm);
+        assert_eq!(role_of("aten::normal_"), Role::Other);
+        assert_eq!(role_of("aten::topk"), Role::Moe);
+        assert_eq!(role_of("void vllm::act_and_mul_kernel<...>"), Role::Ffn);
+        assert_eq!(role_of("aten::mm"), Role::Other);
+    }
+
+    fn items(names: &[u32]) -> Vec<Item> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| Item {
+                at: k as u32,
+                name: n,
+                group: n,
+                // Name 1 is a norm; 5 and 6 are MLP items.
+                role: match n {
+                    1 => Role::Norm,
+                    5 | 6 => Role::Ffn,
+                    _ => Role::Other,
+                },
+                ts: k as i64,
+                dur: 1,
+            })
+            .collect()
+    }
+
+    /// Interleaved layers (dense, MoE, dense, MoE): the key that runs in
+    /// every layer wins over the one that runs in every second.
+    #[test]
+    fn interleaved_layers_are_each_a_layer() {
+        let dense = [1, 2, 3, 4, 5, 8, 10];
+        let moe = [1, 2, 3, 4, 5, 8, 20, 21];
+        let mut seq = vec![0];
+        for l in 0..8 {
+            seq.extend(if l % 2 == 0 { &dense[..] } else { &moe[..] });
+        }
+        seq.push(9);
+        let split = find(&[items(&seq), items(&seq)]).unwrap();
+        assert_eq!(split.layers(), 8);
+        assert_eq!(split.bounds[0].0[0], 1);
+    }
+
+    /// A key a layer runs twice (one of them in its MLP) cuts the layer in
+    /// two halves that are not alike: the once-per-layer key wins.
+    #[test]
+    fn a_key_run_twice_in_some_layers_does_not_split_them() {
+        let dense = [1, 2, 3, 4, 7, 8, 7, 5];
+        let moe = [1, 2, 3, 4, 7, 6, 6, 6];
+        let mut seq = vec![0];
+        for l in 0..10 {
+            seq.extend(if l < 3 { &dense[..] } else { &moe[..] });
+        }
+        let split = find(&[items(&seq)]).unwrap();
+        assert_eq!(split.layers(), 10);
+    }
+}

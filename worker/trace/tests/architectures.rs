@@ -1,0 +1,153 @@
+//! The layer, step and cast rules hold over a family of models, not one
+//! shape: hundreds of random architectures drawn from seeds (plain dense
+//! models of 2 to 128 layers, dense prefixes before MoE with fused or
+//! unfused MLPs, MoE interleaved with dense layers, hybrids whose every K-th
+//! layer has attention, local and global attention), each checked against
+//! the truth the generator wrote. A failure prints every seed that failed
+//! with what it found, so a seed can be rerun alone:
+//! `kinetoscope generate --random-architecture SEED`.
+
+use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
+use kinetoscope_trace::import::{read_trace, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions};
+
+/// Seeds checked in `make test`.
+const SEEDS: u64 = 200;
+
+/// What one seed's analysis got wrong, if anything.
+fn check(seed: u64) -> Result<(), String> {
+    let p = DecodeParams::random_architecture(seed);
+    let mut json = Vec::new();
+    let truth = write_decode_trace(&p, &mut json).map_err(|e| e.to_string())?;
+    let t = read_trace(&json[..], &ReadOptions::default()).map_err(|e| e.to_string())?;
+    let s = analyze(&t, &AnalysisOptions::default());
+    let mut wrong = Vec::new();
+    if s.layers.count != truth.layers as u64 {
+        wrong.push(format!(
+            "{} layers, not {} ({})",
+            s.layers.count, truth.layers, s.layers.detail
+        ));
+    } else {
+        // Kinds are checked where the truth has more than one: a model whose
+        // layers are all alike may leave them unlabelled.
+        let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
+        for (i, (row, want)) in s.layers.items.iter().zip(&truth.layer_kinds).enumerate() {
+            if row.kind != Some(*want) && (mixed || row.kind.is_some()) {
+                wrong.push(format!(
+                    "layer {i} is {:?}, not {}",
+                    row.kind.map(|k| k.as_str()),
+                    want.as_str()
+                ));
+                break;
+            }
+        }
+    }
+    if s.steps_stats.count != truth.step_us.len() as u64 {
+        wrong.push(format!(
+            "{} steps, not {}",
+            s.steps_stats.count,
+            truth.step_us.len()
+        ));
+    }
+    let cast = s
+        .ops
+        .iter()
+        .find(|o| o.name == "aten::copy_")
+        .and_then(|o| {
+            o.input_shapes
+                .iter()
+                .find(|g| g.conversion.as_deref() == Some("Float8_e4m3fn -> BFloat16"))
+        })
+        .and_then(|g| g.calls_per_step);
+    if cast != Some(truth.casts_per_step as f64) {
+        wrong.push(format!(
+            "{cast:?} casts per step, not {}",
+            truth.casts_per_step
+        ));
+    }
+    // Where the cast dominates (every model but the sparsest hybrids), the
+    // first finding names it with its calls per step.
+    let first = s.findings.first().map(|f| f.text.as_str()).unwrap_or("");
+    let names_cast = first.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16")
+        && first.contains(&format!("{} calls per step", truth.casts_per_step));
+    if truth.cast_pct() >= 40.0 && !names_cast {
+        wrong.push(format!(
+            "first finding: {first} (cast {:.1}%; then {:?})",
+            truth.cast_pct(),
+            s.findings
+                .iter()
+                .skip(1)
+                .take(3)
+                .map(|f| f.text.as_str())
+                .collect::<Vec<_>>()
+        ));
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "seed {seed} ({} layers: moe every {}, {} dense first, attention every {}, global every {}, unfused {}, {:?}, {:?}): {}",
+            p.layers,
+            p.moe_every,
+            p.dense_layers,
+            p.attention_every,
+            p.global_every,
+            p.unfused_mlp,
+            p.attention,
+            p.linear_mixer,
+            wrong.join("; ")
+        ))
+    }
+}
+
+#[test]
+fn layers_kinds_steps_and_casts_hold_over_random_architectures() {
+    let only: Option<u64> = std::env::var("KINETOSCOPE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seeds: Vec<u64> = match only {
+        Some(s) => vec![s],
+        None => (0..SEEDS).collect(),
+    };
+    // Two threads: the test machines have two cores.
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let halves: Vec<_> = [0, 1]
+            .map(|h| {
+                let seeds = &seeds;
+                scope.spawn(move || {
+                    seeds
+                        .iter()
+                        .skip(h)
+                        .step_by(2)
+                        .filter_map(|&s| check(s).err())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .into_iter()
+            .collect();
+        halves
+            .into_iter()
+            .flat_map(|h| h.join().expect("a checking thread panicked"))
+            .collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} architectures failed:\n{}",
+        failures.len(),
+        seeds.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_family_spans_the_architectures_people_serve() {
+    use kinetoscope_trace::generate::Mixer;
+    let plans: Vec<DecodeParams> = (0..SEEDS).map(DecodeParams::random_architecture).collect();
+    let has = |f: &dyn Fn(&DecodeParams) -> bool| plans.iter().filter(|p| f(p)).count();
+    assert!(has(&|p| p.moe_every == 0 && p.attention_every == 1 && p.global_every <= 1) >= 20);
+    assert!(has(&|p| p.moe_every == 1 && p.dense_layers > 0 && p.unfused_mlp) >= 10);
+    assert!(has(&|p| p.moe_every == 2) >= 20);
+    assert!(has(&|p| p.plan().iter().any(|l| l.mixer == Mixer::Linear)) >= 20);
+    assert!(has(&|p| p.plan().iter().any(|l| l.mixer == Mixer::Local)) >= 20);
+    assert!(has(&|p| p.layers == 2) + has(&|p| p.layers >= 100) >= 2);
+}
