@@ -113,6 +113,9 @@ pub struct DecodeParams {
     pub attention: Attention,
     /// The linear layers' mixer.
     pub linear_mixer: LinearMixer,
+    /// The layers' norms run as Inductor kernels (`triton_red_fused_...`),
+    /// whose names do not say "norm".
+    pub compiled_norms: bool,
 }
 
 /// The attention implementation a layer's kernels come from.
@@ -228,6 +231,7 @@ impl DecodeParams {
             attention: [Attention::MlaFlash, Attention::Paged, Attention::Triton][pick(3) as usize],
             linear_mixer: [LinearMixer::GatedDelta, LinearMixer::Mamba][pick(2) as usize],
             unfused_mlp: pick(2) == 0,
+            compiled_norms: pick(4) == 0,
             ..Default::default()
         };
         // Mostly shallow models, so that hundreds of them analyze quickly;
@@ -297,6 +301,7 @@ impl Default for DecodeParams {
             unfused_mlp: false,
             attention: Attention::MlaFlash,
             linear_mixer: LinearMixer::GatedDelta,
+            compiled_norms: false,
         }
     }
 }
@@ -865,7 +870,7 @@ fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
         "vllm/model_executor/layers/layernorm.py(184): forward_cuda",
         vec![
             cast(&h, "bf16", "f32", 2.1, [448, 1, 1], Role::Other),
-            custom("_C::rms_norm", RMS_NORM_KERNEL, 6.1, &act),
+            norm(p, false, 6.1, &act),
             cast(&h, "f32", "bf16", 2.0, [448, 1, 1], Role::Other),
         ],
     )];
@@ -943,12 +948,18 @@ fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
     groups.extend([
         (
             "vllm/model_executor/layers/linear.py(1290): forward",
-            vec![contiguous("[64, 16, 128]", 2.3), linear(BATCH, 2048, HIDDEN, 24.6)],
+            vec![
+                contiguous("[64, 16, 128]", 2.3),
+                linear(BATCH, 2048, HIDDEN, 24.6),
+            ],
         ),
-        ("vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce", vec![all_reduce(22.0)]),
+        (
+            "vllm/distributed/communication_op.py(13): tensor_model_parallel_all_reduce",
+            vec![all_reduce(22.0)],
+        ),
         (
             "vllm/model_executor/layers/layernorm.py(180): forward_cuda",
-            vec![custom("_C::fused_add_rms_norm", "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, int, int)", 6.4, &act)],
+            vec![norm(p, true, 6.4, &act)],
         ),
     ]);
     if moe {
@@ -1024,6 +1035,17 @@ fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
     groups
 }
 
+/// A layer's norm (`fused`: with the residual add): vLLM's kernels, or
+/// Inductor's, whose names say what they compute and not "norm".
+fn norm(p: &DecodeParams, fused: bool, dur_us: f64, shapes: &str) -> Op {
+    match (p.compiled_norms, fused) {
+        (false, false) => custom("_C::rms_norm", RMS_NORM_KERNEL, dur_us, shapes),
+        (false, true) => custom("_C::fused_add_rms_norm", "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, c10::BFloat16 const*, float, int, int)", dur_us, shapes),
+        (true, false) => custom("triton_red_fused__to_copy_mean_mul_pow_rsqrt_0", "triton_red_fused__to_copy_mean_mul_pow_rsqrt_0", dur_us, shapes),
+        (true, true) => custom("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1", "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1", dur_us, shapes),
+    }
+}
+
 /// The mixer of a layer without attention: projections, a short causal
 /// convolution and the recurrent update, and no KV cache.
 fn linear_mixer(kind: LinearMixer) -> Vec<Op> {
@@ -1057,14 +1079,9 @@ fn step_prologue() -> Vec<Op> {
             .launches(launch("void at::native::(anonymous namespace)::indexSelectSmallIndex<c10::BFloat16, long, unsigned int, 2, 2, -2>(at::cuda::detail::TensorInfo<c10::BFloat16, unsigned int>, at::cuda::detail::TensorInfo<c10::BFloat16 const, unsigned int>, at::cuda::detail::TensorInfo<long const, unsigned int>, int, int, unsigned int, long)", 8.2, [64, 1, 1], [128, 1, 1]))])]
 }
 
-fn step_epilogue() -> Vec<Op> {
+fn step_epilogue(p: &DecodeParams) -> Vec<Op> {
     vec![
-        custom(
-            "_C::rms_norm",
-            RMS_NORM_KERNEL,
-            6.1,
-            "[[64, 7168], [7168], []]",
-        ),
+        norm(p, false, 6.1, "[[64, 7168], [7168], []]"),
         linear(BATCH, HIDDEN, 16160, 150.0),
     ]
 }
@@ -1575,7 +1592,7 @@ impl<W: Write> Sim<'_, W> {
             }
             self.cpu += us_ns(1.0);
         }
-        for o in step_epilogue() {
+        for o in step_epilogue(self.p) {
             self.issue(&o, top)?;
         }
         self.flush_graph()?;

@@ -4,8 +4,9 @@
 //! unfused MLPs, MoE interleaved with dense layers, hybrids whose every K-th
 //! layer has attention, local and global attention), each checked against
 //! the truth the generator wrote. A failure prints every seed that failed
-//! with what it found, so a seed can be rerun alone:
-//! `kinetoscope generate --random-architecture SEED`.
+//! with what it found, so a seed can be rerun alone (`KINETOSCOPE_SEED=N`)
+//! or written out (`kinetoscope generate --random-architecture N`);
+//! `KINETOSCOPE_SEEDS=N` checks the first N seeds instead of 200.
 
 use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
@@ -86,13 +87,14 @@ fn check(seed: u64) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "seed {seed} ({} layers: moe every {}, {} dense first, attention every {}, global every {}, unfused {}, {:?}, {:?}): {}",
+            "seed {seed} ({} layers: moe every {}, {} dense first, attention every {}, global every {}, unfused {}, compiled norms {}, {:?}, {:?}): {}",
             p.layers,
             p.moe_every,
             p.dense_layers,
             p.attention_every,
             p.global_every,
             p.unfused_mlp,
+            p.compiled_norms,
             p.attention,
             p.linear_mixer,
             wrong.join("; ")
@@ -105,9 +107,14 @@ fn layers_kinds_steps_and_casts_hold_over_random_architectures() {
     let only: Option<u64> = std::env::var("KINETOSCOPE_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
+    // KINETOSCOPE_SEEDS=N checks N seeds (more than make test's 200).
+    let many: u64 = std::env::var("KINETOSCOPE_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS);
     let seeds: Vec<u64> = match only {
         Some(s) => vec![s],
-        None => (0..SEEDS).collect(),
+        None => (0..many).collect(),
     };
     // Two threads: the test machines have two cores.
     let failures: Vec<String> = std::thread::scope(|scope| {
@@ -150,4 +157,5 @@ fn the_family_spans_the_architectures_people_serve() {
     assert!(has(&|p| p.plan().iter().any(|l| l.mixer == Mixer::Linear)) >= 20);
     assert!(has(&|p| p.plan().iter().any(|l| l.mixer == Mixer::Local)) >= 20);
     assert!(has(&|p| p.layers == 2) + has(&|p| p.layers >= 100) >= 2);
+    assert!(has(&|p| p.compiled_norms) >= 20);
 }

@@ -663,7 +663,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
             lengths.iter().max().unwrap_or(&0)
         ),
     };
-    let placed = if split.anchored {
+    let placed = if split.at_norms {
         "; each layer starts at its input norm"
     } else {
         ""

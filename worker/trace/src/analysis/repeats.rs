@@ -147,7 +147,7 @@ pub(crate) struct Split {
     /// Names in every layer over names in any.
     pub share: f64,
     /// Placed at the blocks' input norms (names told the parts apart).
-    pub anchored: bool,
+    pub at_norms: bool,
 }
 
 impl Split {
@@ -216,58 +216,98 @@ fn input_norm(seq: &[Item], from: usize, to: usize, need_ffn: bool) -> Option<us
     None
 }
 
-/// Where the layers a key's positions imply lie in one step: each layer's
-/// start and the last one's end, and whether names placed them.
-fn place(
-    seq: &[Item],
-    pos: &[usize],
-    blocks: &[(usize, usize)],
-) -> Option<(Vec<usize>, usize, bool)> {
-    let n = pos.len();
-    if n < 2 {
+/// Where the layers a key's positions imply lie in one step.
+fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Placed> {
+    if pos.len() < 2 {
         return None;
     }
-    // Names: each layer from its input norm, if every block has one.
-    if blocks.len() == n {
-        let mut starts = Vec::with_capacity(n);
-        for (i, b) in blocks.iter().enumerate() {
-            let from = if i == 0 { 0 } else { blocks[i - 1].1 + 1 };
-            starts.push(input_norm(seq, from, b.0, i > 0)?);
+    if blocks.len() == pos.len() {
+        // One mixer block a layer: the layers are cut around the blocks, so
+        // each holds its own mixer and the MLP after it (and so its kind),
+        // whichever key proposed the count.
+        if let Some((starts, end)) = at_input_norms(seq, blocks) {
+            return Some(Placed {
+                starts,
+                end,
+                by_mixers: true,
+                at_norms: true,
+            });
         }
-        let last = blocks[n - 1];
-        if let Some(end) = input_norm(seq, last.1 + 1, seq.len(), true) {
-            // Items before each start that every layer has in common
-            // (a cast before the norm) belong to the layer.
-            let floor: Vec<usize> = (0..n)
-                .map(|i| {
-                    if i == 0 {
-                        0
-                    } else {
-                        // Not back past the previous layer's MLP.
-                        (blocks[i - 1].1 + 1..starts[i])
-                            .rev()
-                            .find(|&k| seq[k].role.is_ffn())
-                            .map_or(blocks[i - 1].1 + 1, |k| k + 1)
-                    }
-                })
-                .collect();
-            let mut k = 0;
-            while starts.iter().zip(&floor).all(|(&s, &f)| s > f + k)
-                && end > starts[n - 1] + k
-                && starts
-                    .iter()
-                    .all(|&s| seq[s - k - 1].name == seq[starts[0] - k - 1].name)
-            {
-                k += 1;
-            }
-            let starts: Vec<usize> = starts.iter().map(|s| s - k).collect();
-            return Some((starts, end - k, true));
-        }
+        let at: Vec<usize> = blocks.iter().map(|b| b.0).collect();
+        let (starts, end) = before_keys(seq, &at)?;
+        return Some(Placed {
+            starts,
+            end,
+            by_mixers: true,
+            at_norms: false,
+        });
     }
+    let (starts, end) = before_keys(seq, pos)?;
+    Some(Placed {
+        starts,
+        end,
+        by_mixers: false,
+        at_norms: false,
+    })
+}
+
+/// Where one step's layers lie.
+struct Placed {
+    /// Each layer's start.
+    starts: Vec<usize>,
+    /// The last layer's end.
+    end: usize,
+    /// Cut around one mixer block each.
+    by_mixers: bool,
+    /// Each starting at its input norm.
+    at_norms: bool,
+}
+
+/// Names: each layer from its input norm (the first norm after the
+/// previous block's MLP), if every block has one, and the last layer up to
+/// the final norm.
+fn at_input_norms(seq: &[Item], blocks: &[(usize, usize)]) -> Option<(Vec<usize>, usize)> {
+    let n = blocks.len();
+    let mut starts = Vec::with_capacity(n);
+    for (i, b) in blocks.iter().enumerate() {
+        let from = if i == 0 { 0 } else { blocks[i - 1].1 + 1 };
+        starts.push(input_norm(seq, from, b.0, i > 0)?);
+    }
+    let end = input_norm(seq, blocks[n - 1].1 + 1, seq.len(), true)?;
+    // Items before each start that every layer has in common (a cast
+    // before the norm) belong to the layer, but not back past the previous
+    // layer's MLP.
+    let floor: Vec<usize> = (0..n)
+        .map(|i| {
+            if i == 0 {
+                0
+            } else {
+                (blocks[i - 1].1 + 1..starts[i])
+                    .rev()
+                    .find(|&k| seq[k].role.is_ffn())
+                    .map_or(blocks[i - 1].1 + 1, |k| k + 1)
+            }
+        })
+        .collect();
+    let mut k = 0;
+    while starts.iter().zip(&floor).all(|(&s, &f)| s > f + k)
+        && end > starts[n - 1] + k
+        && starts
+            .iter()
+            .all(|&s| seq[s - k - 1].name == seq[starts[0] - k - 1].name)
+    {
+        k += 1;
+    }
+    Some((starts.iter().map(|s| s - k).collect(), end - k))
+}
+
+/// Without names: each layer starts as many items before its key as every
+/// key, the first included, has the same items before it; the last layer
+/// is as long as the one before it.
+fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
+    let n = pos.len();
     let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
     let min_gap = gaps.iter().copied().min()?;
-    // Layers start `k` items before their keys: as many as every key, the
-    // first included, has the same items before it.
     let mut k = 0;
     while k + 1 < min_gap && k < pos[0] {
         let name = seq[pos[0] - k - 1].name;
@@ -279,25 +319,28 @@ fn place(
     }
     let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
     let end = (starts[n - 1] + gaps[n - 2]).min(seq.len());
-    Some((starts, end, false))
+    Some((starts, end))
 }
 
 /// A key's layers over some steps, scored.
 struct Tried {
     bounds: Vec<(Vec<usize>, usize)>,
     share: f64,
-    anchored: bool,
+    /// Every layer holds one mixer block.
+    by_mixers: bool,
+    /// Every layer starts at its input norm.
+    at_norms: bool,
     /// Every layer runs a norm and an MLP (or MoE) item.
     blocks_like: bool,
 }
 
 impl Tried {
     /// Whether these are a model's layers rather than a loop's iterations:
-    /// placed by their mixers' names, or alike, many and each with a norm
-    /// and an MLP (a decoder block whose attention has no telling name).
+    /// one attention or mixer block each, or alike, many and each with a
+    /// norm and an MLP (a decoder block whose attention has no telling name).
     fn holds(&self, layers: usize) -> bool {
         self.share >= MIN_SHARE
-            && (self.anchored
+            && (self.by_mixers
                 || (layers >= MIN_UNNAMED_LAYERS
                     && self.share >= MIN_UNNAMED_SHARE
                     && self.blocks_like))
@@ -340,7 +383,7 @@ fn try_key(
     count: usize,
 ) -> Option<Tried> {
     let mut bounds = Vec::with_capacity(steps.len());
-    let mut anchored = true;
+    let (mut by_mixers, mut at_norms) = (true, true);
     let (mut covered, mut total) = (0i64, 0i64);
     // Per name: the last layer it was seen in, and in how many layers.
     let mut last = vec![u32::MAX; ids.count];
@@ -353,8 +396,14 @@ fn try_key(
         if pos.len() != count {
             return None;
         }
-        let (starts, end, named) = place(seq, &pos, &blocks[s])?;
-        anchored &= named;
+        let Placed {
+            starts,
+            end,
+            by_mixers: mixers,
+            at_norms: norms,
+        } = place(seq, &pos, &blocks[s])?;
+        by_mixers &= mixers;
+        at_norms &= norms;
         for i in 0..starts.len() {
             let e = starts.get(i + 1).copied().unwrap_or(end);
             if e < starts[i] + MIN_LAYER_ITEMS {
@@ -384,7 +433,8 @@ fn try_key(
     Some(Tried {
         bounds,
         share: every as f64 / any.max(1) as f64,
-        anchored,
+        by_mixers,
+        at_norms,
         blocks_like,
     })
 }
@@ -443,7 +493,7 @@ pub(crate) fn find(steps: &[Vec<Item>]) -> Option<Split> {
             key,
             bounds,
             share: t.share,
-            anchored: t.anchored,
+            at_norms: t.at_norms,
         });
     }
     None
