@@ -115,6 +115,14 @@ pub struct Summary {
     pub findings: Vec<Finding>,
 }
 
+/// Whether a value is its type's default: fields added to the stored
+/// summary after runs were stored are written only when they say
+/// something, so a summary stored before them reads back and writes the
+/// same bytes (`tests/stored.rs`), and absent reads as the default.
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
 impl Summary {
     /// The time its ops are ranked by: the trace's own basis, and self CPU
     /// time wherever there is no GPU work (a summary stored before
@@ -161,6 +169,7 @@ pub struct TraceInfo {
     pub events: u64,
     /// The time ops are ranked by: `device`, or `cpu` where the trace has
     /// no GPU ops or its steps are bound by the host ([`TimeBasis::of`]).
+    #[serde(skip_serializing_if = "is_default")]
     pub time_basis: TimeBasis,
     /// Number of GPU kernel events.
     pub kernels: u64,
@@ -491,6 +500,7 @@ pub struct StepRow {
     pub kind: Option<StepKind>,
     /// Left out of the step statistics: a trailing step that ran no GPU op
     /// in a trace that has GPU ops (the engine's frame after the last batch).
+    #[serde(skip_serializing_if = "is_default")]
     pub left_out: bool,
 }
 
@@ -501,6 +511,7 @@ pub struct StepsStats {
     /// Count (steps [`left_out`](StepRow::left_out) are not counted).
     pub count: u64,
     /// Trailing steps without GPU work, left out of these statistics.
+    #[serde(skip_serializing_if = "is_default")]
     pub left_out: u64,
     /// What marked the steps: `ProfilerStep`, the serving framework's step
     /// annotation (`step[...]`, `execute_...`, `capture_...`), an engine's
@@ -597,6 +608,7 @@ pub struct Layers {
     /// The time the layers' numbers measure: `device` (GPU time), or `cpu`
     /// on a trace without GPU ops, whose layers are groups of CPU ops. Every
     /// `device_us` and `by_category` of the rows is then CPU time.
+    #[serde(skip_serializing_if = "is_default")]
     pub basis: TimeBasis,
     /// How sure the method is, 0 to 1.
     pub confidence: f64,
