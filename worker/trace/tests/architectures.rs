@@ -146,6 +146,55 @@ fn layers_kinds_steps_and_casts_hold_over_random_architectures() {
     );
 }
 
+/// The same family captured other ways: CUDA graph replays (the layers are
+/// read from the device side, with no ops to name the kernels), piecewise
+/// graphs with Python frames (`nn.Module` layer frames win), and layer
+/// annotations: layers, kinds and steps hold in every one.
+#[test]
+fn layers_hold_in_every_capture_mode() {
+    use kinetoscope_trace::generate::Mode;
+    let mut failures = Vec::new();
+    for seed in 0..40u64 {
+        for (mode, with_stack, layer_annotations) in [
+            (Mode::Graph, false, false),
+            (Mode::Piecewise, true, false),
+            (Mode::Eager, false, true),
+        ] {
+            let p = DecodeParams {
+                mode,
+                with_stack,
+                layer_annotations,
+                ..DecodeParams::random_architecture(seed)
+            };
+            let mut json = Vec::new();
+            let truth = write_decode_trace(&p, &mut json).unwrap();
+            let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+            let s = analyze(&t, &AnalysisOptions::default());
+            let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
+            let kinds_hold = s
+                .layers
+                .items
+                .iter()
+                .zip(&truth.layer_kinds)
+                .all(|(r, k)| r.kind == Some(*k) || (!mixed && r.kind.is_none()));
+            if s.layers.count != truth.layers as u64
+                || !kinds_hold
+                || s.steps_stats.count != truth.step_us.len() as u64
+            {
+                failures.push(format!(
+                    "seed {seed} {mode:?} stack {with_stack} annotations {layer_annotations}: {} layers of {} (kinds hold: {kinds_hold}), {} steps of {}: {}",
+                    s.layers.count,
+                    truth.layers,
+                    s.steps_stats.count,
+                    truth.step_us.len(),
+                    s.layers.detail
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn the_family_spans_the_architectures_people_serve() {
     use kinetoscope_trace::generate::Mixer;
