@@ -379,16 +379,21 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
             let share = 100.0 * us / total;
             let kinds = layer_kinds(l);
+            // Kernel categories say what GPU time does; a CPU op's category
+            // (`aten::to` is "other") says little, so CPU layers lead with
+            // their time and their top op.
+            let spend = if l.basis == TimeBasis::Cpu {
+                ":".to_string()
+            } else {
+                format!(" spend {} of their GPU time on {cat} kernels;", pct(share))
+            };
             let mut text = format!(
-                "The {} layers ({}found by {}) spend {} of their {} on {} {}; a layer takes {} per step",
+                "The {} layers ({}found by {}){spend} a layer takes {} of {} per step",
                 l.count,
                 kinds,
                 l.method,
-                pct(share),
+                time_us(total / l.count as f64),
                 l.basis.words(),
-                cat,
-                if l.basis == TimeBasis::Cpu { "ops" } else { "kernels" },
-                time_us(total / l.count as f64)
             );
             if same_top_op {
                 let op = &l.items[0].top_ops[0];
