@@ -102,41 +102,10 @@ pub const CATEGORIES: [&str; 8] = [
     "other",
 ];
 
-/// Which steps take at least 1.5x the median step of their own kind (a
-/// prefill beside prefills, a decode beside decodes; a kind with fewer than
-/// three steps is compared with nothing). Steps left out of the statistics
-/// are never outliers.
+/// Which steps are slow: the rule the findings follow
+/// ([`kinetoscope_types::steps::slow_steps`]).
 pub fn step_outliers(steps: &[StepRow]) -> Vec<bool> {
-    let has_kinds = steps.iter().any(|s| s.kind.is_some());
-    let median_of = |kind| -> Option<f64> {
-        let mut d: Vec<f64> = steps
-            .iter()
-            .filter(|s| !s.left_out && (!has_kinds || s.kind == kind))
-            .map(|s| s.cpu_us)
-            .collect();
-        if d.len() < 3 && has_kinds {
-            return None;
-        }
-        d.sort_by(f64::total_cmp);
-        d.get(d.len() / 2).copied()
-    };
-    let medians: Vec<(Option<kinetoscope_types::StepKind>, Option<f64>)> = [
-        None,
-        Some(kinetoscope_types::StepKind::Prefill),
-        Some(kinetoscope_types::StepKind::Decode),
-        Some(kinetoscope_types::StepKind::Mixed),
-    ]
-    .into_iter()
-    .map(|k| (k, median_of(k)))
-    .collect();
-    steps
-        .iter()
-        .map(|s| {
-            let key = if has_kinds { s.kind } else { None };
-            let median = medians.iter().find(|m| m.0 == key).and_then(|m| m.1);
-            !s.left_out && median.is_some_and(|m| m > 0.0 && s.cpu_us >= 1.5 * m)
-        })
-        .collect()
+    kinetoscope_types::steps::slow_steps(steps)
 }
 
 /// A name shortened to `n` characters by cutting its middle, which keeps the

@@ -5,7 +5,7 @@
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{
     Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow,
-    ShapeGroup, StepRow, Summary, TimeBasis,
+    ShapeGroup, Summary, TimeBasis,
 };
 
 /// Ops whose self device share makes them a finding on their own.
@@ -440,49 +440,43 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         ));
     }
 
-    // Slow steps, against the median of steps of the same kind: a prefill
-    // is slow only beside other prefills, and a kind with fewer than three
-    // steps has nothing to be compared with.
-    let counted: Vec<&StepRow> = s.steps.iter().filter(|st| !st.left_out).collect();
-    if counted.len() >= 3 && s.steps_stats.p50_us > 0.0 {
-        let has_kinds = counted.iter().any(|st| st.kind.is_some());
-        let median_of = |st: &StepRow| -> Option<f64> {
-            if !has_kinds {
-                return Some(s.steps_stats.p50_us);
-            }
-            let k = st.kind?;
-            kinds
+    // Slow steps, against the median of the steps of their own kind (the
+    // rule the app's steps chart follows: `types::steps`).
+    let medians = kinetoscope_types::steps::compared_medians(&s.steps);
+    let has_kinds = s.steps.iter().any(|st| !st.left_out && st.kind.is_some());
+    let worst = s
+        .steps
+        .iter()
+        .zip(&medians)
+        .filter_map(|(st, m)| m.filter(|m| *m > 0.0).map(|m| (st, m)))
+        .max_by(|a, b| (a.0.cpu_us / a.1).total_cmp(&(b.0.cpu_us / b.1)));
+    if let Some((worst, median)) = worst {
+        let ratio = worst.cpu_us / median;
+        if ratio >= kinetoscope_types::steps::SLOW_STEP_RATIO {
+            let total: f64 = s
+                .steps
                 .iter()
-                .find(|x| x.kind == k && x.count >= 3)
-                .map(|x| x.p50_us)
-        };
-        let worst = counted
-            .iter()
-            .filter_map(|st| median_of(st).filter(|m| *m > 0.0).map(|m| (*st, m)))
-            .max_by(|a, b| (a.0.cpu_us / a.1).total_cmp(&(b.0.cpu_us / b.1)));
-        if let Some((worst, median)) = worst {
-            let ratio = worst.cpu_us / median;
-            if ratio >= 1.5 {
-                let total: f64 = counted.iter().map(|st| st.cpu_us).sum();
-                out.push(finding(
-                    "slow_step",
-                    format!(
-                        "{} takes {}, {:.1}x the median {}step ({})",
-                        worst.name,
-                        time_us(worst.cpu_us),
-                        ratio,
-                        worst
-                            .kind
-                            .filter(|_| has_kinds)
-                            .map(|k| format!("{k} "))
-                            .unwrap_or_default(),
-                        time_us(median)
-                    ),
-                    100.0 * (worst.cpu_us - median) / total,
-                    FindingTab::Steps,
-                    Some(&worst.name),
-                ));
-            }
+                .filter(|st| !st.left_out)
+                .map(|st| st.cpu_us)
+                .sum();
+            out.push(finding(
+                "slow_step",
+                format!(
+                    "{} takes {}, {:.1}x the median {}step ({})",
+                    worst.name,
+                    time_us(worst.cpu_us),
+                    ratio,
+                    worst
+                        .kind
+                        .filter(|_| has_kinds)
+                        .map(|k| format!("{k} "))
+                        .unwrap_or_default(),
+                    time_us(median)
+                ),
+                100.0 * (worst.cpu_us - median) / total,
+                FindingTab::Steps,
+                Some(&worst.name),
+            ));
         }
     }
 

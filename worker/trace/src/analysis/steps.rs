@@ -465,17 +465,7 @@ pub fn step_number(name: &str) -> Option<i64> {
         .and_then(|n| n.parse().ok())
 }
 
-/// Percentile (0-100) of sorted values by linear interpolation.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let pos = (p / 100.0) * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    let frac = pos - lo as f64;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
-}
+pub use kinetoscope_types::steps::percentile;
 
 #[cfg(test)]
 mod tests {
@@ -520,8 +510,6 @@ mod tests {
         );
         assert_eq!(StepMarker::of("capture_32_FULL"), Some(StepMarker::Capture));
         assert_eq!(StepMarker::of("aten::mm"), None);
-        assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 50.0), 2.5);
-        assert_eq!(percentile(&[7.0], 90.0), 7.0);
     }
 
     #[test]
