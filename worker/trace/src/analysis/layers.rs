@@ -83,8 +83,10 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let n_steps = cx.steps.len().max(1);
     let mut seqs: Vec<Vec<Item>> = vec![Vec::new(); n_steps];
     let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
-    // The kernel's name, else the name of the op that launched it.
-    let mut roles: HashMap<(Sym, Sym), Role> = HashMap::new();
+    // The kernel's name, else (only then: the walk up the launch chain
+    // costs) the name of the op that launched it.
+    let mut by_kernel: HashMap<Sym, Role> = HashMap::new();
+    let mut by_op: HashMap<Sym, Role> = HashMap::new();
     for g in 0..gpu.len() {
         if !gpu.kind[g].is_gpu_op() {
             continue;
@@ -100,16 +102,18 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
         let group = *groups
             .entry((gpu.name[g], gpu.grid(g), gpu.block(g)))
             .or_insert(next);
-        let op = match cx.owner(g) {
-            Some((false, op)) => op,
-            _ => Sym::MAX,
+        let role = match *by_kernel
+            .entry(gpu.name[g])
+            .or_insert_with(|| repeats::role_of(t.name(gpu.name[g])))
+        {
+            Role::Other => match cx.owner(g) {
+                Some((false, op)) => *by_op
+                    .entry(op)
+                    .or_insert_with(|| repeats::role_of(t.name(op))),
+                _ => Role::Other,
+            },
+            r => r,
         };
-        let role = *roles.entry((gpu.name[g], op)).or_insert_with(|| {
-            match repeats::role_of(t.name(gpu.name[g])) {
-                Role::Other if op != Sym::MAX => repeats::role_of(t.name(op)),
-                r => r,
-            }
-        });
         seqs[s].push(Item {
             at: g as u32,
             name: gpu.name[g],
@@ -119,10 +123,15 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
             dur: gpu.dur.get(g),
         });
     }
-    for s in &mut seqs {
+    in_time_order(&mut seqs);
+    seqs
+}
+
+/// Each step's items by start (ties by table order).
+fn in_time_order(seqs: &mut [Vec<Item>]) {
+    for s in seqs {
         s.sort_by_key(|it| (it.ts, it.at));
     }
-    seqs
 }
 
 /// A trace without GPU ops: the top-level ops of each step (ops inside no
@@ -181,9 +190,7 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
             dur: cpu.dur.get(i),
         });
     }
-    for s in &mut seqs {
-        s.sort_by_key(|it| (it.ts, it.at));
-    }
+    in_time_order(&mut seqs);
     seqs
 }
 

@@ -194,12 +194,7 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Optio
 /// How many tokens an op's inputs hold, for the ops that tell a step's
 /// tokens: the embedding's indices, the rows of a GEMM's input.
 fn tokens_of(name: &str, shapes: &str) -> Option<u64> {
-    let (input, all_dims) = match name {
-        "aten::embedding" => (1, true),
-        "aten::linear" | "aten::mm" | "aten::matmul" => (0, false),
-        "aten::addmm" => (1, false),
-        _ => return None,
-    };
+    let (input, all_dims) = token_input(name)?;
     let dims = input_dims(shapes, input)?;
     let keep = if all_dims {
         dims.len()
@@ -208,6 +203,17 @@ fn tokens_of(name: &str, shapes: &str) -> Option<u64> {
     };
     let rows: u64 = dims[..keep].iter().product();
     (keep > 0 && rows > 0).then_some(rows)
+}
+
+/// Which input of an op holds its tokens, and whether all its dims count
+/// (the embedding's indices) or all but the last (a GEMM's rows).
+fn token_input(name: &str) -> Option<(usize, bool)> {
+    match name {
+        "aten::embedding" => Some((1, true)),
+        "aten::linear" | "aten::mm" | "aten::matmul" => Some((0, false)),
+        "aten::addmm" => Some((1, false)),
+        _ => None,
+    }
 }
 
 /// The dims of input `k` in an `Input Dims` text (`[[64, 7168], [7168]]`).
@@ -269,7 +275,7 @@ fn kinds_from_shapes(t: &Trace, steps: &mut [StepSpan]) {
         let name = cpu.name[i];
         if !*telling
             .entry(name)
-            .or_insert_with(|| tokens_of(t.name(name), "[[1, 1], [1, 1]]").is_some())
+            .or_insert_with(|| token_input(t.name(name)).is_some())
         {
             continue;
         }
