@@ -27,6 +27,7 @@
 //! A user can override with a marker (a kernel, op or annotation name that
 //! starts each layer) and/or a period (GPU ops per layer).
 
+use super::attribution::Owner;
 use super::links::NO;
 use super::repeats::{self, Item, Role};
 use super::{AnalysisOptions, Context};
@@ -107,7 +108,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
             .or_insert_with(|| repeats::role_of(t.name(gpu.name[g])))
         {
             Role::Other => match cx.owner(g) {
-                Some((false, op)) => *by_op
+                Some(Owner::Op(op)) => *by_op
                     .entry(op)
                     .or_insert_with(|| repeats::role_of(t.name(op))),
                 _ => Role::Other,
@@ -254,9 +255,16 @@ pub(crate) struct Found {
     cpu: bool,
 }
 
-/// Finds the layers; also returns where each layer lies in each step (for
-/// the timeline's layers band).
-pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> (Found, Vec<LayerSpan>) {
+/// The layers found, and where each lies in each step.
+pub(crate) struct Placed {
+    /// What [`numbers`] attributes time to.
+    pub layers: Found,
+    /// Each layer's span in each step (the timeline's layers band).
+    pub spans: Vec<LayerSpan>,
+}
+
+/// Finds the layers, and where each lies in each step.
+pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind[g].is_gpu_op());
     let seqs = if cpu {
         cpu_sequences(cx)
@@ -274,14 +282,14 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> (Found, Vec<LayerSpa
         Some(a) => spans(&seqs, a),
         None => Vec::new(),
     };
-    (
-        Found {
+    Placed {
+        layers: Found {
             seqs,
             assignment,
             cpu,
         },
         spans,
-    )
+    }
 }
 
 /// Attributes device time (CPU time, on a trace without GPU ops) to the
@@ -348,7 +356,7 @@ fn summarize(
     struct Acc {
         ns: i64,
         by_cat: BTreeMap<String, i64>,
-        ops: HashMap<(bool, Sym), i64>,
+        ops: HashMap<Owner, i64>,
         kernels: HashMap<Sym, i64>,
         parts: Parts,
     }
@@ -374,7 +382,7 @@ fn summarize(
             // A top-level op: its CPU time, its category by the kernel rule.
             let cat = super::names::category("kernel", name);
             *acc.by_cat.entry(cat.as_str().to_string()).or_default() += d;
-            *acc.ops.entry((false, it.name)).or_default() += d;
+            *acc.ops.entry(Owner::Op(it.name)).or_default() += d;
             continue;
         }
         let cat = category.get(name).copied().unwrap_or("other");

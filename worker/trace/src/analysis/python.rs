@@ -7,10 +7,11 @@
 //! into a short, readable stack: innermost frames kept (they name the model
 //! code), bounded depth, consecutive repeats folded.
 
-use crate::import::store::{sort_by_start, Sym, Trace};
+use crate::import::store::{sort_by_start, CpuKind, Sym, Trace};
 use hashbrown::HashMap;
 
-use super::links::NO;
+use super::links::{Links, NO};
+use super::Context;
 
 /// Frames kept per stack (the innermost ones).
 pub const MAX_DEPTH: usize = 12;
@@ -139,6 +140,143 @@ impl Frames {
             guard += 1;
         }
         first
+    }
+}
+
+/// The Python stacks the tables read: each distinct stack once, and which
+/// query slice (an outermost op, a graph launch outside any op) runs under
+/// which. All empty when the trace has no Python frames.
+#[derive(Default)]
+pub(crate) struct Stacks {
+    /// Per CPU slice: the outermost `cpu_op` around it or itself
+    /// (annotations such as `ProfilerStep#N` are skipped), or [`NO`]. Empty
+    /// when the trace has no Python frames: only read to find stacks.
+    pub top_op: Vec<u32>,
+    /// The stacks by id: id 0 is the empty stack.
+    pub stacks: Vec<Vec<Sym>>,
+    /// Stack id per query slice.
+    pub stack_of: HashMap<u32, u32>,
+    /// Per runtime call among the query slices: the innermost user frame
+    /// above it, which names a graph replay launched outside any op.
+    pub replay_frame: HashMap<u32, Sym>,
+}
+
+impl Stacks {
+    /// Resolves the stacks above the outermost ops and above graph launches.
+    pub fn resolve(t: &Trace, links: &Links, frames: &Frames) -> Stacks {
+        let mut out = Stacks {
+            stacks: vec![Vec::new()],
+            ..Default::default()
+        };
+        if frames.is_empty() {
+            return out;
+        }
+        let cpu = &t.cpu;
+        out.top_op = outermost_ops(t, links);
+        let mut slices: Vec<u32> = (0..cpu.len() as u32)
+            .filter(|&i| out.top_op[i as usize] == i)
+            .collect();
+        for g in 0..t.gpu.len() {
+            let r = links.launch[g];
+            if r != NO && (links.graph[g] || links.op[g] == NO) {
+                slices.push(r);
+            }
+        }
+        slices.sort_unstable();
+        slices.dedup();
+        let queries: Vec<(u32, i64)> = slices
+            .iter()
+            .map(|&i| (cpu.track.get(i as usize), cpu.ts.get(i as usize)))
+            .collect();
+        let inner = frames.innermost(t, &queries);
+        let mut ids: HashMap<u32, u32> = HashMap::new();
+        let mut by_names: HashMap<Vec<Sym>, u32> = HashMap::new();
+        for (k, &slice) in slices.iter().enumerate() {
+            let f = inner[k];
+            if f == NO {
+                continue;
+            }
+            let id = *ids.entry(f).or_insert_with(|| {
+                let names = frames.stack(t, f);
+                // Most frames' stacks are some earlier frame's (each layer
+                // runs the same code): copied only when new.
+                if let Some(&id) = by_names.get(&names) {
+                    return id;
+                }
+                let next = out.stacks.len() as u32;
+                out.stacks.push(names.clone());
+                by_names.insert(names, next);
+                next
+            });
+            out.stack_of.insert(slice, id);
+            if cpu.kind[slice as usize].is_runtime() {
+                if let Some(sym) = frames.innermost_user(t, f) {
+                    out.replay_frame.insert(slice, sym);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Per CPU slice: the outermost `cpu_op` around it or itself, or [`NO`]
+/// (parents come first in the preorder).
+fn outermost_ops(t: &Trace, links: &Links) -> Vec<u32> {
+    let mut top_op = vec![NO; t.cpu.len()];
+    for &o in &links.preorder {
+        let o = o as usize;
+        let p = links.parent[o];
+        top_op[o] = if p != NO && top_op[p as usize] != NO {
+            top_op[p as usize]
+        } else if t.cpu.kind[o] == CpuKind::Op {
+            o as u32
+        } else {
+            NO
+        };
+    }
+    top_op
+}
+
+impl Context<'_> {
+    /// The Python stack id of the code that issued GPU op `g`: above the
+    /// outermost op of its launch, or above a graph launch itself.
+    pub fn py_stack_of_gpu(&self, g: usize) -> u32 {
+        let s = &self.stacks;
+        if s.stacks.len() <= 1 {
+            return 0;
+        }
+        let r = self.links.launch[g];
+        if r == NO {
+            return 0;
+        }
+        if self.links.graph[g] {
+            if let Some(&id) = s.stack_of.get(&r) {
+                return id;
+            }
+        }
+        let op = self.links.op[g];
+        if op == NO {
+            return s.stack_of.get(&r).copied().unwrap_or(0);
+        }
+        self.py_stack_of_op(op as usize)
+    }
+
+    /// The Python stack id above CPU slice `i`'s outermost op (0: none).
+    pub fn py_stack_of_op(&self, i: usize) -> u32 {
+        let top = self.stacks.top_op.get(i).copied().unwrap_or(NO);
+        if top == NO {
+            return 0;
+        }
+        self.stacks.stack_of.get(&top).copied().unwrap_or(0)
+    }
+
+    /// The Python stack (names) of an id, with install prefixes cut
+    /// (`/opt/.../site-packages/vllm/x.py(1): f` -> `vllm/x.py(1): f`).
+    pub fn py_names(&self, id: u32) -> Vec<String> {
+        self.stacks.stacks[id as usize]
+            .iter()
+            .map(|&s| short_frame(self.t.name(s)).to_string())
+            .collect()
     }
 }
 

@@ -1,8 +1,11 @@
 //! Profiler steps: `ProfilerStep#N` annotations, or the step annotations that
 //! serving frameworks write when they drive the profiler themselves.
 
+use super::links::NO;
+use super::{us, Context};
 use crate::import::store::{CpuKind, Sym, Trace};
 use hashbrown::HashMap;
+use kinetoscope_types::{StepKindStats, StepRow, StepsStats};
 
 /// What marks steps, in order of preference.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,12 +141,21 @@ pub struct StepSpan {
 /// What marked the steps, as stored in `steps_stats.source`.
 pub type StepSource = String;
 
+/// The steps a trace has, and what marked them.
+#[derive(Debug, Default)]
+pub struct FoundSteps {
+    /// The steps, in time order.
+    pub spans: Vec<StepSpan>,
+    /// What marked them; `None` when there are none.
+    pub source: Option<StepSource>,
+}
+
 /// Finds the steps. A user's marker (an op, annotation or Python frame name,
 /// matched as a substring) wins; then `ProfilerStep#N` and the serving
 /// frameworks' step annotations, most preferred kind first; then engine
 /// frames. Steps nested in another step are dropped; the result is in time
 /// order, with each step's kind from its own name or the names inside it.
-pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Option<StepSource>) {
+pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> FoundSteps {
     let (mut steps, source) = match user_marker.filter(|m| !m.is_empty()) {
         Some(m) => {
             let spans = spans_named(t, |name| name.contains(m));
@@ -184,11 +196,14 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> (Vec<StepSpan>, Optio
         }
     }
     if kept.is_empty() {
-        return (kept, None);
+        return FoundSteps::default();
     }
     kinds_from_inside(t, &mut kept);
     kinds_from_shapes(t, &mut kept);
-    (kept, source)
+    FoundSteps {
+        spans: kept,
+        source,
+    }
 }
 
 /// How many tokens an op's inputs hold, for the ops that tell a step's
@@ -472,6 +487,130 @@ pub fn step_number(name: &str) -> Option<i64> {
 }
 
 pub use kinetoscope_types::steps::percentile;
+
+/// The step table: one row per step, and the statistics over them.
+pub(crate) struct StepTable {
+    /// One row per step, in time order.
+    pub rows: Vec<StepRow>,
+    /// Count, mean, percentiles, per kind.
+    pub stats: StepsStats,
+}
+
+/// Builds the step table from the steps and where each GPU op's launch fell.
+pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let (lo, _) = super::trace_info::window(t).unwrap_or((0, 0));
+    let mut rows: Vec<StepRow> = cx
+        .steps
+        .iter()
+        .map(|s| StepRow {
+            name: t.name(s.name).to_string(),
+            number: step_number(t.name(s.name)),
+            start_us: us(s.ts - lo),
+            cpu_us: us(s.end - s.ts),
+            kind: s.kind,
+            ..Default::default()
+        })
+        .collect();
+    let mut span: Vec<(i64, i64)> = vec![(i64::MAX, i64::MIN); rows.len()];
+    for g in 0..gpu.len() {
+        let s = cx.gpu_step[g];
+        if s == NO {
+            continue;
+        }
+        let s = s as usize;
+        rows[s].device_us += us(gpu.dur.get(g));
+        rows[s].kernels += 1;
+        span[s].0 = span[s].0.min(gpu.ts.get(g));
+        span[s].1 = span[s].1.max(gpu.ts.get(g) + gpu.dur.get(g));
+    }
+    for (row, (a, b)) in rows.iter_mut().zip(span) {
+        if a <= b {
+            row.gpu_span_us = us(b - a);
+        }
+    }
+    // A trailing step that ran no GPU op in a trace that has GPU ops (the
+    // engine's frame after its last batch) is no step of the model's.
+    let mut left_out: u64 = 0;
+    if cx.gpu_op_ns > 0 {
+        for row in rows.iter_mut().rev() {
+            if row.kernels > 0 || left_out as usize + 1 >= cx.steps.len() {
+                break;
+            }
+            row.left_out = true;
+            left_out += 1;
+        }
+    }
+    if rows.is_empty() {
+        return StepTable {
+            rows,
+            stats: StepsStats::default(),
+        };
+    }
+    let all: Vec<&StepRow> = rows.iter().filter(|r| !r.left_out).collect();
+    let whole = Durations::of(&all);
+    let mut by_kind = Vec::new();
+    for kind in [StepKind::Prefill, StepKind::Decode, StepKind::Mixed] {
+        let of: Vec<&StepRow> = all
+            .iter()
+            .copied()
+            .filter(|r| r.kind == Some(kind))
+            .collect();
+        if !of.is_empty() {
+            let d = Durations::of(&of);
+            by_kind.push(StepKindStats {
+                kind,
+                count: d.count,
+                mean_us: d.mean_us,
+                p50_us: d.p50_us,
+                mean_device_us: d.mean_device_us,
+            });
+        }
+    }
+    let stats = StepsStats {
+        count: whole.count,
+        left_out,
+        source: source.unwrap_or_default(),
+        mean_us: whole.mean_us,
+        p50_us: whole.p50_us,
+        p90_us: whole.p90_us,
+        min_us: whole.min_us,
+        max_us: whole.max_us,
+        mean_device_us: whole.mean_device_us,
+        by_kind,
+    };
+    StepTable { rows, stats }
+}
+
+/// The statistics of some steps' durations.
+struct Durations {
+    count: u64,
+    mean_us: f64,
+    p50_us: f64,
+    p90_us: f64,
+    min_us: f64,
+    max_us: f64,
+    mean_device_us: f64,
+}
+
+impl Durations {
+    /// Over at least one step.
+    fn of(rows: &[&StepRow]) -> Durations {
+        let mut durs: Vec<f64> = rows.iter().map(|r| r.cpu_us).collect();
+        durs.sort_by(f64::total_cmp);
+        let n = durs.len();
+        Durations {
+            count: n as u64,
+            mean_us: durs.iter().sum::<f64>() / n as f64,
+            p50_us: percentile(&durs, 50.0),
+            p90_us: percentile(&durs, 90.0),
+            min_us: durs[0],
+            max_us: durs[n - 1],
+            mean_device_us: rows.iter().map(|r| r.device_us).sum::<f64>() / n as f64,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,220 @@
+//! The kernel table: one row per GPU op name (kernels, memcpys, memsets)
+//! with its launch geometries, the ops and chains that launched it, the
+//! Python stack that issued most of its time, and bytes moved.
+
+use super::chains::Chains;
+use super::links::NO;
+use super::{names, pct, shapes, us, Context, MAX_CHAINS, MAX_KERNEL_GROUPS};
+use crate::import::store::{GpuKind, Sym};
+use hashbrown::HashMap;
+use kinetoscope_types::{KernelGroup, KernelRow, LaunchChain};
+
+/// The kernel table, by total device time.
+pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
+    let acc = accumulate(cx, chains);
+    let mut rows: Vec<KernelRow> = acc
+        .into_iter()
+        .map(|(sym, a)| row(cx, chains, sym, a))
+        .collect();
+    rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
+    rows
+}
+
+#[derive(Default)]
+struct KernelGroupAcc {
+    calls: u64,
+    calls_in_steps: u64,
+    total: i64,
+    bytes: u64,
+    /// (op name, shapes, dtypes) of the launching op -> device ns.
+    ops: HashMap<(Sym, Sym, Sym), i64>,
+}
+
+struct KernelAcc {
+    kind: GpuKind,
+    calls: u64,
+    calls_in_steps: u64,
+    total: i64,
+    min: i64,
+    max: i64,
+    bytes: u64,
+    groups: HashMap<([u32; 3], [u32; 3]), KernelGroupAcc>,
+    /// (op chain, launch name) -> its calls.
+    chains: HashMap<(u32, Sym), ChainAcc>,
+}
+
+/// Calls of one launch chain: (calls, ns, Python stack -> ns).
+type ChainAcc = (u64, i64, HashMap<u32, i64>);
+
+/// Adds up every GPU op into its name's, geometry's and chain's sums.
+fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let cpu = &t.cpu;
+    let mut acc: HashMap<Sym, KernelAcc> = HashMap::new();
+    for g in 0..gpu.len() {
+        let kind = gpu.kind[g];
+        if !kind.is_gpu_op() {
+            continue;
+        }
+        let d = gpu.dur.get(g);
+        let a = acc.entry(gpu.name[g]).or_insert_with(|| KernelAcc {
+            kind,
+            calls: 0,
+            calls_in_steps: 0,
+            total: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+            bytes: 0,
+            groups: HashMap::new(),
+            chains: HashMap::new(),
+        });
+        let in_step = cx.gpu_step[g] != NO;
+        a.calls += 1;
+        a.total += d;
+        a.min = a.min.min(d);
+        a.max = a.max.max(d);
+        a.bytes += gpu.bytes.get(g) as u64;
+        a.calls_in_steps += in_step as u64;
+        let grp = a.groups.entry((gpu.grid(g), gpu.block(g))).or_default();
+        grp.calls += 1;
+        grp.calls_in_steps += in_step as u64;
+        grp.total += d;
+        grp.bytes += gpu.bytes.get(g) as u64;
+        let op = cx.links.op[g];
+        if op != NO && !cx.links.graph[g] {
+            let o = op as usize;
+            *grp.ops
+                .entry((cpu.name[o], cpu.shapes(o), cpu.dtypes(o)))
+                .or_default() += d;
+        }
+        let r = cx.links.launch[g];
+        if r != NO {
+            let chain = if op == NO { 0 } else { chains.of(cx, op) };
+            let py = cx.py_stack_of_gpu(g);
+            let e = a.chains.entry((chain, cpu.name[r as usize])).or_default();
+            e.0 += 1;
+            e.1 += d;
+            if py != 0 {
+                *e.2.entry(py).or_default() += d;
+            }
+        }
+    }
+    acc
+}
+
+/// One GPU op name's row.
+fn row(cx: &Context, chains: &Chains, sym: Sym, a: KernelAcc) -> KernelRow {
+    let t = cx.t;
+    let name = t.name(sym).to_string();
+    let kind = a.kind.public();
+    let geometry = a
+        .groups
+        .iter()
+        .filter(|(k, _)| *k != &([0; 3], [0; 3]))
+        .max_by(|x, y| x.1.calls.cmp(&y.1.calls).then(y.0.cmp(x.0)))
+        .map(|(k, _)| *k);
+    let mut launched_by: Vec<LaunchChain> = a
+        .chains
+        .iter()
+        .map(|(&(chain, launch), (calls, ns, stacks))| LaunchChain {
+            chain: chains.names(t, chain),
+            launch: t.name(launch).to_string(),
+            calls: *calls,
+            total_us: us(*ns),
+            // The Python stack that issued most of this chain's time.
+            python: stacks
+                .iter()
+                .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                .map(|(&py, _)| cx.py_names(py))
+                .unwrap_or_default(),
+        })
+        .collect();
+    launched_by.sort_by(|x, y| {
+        y.total_us
+            .total_cmp(&x.total_us)
+            .then(y.calls.cmp(&x.calls))
+            .then(x.chain.cmp(&y.chain))
+            .then(x.launch.cmp(&y.launch))
+            .then(x.python.cmp(&y.python))
+    });
+    launched_by.truncate(MAX_CHAINS);
+    let mut groups: Vec<KernelGroup> = a
+        .groups
+        .iter()
+        .map(|(&geometry, k)| group(cx, geometry, k))
+        .collect();
+    groups.sort_by(|x, y| {
+        y.total_us
+            .total_cmp(&x.total_us)
+            .then(y.calls.cmp(&x.calls))
+            .then(x.grid.cmp(&y.grid))
+            .then(x.block.cmp(&y.block))
+    });
+    groups.truncate(MAX_KERNEL_GROUPS);
+    let total = us(a.total);
+    KernelRow {
+        short_name: if a.kind == GpuKind::Kernel {
+            names::short_name(&name)
+        } else {
+            name.clone()
+        },
+        category: names::category(kind.as_str(), &name),
+        kind,
+        calls: a.calls,
+        total_us: total,
+        avg_us: total / a.calls as f64,
+        min_us: us(a.min),
+        max_us: us(a.max),
+        pct: pct(total, us(cx.gpu_op_ns)),
+        grid: geometry.map(|g| g.0),
+        block: geometry.map(|g| g.1),
+        bytes_per_call: (a.bytes > 0).then(|| a.bytes as f64 / a.calls as f64),
+        calls_per_step: cx.per_step(a.calls_in_steps),
+        launched_by,
+        groups,
+        name,
+    }
+}
+
+/// One launch geometry's group of a kernel row: the op signature that
+/// launched most of its time, and the bytes and rate of its calls.
+fn group(cx: &Context, (grid, block): ([u32; 3], [u32; 3]), k: &KernelGroupAcc) -> KernelGroup {
+    let t = cx.t;
+    let has_geometry = (grid, block) != ([0; 3], [0; 3]);
+    let top = k
+        .ops
+        .iter()
+        .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+        .map(|(&sig, _)| sig);
+    let op_name = top.map(|(o, _, _)| t.name(o));
+    let copy = top.and_then(|(o, s, d)| shapes::copy_bytes(t.name(o), t.name(s), t.name(d)));
+    let bytes_per_call = match copy {
+        Some(b) => Some(b as f64),
+        None if k.bytes > 0 => Some(k.bytes as f64 / k.calls as f64),
+        None => None,
+    };
+    let total = us(k.total);
+    let avg = total / k.calls as f64;
+    KernelGroup {
+        grid: has_geometry.then_some(grid),
+        block: has_geometry.then_some(block),
+        calls: k.calls,
+        calls_per_step: cx.per_step(k.calls_in_steps),
+        total_us: total,
+        avg_us: avg,
+        pct: pct(total, us(cx.gpu_op_ns)),
+        op: op_name.map(str::to_string),
+        shapes: top
+            .map(|(_, s, _)| t.name(s).to_string())
+            .filter(|s| !s.is_empty()),
+        dtypes: top
+            .map(|(_, _, d)| t.name(d).to_string())
+            .filter(|s| !s.is_empty()),
+        conversion: top
+            .and_then(|(o, _, d)| shapes::conversion(t.name(o), t.name(d)))
+            .map(|(from, to)| format!("{from} -> {to}")),
+        bytes_per_call,
+        achieved_gbps: bytes_per_call.filter(|_| avg > 0.0).map(|b| b / avg / 1e3),
+    }
+}

@@ -1,0 +1,316 @@
+//! The op table, by torch's `key_averages` rules: one row per op name
+//! (calls folded as torch folds them), its self and total CPU and device
+//! time, its input-shape groups with bytes moved and the chain that called
+//! them; and one row per graph replay context.
+
+use super::attribution::OpSums;
+use super::chains::Chains;
+use super::links::NO;
+use super::steps::StepCursor;
+use super::{pct, replay_row_name, shapes, us, Context, MAX_SHAPE_GROUPS};
+use crate::import::store::{CpuKind, Sym};
+use hashbrown::HashMap;
+use kinetoscope_types::{OpKind, OpRow, ShapeGroup};
+
+/// The op table: the ops' rows and the replays', ranked.
+pub(crate) fn table(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
+    let acc = accumulate(cx, sums, chains);
+    let mut by_op = shape_groups(cx, chains, acc.groups);
+    let mut rows: Vec<OpRow> = acc
+        .by_name
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.seen)
+        .map(|(sym, a)| {
+            let groups = by_op.remove(&(sym as Sym)).unwrap_or_default();
+            row(cx, sym as Sym, a, groups)
+        })
+        .collect();
+    rows.extend(replay_rows(cx));
+    sort_ops(&mut rows);
+    rows
+}
+
+/// Per op name and per (name, shapes, dtypes): the sums its rows are made of.
+struct Accumulated {
+    /// By name symbol.
+    by_name: Vec<OpAcc>,
+    /// By (name, shapes, dtypes).
+    groups: HashMap<(Sym, Sym, Sym), GroupAcc>,
+}
+
+#[derive(Default)]
+struct OpAcc {
+    seen: bool,
+    kind: Option<CpuKind>,
+    calls: u64,
+    calls_in_steps: u64,
+    self_cpu: i64,
+    cpu_total: i64,
+    self_dev: i64,
+    total_dev: i64,
+    gpu_ops: u64,
+}
+
+#[derive(Default)]
+struct GroupAcc {
+    calls: u64,
+    calls_in_steps: u64,
+    self_cpu: i64,
+    self_dev: i64,
+    /// (parent chain, Python stack) -> (device ns, calls).
+    parents: HashMap<(u32, u32), (i64, u64)>,
+}
+
+/// torch's `EventList._remove_dup_nodes`, the rule `key_averages` counts
+/// calls by: an op whose parent has the same name and no other child is
+/// folded into that parent (a wrapper calling its own implementation, as
+/// `aten::add_` does): one call, whose self time is both slices' self
+/// time. Repeated until nothing folds, so a chain of such calls is one.
+struct FoldedCalls {
+    /// Per CPU slice: its direct children in the op tree, saturating at 2.
+    children: Vec<u8>,
+}
+
+impl FoldedCalls {
+    fn new(cx: &Context) -> FoldedCalls {
+        let mut children = vec![0u8; cx.t.cpu.len()];
+        for &p in &cx.links.parent {
+            if p != NO {
+                let c = &mut children[p as usize];
+                *c = c.saturating_add(1).min(2);
+            }
+        }
+        FoldedCalls { children }
+    }
+
+    /// The slice whose call slice `i` is: `i`, or the outermost of the
+    /// same-named single-child parents it is folded into.
+    fn call_of(&self, cx: &Context, mut i: usize) -> usize {
+        let cpu = &cx.t.cpu;
+        loop {
+            let p = cx.links.parent[i];
+            if p == NO || self.children[p as usize] != 1 || cpu.name[p as usize] != cpu.name[i] {
+                return i;
+            }
+            i = p as usize;
+        }
+    }
+}
+
+/// Adds up every CPU slice into its name's and its signature's sums.
+fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let mut acc: Vec<OpAcc> = Vec::new();
+    acc.resize_with(t.names.len(), OpAcc::default);
+    let mut groups: HashMap<(Sym, Sym, Sym), GroupAcc> = HashMap::new();
+    // GPU ops each op name launched directly (graph replays have rows of
+    // their own).
+    for g in 0..t.gpu.len() {
+        let op = cx.links.op[g];
+        if op != NO && !cx.links.graph[g] && cpu.kind[op as usize] != CpuKind::Module {
+            acc[cpu.name[op as usize] as usize].gpu_ops += 1;
+        }
+    }
+    let have_steps = !cx.steps.is_empty();
+    let mut step = StepCursor::new(&cx.steps);
+    let folded = FoldedCalls::new(cx);
+    for i in 0..cpu.len() {
+        let kind = cpu.kind[i];
+        if kind == CpuKind::Module {
+            continue;
+        }
+        // torch's rule: a call whose parent has its name and no other
+        // child is the parent's (one call, its time the parent's self time).
+        let call = folded.call_of(cx, i);
+        let whole = call == i;
+        let a = &mut acc[cpu.name[i] as usize];
+        a.seen = true;
+        a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
+        let self_cpu = (cpu.dur.get(i) - sums.child_ns.get(i)).max(0);
+        a.self_cpu += self_cpu;
+        a.self_dev += sums.self_dev.get(i);
+        // Device totals stay a sum over every slice of the name, as the
+        // independent reference checks them (tests/expected.rs).
+        a.total_dev += sums.total_dev.get(i);
+        let in_step = have_steps && step.at(cpu.ts.get(i)).is_some();
+        if whole {
+            a.calls += 1;
+            a.cpu_total += cpu.dur.get(i);
+            if in_step {
+                a.calls_in_steps += 1;
+            }
+        }
+        let (shapes, dtypes) = (cpu.shapes(call), cpu.dtypes(call));
+        if shapes != 0 || dtypes != 0 {
+            let gacc = groups.entry((cpu.name[i], shapes, dtypes)).or_default();
+            if whole {
+                gacc.calls += 1;
+                gacc.calls_in_steps += in_step as u64;
+            }
+            gacc.self_cpu += self_cpu;
+            gacc.self_dev += sums.self_dev.get(i);
+            let parent = cx.links.parent[call];
+            let chain = if parent == NO {
+                0
+            } else {
+                chains.of(cx, parent)
+            };
+            let e = gacc
+                .parents
+                .entry((chain, cx.py_stack_of_op(i)))
+                .or_default();
+            e.0 += sums.self_dev.get(i);
+            e.1 += 1;
+        }
+    }
+    Accumulated {
+        by_name: acc,
+        groups,
+    }
+}
+
+/// Each op name's shape groups, with bytes and rate for copy-like ops.
+fn shape_groups(
+    cx: &Context,
+    chains: &Chains,
+    groups: HashMap<(Sym, Sym, Sym), GroupAcc>,
+) -> HashMap<Sym, Vec<ShapeGroup>> {
+    let t = cx.t;
+    let total_gpu = us(cx.gpu_op_ns);
+    // Shape groups per op name, with bytes for copy-like ops.
+    let mut by_op: HashMap<Sym, Vec<ShapeGroup>> = HashMap::new();
+    for ((name, shapes, dtypes), g) in groups {
+        let op = t.name(name);
+        let bytes = shapes::copy_bytes(op, t.name(shapes), t.name(dtypes));
+        let self_dev_us = us(g.self_dev);
+        let (parents, python) = g
+            .parents
+            .iter()
+            .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+            .map(|(&(chain, py), _)| (chains.names(t, chain), cx.py_names(py)))
+            .unwrap_or_default();
+        by_op.entry(name).or_default().push(ShapeGroup {
+            shapes: t.name(shapes).to_string(),
+            dtypes: t.name(dtypes).to_string(),
+            calls: g.calls,
+            self_cpu_us: us(g.self_cpu),
+            self_device_us: self_dev_us,
+            bytes_per_call: bytes.map(|b| b as f64),
+            achieved_gbps: bytes
+                .filter(|_| g.self_dev > 0)
+                .map(|b| b as f64 * g.calls as f64 / self_dev_us / 1e3),
+            calls_per_step: cx.per_step(g.calls_in_steps),
+            device_pct: pct(self_dev_us, total_gpu),
+            conversion: shapes::conversion(op, t.name(dtypes))
+                .map(|(from, to)| format!("{from} -> {to}")),
+            parents,
+            python,
+        });
+    }
+    by_op
+}
+
+/// One op name's row, from its sums and its shape groups.
+fn row(cx: &Context, sym: Sym, a: &OpAcc, mut groups: Vec<ShapeGroup>) -> OpRow {
+    let t = cx.t;
+    let basis = cx.basis;
+    // By the time the trace has (device time, or self CPU time on a trace
+    // without GPU ops), then calls.
+    let time = |g: &ShapeGroup| basis.pick(g.self_device_us, g.self_cpu_us);
+    groups.sort_by(|x, y| {
+        time(y)
+            .total_cmp(&time(x))
+            .then(y.calls.cmp(&x.calls))
+            .then(x.shapes.cmp(&y.shapes))
+            .then(x.dtypes.cmp(&y.dtypes))
+    });
+    // Bytes and rate of the signature that carries the op's time, not an
+    // average over unlike calls.
+    let top = groups.first();
+    let (bytes_per_call, achieved_gbps) = (
+        top.and_then(|g| g.bytes_per_call),
+        top.and_then(|g| g.achieved_gbps),
+    );
+    groups.truncate(MAX_SHAPE_GROUPS);
+    let self_dev = us(a.self_dev);
+    OpRow {
+        name: t.name(sym).to_string(),
+        kind: match a.kind {
+            Some(CpuKind::Annotation) => OpKind::Annotation,
+            Some(CpuKind::Op) => OpKind::Op,
+            _ => OpKind::Runtime,
+        },
+        calls: a.calls,
+        self_cpu_us: us(a.self_cpu),
+        cpu_total_us: us(a.cpu_total),
+        self_device_us: self_dev,
+        device_total_us: us(a.total_dev),
+        device_pct: pct(self_dev, us(cx.gpu_op_ns)),
+        gpu_ops: a.gpu_ops,
+        calls_per_step: cx.per_step(a.calls_in_steps),
+        input_shapes: groups,
+        bytes_per_call,
+        achieved_gbps,
+    }
+}
+
+/// One row per graph replay context: the replays' GPU ops, apart from the
+/// ops and annotations around them.
+fn replay_rows(cx: &Context) -> Vec<OpRow> {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let cpu = &t.cpu;
+    #[derive(Default)]
+    struct Acc {
+        launches: hashbrown::HashSet<u32>,
+        launches_in_steps: u64,
+        launch_ns: i64,
+        dev: i64,
+        gpu_ops: u64,
+    }
+    let mut acc: HashMap<Sym, Acc> = HashMap::new();
+    for g in 0..gpu.len() {
+        let ctx = cx.replay[g];
+        if ctx == NO {
+            continue;
+        }
+        let a = acc.entry(ctx).or_default();
+        a.dev += gpu.dur.get(g);
+        a.gpu_ops += 1;
+        let r = cx.links.launch[g];
+        if a.launches.insert(r) {
+            a.launch_ns += cpu.dur.get(r as usize);
+            if cx.gpu_step[g] != NO {
+                a.launches_in_steps += 1;
+            }
+        }
+    }
+    let total_gpu = us(cx.gpu_op_ns);
+    acc.into_iter()
+        .map(|(ctx, a)| OpRow {
+            name: replay_row_name(t.name(ctx)),
+            kind: OpKind::Graph,
+            calls: a.launches.len() as u64,
+            self_cpu_us: us(a.launch_ns),
+            cpu_total_us: us(a.launch_ns),
+            self_device_us: us(a.dev),
+            device_total_us: us(a.dev),
+            device_pct: pct(us(a.dev), total_gpu),
+            gpu_ops: a.gpu_ops,
+            calls_per_step: cx.per_step(a.launches_in_steps),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn sort_ops(rows: &mut [OpRow]) {
+    rows.sort_by(|a, b| {
+        b.self_device_us
+            .total_cmp(&a.self_device_us)
+            .then(b.self_cpu_us.total_cmp(&a.self_cpu_us))
+            .then(a.name.cmp(&b.name))
+            .then(a.kind.cmp(&b.kind))
+    });
+}

@@ -1,0 +1,143 @@
+//! The trace's facts: event counts by kind and category, devices, the
+//! profiler's options, how GPU ops were attributed, and notes on what the
+//! trace lacks (no launches, a graph capture, no kernel timing).
+
+use super::{us, Context};
+use crate::import::store::{GpuKind, IntColumn, TimeColumn, Trace};
+use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo};
+
+/// First start and last end over all stored slices, ns.
+pub(crate) fn window(t: &Trace) -> Option<(i64, i64)> {
+    let mut lo = i64::MAX;
+    let mut hi = i64::MIN;
+    let mut visit = |ts: &TimeColumn, dur: &IntColumn| {
+        for (a, d) in ts.iter().zip(dur.iter()) {
+            lo = lo.min(a);
+            hi = hi.max(a + d);
+        }
+    };
+    visit(&t.cpu.ts, &t.cpu.dur);
+    visit(&t.gpu.ts, &t.gpu.dur);
+    visit(&t.other.ts, &t.other.dur);
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// The trace's facts: what it holds, where it came from, what it lacks.
+pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
+    let t = cx.t;
+    let c = &t.counters;
+    let count_gpu = |k: GpuKind| t.gpu.kind.iter().filter(|&&x| x == k).count() as u64;
+    let (lo, hi) = window(t).unwrap_or((0, 0));
+    let start_epoch_ns = match t.meta.base_time_ns {
+        Some(base) => Some(base.saturating_add(lo)),
+        None if lo > 1_000_000_000_000_000_000 => Some(lo),
+        None => None,
+    };
+    let mut categories: Vec<CategoryCount> = c
+        .by_cat
+        .iter()
+        .map(|(&sym, &n)| CategoryCount {
+            category: if sym == 0 {
+                "(none)".into()
+            } else {
+                t.name(sym).to_string()
+            },
+            events: n,
+        })
+        .collect();
+    categories.sort_by(|a, b| b.events.cmp(&a.events).then(a.category.cmp(&b.category)));
+    let unknown_categories: Vec<String> = categories
+        .iter()
+        .filter(|cc| {
+            cc.category != "(none)" && !crate::import::parse::is_known_category(&cc.category)
+        })
+        .map(|cc| cc.category.clone())
+        .collect();
+    let mut active: Vec<i64> = t
+        .gpu
+        .device
+        .iter()
+        .zip(&t.gpu.kind)
+        .filter(|(_, k)| k.is_gpu_op())
+        .map(|(d, _)| d)
+        .collect();
+    active.sort_unstable();
+    active.dedup();
+    let a = &cx.links.attribution;
+    let mut notes = Vec::new();
+    if a.without_launch > 0 {
+        notes.push(format!(
+            "{} GPU ops ({}) have no launch in the file: they were launched before the profiling window opened",
+            a.without_launch,
+            units::time_us(a.unattributed_us)
+        ));
+    }
+    let profiler_ranges = categories
+        .iter()
+        .find(|cc| cc.category == "cuda_profiler_range")
+        .map_or(0, |cc| cc.events);
+    if profiler_ranges > 0 && a.gpu_ops == 0 {
+        notes.push(format!(
+            "GPU work appears only as {profiler_ranges} cuda_profiler_range counter ranges (CUPTI range profiler): there is no kernel timing"
+        ));
+    }
+    let runtime_calls = t.cpu.kind.iter().filter(|k| k.is_runtime()).count() as u64;
+    let launches = t
+        .cpu
+        .name
+        .iter()
+        .zip(&t.cpu.kind)
+        .filter(|(n, k)| k.is_runtime() && t.name(**n).contains("Launch"))
+        .count() as u64;
+    if launches > 100 && a.gpu_ops * 10 < launches {
+        notes.push(format!(
+            "{launches} launches but only {} GPU ops ran: this looks like a CUDA/HIP graph capture, which records launches without executing them",
+            a.gpu_ops
+        ));
+    }
+    if t.cpu.is_empty() && a.gpu_ops > 0 {
+        notes.push("GPU-only trace: no CPU ops, so kernels cannot be attributed to ops".into());
+    }
+    if a.gpu_ops == 0 && profiler_ranges == 0 {
+        notes.push("No GPU ops in this trace (CPU-only or non-GPU accelerator)".into());
+    }
+    TraceInfo {
+        events: c.events,
+        time_basis: cx.basis,
+        kernels: count_gpu(GpuKind::Kernel),
+        memcpys: count_gpu(GpuKind::Memcpy),
+        memsets: count_gpu(GpuKind::Memset),
+        cpu_ops: t.cpu.kind.iter().filter(|k| k.is_op()).count() as u64,
+        runtime_calls,
+        span_us: us(hi - lo),
+        start_epoch_ns,
+        devices: t.meta.devices.iter().map(|d| d.name.clone()).collect(),
+        active_devices: active,
+        rank: t.meta.rank,
+        world_size: t.meta.world_size,
+        backend: t.meta.backend.clone(),
+        profiler_options: t.meta.options.clone(),
+        layout: if t.meta.layout_array {
+            "array"
+        } else {
+            "object"
+        }
+        .into(),
+        schema_version: t.meta.schema_version,
+        trace_name: t.meta.trace_name.clone(),
+        base_time_ns: t.meta.base_time_ns,
+        json_bytes: c.json_bytes,
+        categories,
+        unknown_categories,
+        attribution: a.clone(),
+        peak_memory: c
+            .peak_memory
+            .iter()
+            .map(|(d, b)| PeakMemory {
+                device: d.clone(),
+                bytes: *b,
+            })
+            .collect(),
+        notes,
+    }
+}
