@@ -4,8 +4,8 @@
 
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{
-    Finding, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind, OpRow,
-    ShapeGroup, Summary, TimeBasis,
+    Finding, FindingKind, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind,
+    OpRow, ShapeGroup, Summary, TimeBasis,
 };
 
 /// Ops whose self device share makes them a finding on their own.
@@ -15,9 +15,15 @@ const BUSY_PCT_MAX: f64 = 80.0;
 /// Kernels shorter than this (µs) count as small for launch-bound analysis.
 const SMALL_KERNEL_US: f64 = 10.0;
 
-fn finding(kind: &str, text: String, impact: f64, tab: FindingTab, name: Option<&str>) -> Finding {
+fn finding(
+    kind: FindingKind,
+    text: String,
+    impact: f64,
+    tab: FindingTab,
+    name: Option<&str>,
+) -> Finding {
     Finding {
-        kind: kind.into(),
+        kind,
         text,
         impact_pct: (impact * 10.0).round() / 10.0,
         tab: Some(tab),
@@ -25,18 +31,61 @@ fn finding(kind: &str, text: String, impact: f64, tab: FindingTab, name: Option<
     }
 }
 
+/// What every finding rule reads: the summary, and the facts about it
+/// several rules share.
+struct Facts<'a> {
+    s: &'a Summary,
+    /// The time the op findings measure, and its whole.
+    clock: Clock,
+    /// Device time over all GPU ops, µs.
+    gpu_total: f64,
+    /// Whether the trace has steps (per-step numbers make sense).
+    has_steps: bool,
+}
+
+/// One finding kind: pushes its findings, if the summary shows any.
+type Rule = fn(&Facts, &mut Vec<Finding>);
+
+/// Every rule, in the order their findings are made (the sort by impact is
+/// stable: equal impacts keep this order).
+const RULES: &[Rule] = &[
+    top_ops,
+    graph_replay,
+    top_kernel,
+    top_category,
+    gpu_idle,
+    launch_bound,
+    sync,
+    pageable_copy,
+    layers,
+    step_kinds,
+    slow_step,
+    unattributed,
+];
+
 /// Derives the findings of a summary, most important first.
 pub fn find(s: &Summary) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let gpu_total = s.gpu_time.gpu_op_us;
-    let has_steps = s.steps_stats.count > 0;
-
-    // Ops that dominate the trace's time (device time, or self CPU time on
-    // a trace without GPU ops): their input signature that carries the
-    // time, with what it does per step and per call. Annotations and graph
-    // replays have findings of their own: they are not ops.
     let basis = s.time_basis();
-    let clock = Clock::new(s, basis);
+    let facts = Facts {
+        s,
+        clock: Clock::new(s, basis),
+        gpu_total: s.gpu_time.gpu_op_us,
+        has_steps: s.steps_stats.count > 0,
+    };
+    let mut out = Vec::new();
+    for rule in RULES {
+        rule(&facts, &mut out);
+    }
+    out.sort_by(|a, b| b.impact_pct.total_cmp(&a.impact_pct));
+    out
+}
+
+/// Ops that dominate the trace's time (device time, or self CPU time on a
+/// trace without GPU ops): their input signature that carries the time,
+/// with what it does per step and per call. Annotations and graph replays
+/// have findings of their own: they are not ops.
+fn top_ops(f: &Facts, out: &mut Vec<Finding>) {
+    let (s, clock) = (f.s, &f.clock);
     let mut top_ops: Vec<&OpRow> = s
         .ops
         .iter()
@@ -48,237 +97,264 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         if (k > 0 && share < OP_SHARE_MIN) || share < 1.0 {
             break;
         }
-        let (text, share) = op_sentence(op, &clock, has_steps, s.steps_stats.count);
+        let (text, share) = op_sentence(op, clock, f.has_steps, s.steps_stats.count);
         out.push(finding(
-            "top_op",
+            FindingKind::TopOp,
             text,
             share,
             FindingTab::Ops,
             Some(&op.name),
         ));
     }
+}
 
-    // Graph replays: how much they run, and what bounds a step that
-    // already uses graphs.
+/// Graph replays: how much they run, and what bounds a step that already
+/// uses graphs.
+fn graph_replay(f: &Facts, out: &mut Vec<Finding>) {
+    let (s, gpu_total, has_steps) = (f.s, f.gpu_total, f.has_steps);
     let g = &s.gpu_time;
     let gr = &s.graphs;
-    if gr.replays > 0 && gpu_total > 0.0 {
-        let top_ctx = s
-            .ops
-            .iter()
-            .filter(|o| o.kind == OpKind::Graph)
-            .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us));
-        let mut text = format!(
-            "{} graph replays run {} of GPU time{}",
-            gr.replays,
-            pct(gr.pct),
-            top_ctx
-                .map(|o| format!(" (most from {}, {})", o.name, pct(o.device_pct)))
+    if !(gr.replays > 0 && gpu_total > 0.0) {
+        return;
+    }
+    let top_ctx = s
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Graph)
+        .max_by(|a, b| a.self_device_us.total_cmp(&b.self_device_us));
+    let mut text = format!(
+        "{} graph replays run {} of GPU time{}",
+        gr.replays,
+        pct(gr.pct),
+        top_ctx
+            .map(|o| format!(" (most from {}, {})", o.name, pct(o.device_pct)))
+            .unwrap_or_default()
+    );
+    let eager_pct = 100.0 * gr.eager_us / gpu_total;
+    if gr.mode == GraphMode::Piecewise {
+        text.push_str(&format!(
+            "; {} runs eagerly between the graphs{}",
+            pct(eager_pct),
+            gr.top_eager
+                .first()
+                .map(|k| format!(" (top: {}, {})", k.name, time_us(k.us)))
                 .unwrap_or_default()
-        );
-        let eager_pct = 100.0 * gr.eager_us / gpu_total;
-        if gr.mode == GraphMode::Piecewise {
-            text.push_str(&format!(
-                "; {} runs eagerly between the graphs{}",
-                pct(eager_pct),
-                gr.top_eager
-                    .first()
-                    .map(|k| format!(" (top: {}, {})", k.name, time_us(k.us)))
-                    .unwrap_or_default()
-            ));
-        }
-        let idle_pct = 100.0 - g.busy_pct;
-        let impact = if g.busy_pct < BUSY_PCT_MAX {
-            let piecewise = gr.mode == GraphMode::Piecewise;
-            let per = if has_steps {
-                s.steps_stats.count as f64
-            } else {
-                1.0
-            };
-            text.push_str(&format!(
-                ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) {} the step",
-                pct(idle_pct),
-                if piecewise { "the eager parts between piecewise graphs and " } else { "" },
-                time_us(gr.host_between_us / per),
-                if has_steps { " per step" } else { "" },
-                if piecewise { "bound" } else { "bounds" },
-            ));
-            idle_pct * 0.8
+        ));
+    }
+    let idle_pct = 100.0 - g.busy_pct;
+    let impact = if g.busy_pct < BUSY_PCT_MAX {
+        let piecewise = gr.mode == GraphMode::Piecewise;
+        let per = if has_steps {
+            s.steps_stats.count as f64
         } else {
-            text.push_str(&format!("; the GPU is busy {}", pct(g.busy_pct)));
-            if gr.mode == GraphMode::Piecewise {
-                eager_pct * 0.3
-            } else {
-                gr.pct * 0.2
-            }
+            1.0
         };
-        out.push(finding(
-            "graph_replay",
-            text,
-            impact,
-            FindingTab::Ops,
-            top_ctx.map(|o| o.name.as_str()),
-        ));
-    }
-
-    // The top kernel: its launch geometry that carries the time (kernels
-    // that share a name, such as every cast to BF16, differ in grid), and
-    // who launches it.
-    if let Some(k) = s.kernels.first().filter(|k| k.total_us > 0.0) {
-        let dominant = k
-            .groups
-            .first()
-            .filter(|g| k.groups.len() > 1 && g.total_us >= 0.5 * k.total_us && g.calls < k.calls);
-        let mut text = match dominant {
-            Some(kg) => format!(
-                "The top GPU kernel, {} with grid {} and block {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}; its {} calls with other grids average {}",
-                k.short_name,
-                dim3(kg.grid),
-                dim3(kg.block),
-                k.category,
-                pct(kg.pct),
-                kg.calls,
-                kg.calls_per_step
-                    .filter(|_| has_steps)
-                    .map(|c| format!(" ({} per step)", count(c)))
-                    .unwrap_or_default(),
-                time_us(kg.avg_us),
-                k.calls - kg.calls,
-                time_us((k.total_us - kg.total_us) / (k.calls - kg.calls).max(1) as f64),
-            ),
-            None => format!(
-                "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
-                k.short_name,
-                k.category,
-                pct(k.pct),
-                k.calls,
-                k.calls_per_step
-                    .filter(|_| has_steps)
-                    .map(|c| format!(" ({} per step)", count(c)))
-                    .unwrap_or_default(),
-                time_us(k.avg_us),
-            ),
-        };
-        if let Some(chain) = k.launched_by.first().filter(|c| !c.chain.is_empty()) {
-            // Chains differ by their Python stacks too: count every chain
-            // that ends in the same op.
-            let calls: u64 = k
-                .launched_by
-                .iter()
-                .filter(|c| c.chain.last() == chain.chain.last())
-                .map(|c| c.calls)
-                .sum();
-            let share = 100.0 * calls as f64 / k.calls as f64;
-            text.push_str(&format!(
-                "; {} of its calls come from {}",
-                pct(share),
-                chain.chain.last().map(String::as_str).unwrap_or("?")
-            ));
-        } else if let Some(chain) = k.launched_by.first().filter(|c| !c.python.is_empty()) {
-            let frame = chain
-                .python
-                .iter()
-                .rev()
-                .find(|f| super::python::is_user_frame(f));
-            text.push_str(&format!(
-                "; launched by {} in {}",
-                chain.launch,
-                frame.unwrap_or(&chain.python[0])
-            ));
-        }
-        let impact = dominant.map_or(k.pct, |kg| kg.pct) * 0.9;
-        out.push(finding(
-            "top_kernel",
-            text,
-            impact,
-            FindingTab::Kernels,
-            Some(&k.name),
-        ));
-    }
-
-    // A kernel category that dominates.
-    if let Some(c) = s
-        .gpu_time
-        .by_category
-        .first()
-        .filter(|c| c.pct >= 40.0 && c.category != KernelCategory::Other)
-    {
-        out.push(finding(
-            "top_category",
-            format!(
-                "{} kernels take {} of GPU time ({} in {} calls)",
-                capitalize(c.category.as_str()),
-                pct(c.pct),
-                time_us(c.us),
-                c.calls
-            ),
-            c.pct * 0.5,
-            FindingTab::Gpu,
-            Some(c.category.as_str()),
-        ));
-    }
-
-    // Idle GPU, and whether small kernels explain it.
-    if gpu_total > 0.0 && g.busy_pct < BUSY_PCT_MAX {
-        let idle_pct = 100.0 - g.busy_pct;
-        let mut text = format!(
-            "The GPU is idle {} of the profiled window ({} of {})",
+        text.push_str(&format!(
+            ". The GPU idles {} of the window: the work is already in graphs, so launch overhead is not the limit; {}the host between replays ({}{} of CPU time between graph launches) {} the step",
             pct(idle_pct),
-            time_us(g.idle_us),
-            time_us(g.span_us)
-        );
-        if has_steps {
-            text.push_str(&format!(
-                "; a step takes {} but runs {} of GPU work",
-                time_us(s.steps_stats.mean_us),
-                time_us(s.steps_stats.mean_device_us)
-            ));
+            if piecewise { "the eager parts between piecewise graphs and " } else { "" },
+            time_us(gr.host_between_us / per),
+            if has_steps { " per step" } else { "" },
+            if piecewise { "bound" } else { "bounds" },
+        ));
+        idle_pct * 0.8
+    } else {
+        text.push_str(&format!("; the GPU is busy {}", pct(g.busy_pct)));
+        if gr.mode == GraphMode::Piecewise {
+            eager_pct * 0.3
+        } else {
+            gr.pct * 0.2
         }
-        // With graph replays the replay finding says why the GPU idles.
-        if gr.replays == 0 {
-            out.push(finding(
-                "gpu_idle",
-                text,
-                idle_pct * 0.8,
-                FindingTab::Gpu,
-                None,
-            ));
-        }
+    };
+    out.push(finding(
+        FindingKind::GraphReplay,
+        text,
+        impact,
+        FindingTab::Ops,
+        top_ctx.map(|o| o.name.as_str()),
+    ));
+}
 
-        let (small, all) = s
-            .kernels
+/// The top kernel: its launch geometry that carries the time (kernels that
+/// share a name, such as every cast to BF16, differ in grid), and who
+/// launches it.
+fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
+    let (s, has_steps) = (f.s, f.has_steps);
+    let Some(k) = s.kernels.first().filter(|k| k.total_us > 0.0) else {
+        return;
+    };
+    let dominant = k
+        .groups
+        .first()
+        .filter(|g| k.groups.len() > 1 && g.total_us >= 0.5 * k.total_us && g.calls < k.calls);
+    let mut text = match dominant {
+        Some(kg) => format!(
+            "The top GPU kernel, {} with grid {} and block {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}; its {} calls with other grids average {}",
+            k.short_name,
+            dim3(kg.grid),
+            dim3(kg.block),
+            k.category,
+            pct(kg.pct),
+            kg.calls,
+            kg.calls_per_step
+                .filter(|_| has_steps)
+                .map(|c| format!(" ({} per step)", count(c)))
+                .unwrap_or_default(),
+            time_us(kg.avg_us),
+            k.calls - kg.calls,
+            time_us((k.total_us - kg.total_us) / (k.calls - kg.calls).max(1) as f64),
+        ),
+        None => format!(
+            "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
+            k.short_name,
+            k.category,
+            pct(k.pct),
+            k.calls,
+            k.calls_per_step
+                .filter(|_| has_steps)
+                .map(|c| format!(" ({} per step)", count(c)))
+                .unwrap_or_default(),
+            time_us(k.avg_us),
+        ),
+    };
+    if let Some(chain) = k.launched_by.first().filter(|c| !c.chain.is_empty()) {
+        // Chains differ by their Python stacks too: count every chain that
+        // ends in the same op.
+        let calls: u64 = k
+            .launched_by
             .iter()
-            .filter(|k| k.kind == GpuOpKind::Kernel)
-            .fold((0u64, 0u64), |(sm, al), k| {
-                (
-                    sm + if k.avg_us < SMALL_KERNEL_US {
-                        k.calls
-                    } else {
-                        0
-                    },
-                    al + k.calls,
-                )
-            });
-        // Graph traces already batch their launches: the replay finding
-        // says what bounds them instead.
-        if gr.replays == 0 && all >= 100 && small * 2 > all {
-            out.push(finding(
-                "launch_bound",
-                format!(
-                    "{} of the {} kernels run under {} µs each while the GPU idles {}: launch overhead bounds the step (CUDA graphs or fusion would help)",
-                    pct(100.0 * small as f64 / all as f64),
-                    all,
-                    SMALL_KERNEL_US,
-                    pct(idle_pct)
-                ),
-                idle_pct * 0.7,
-                FindingTab::Kernels,
-                None,
-            ));
-        }
+            .filter(|c| c.chain.last() == chain.chain.last())
+            .map(|c| c.calls)
+            .sum();
+        let share = 100.0 * calls as f64 / k.calls as f64;
+        text.push_str(&format!(
+            "; {} of its calls come from {}",
+            pct(share),
+            chain.chain.last().map(String::as_str).unwrap_or("?")
+        ));
+    } else if let Some(chain) = k.launched_by.first().filter(|c| !c.python.is_empty()) {
+        let frame = chain
+            .python
+            .iter()
+            .rev()
+            .find(|f| super::python::is_user_frame(f));
+        text.push_str(&format!(
+            "; launched by {} in {}",
+            chain.launch,
+            frame.unwrap_or(&chain.python[0])
+        ));
     }
+    let impact = dominant.map_or(k.pct, |kg| kg.pct) * 0.9;
+    out.push(finding(
+        FindingKind::TopKernel,
+        text,
+        impact,
+        FindingTab::Kernels,
+        Some(&k.name),
+    ));
+}
 
-    // CPU blocked in synchronizing calls.
+/// A kernel category that dominates.
+fn top_category(f: &Facts, out: &mut Vec<Finding>) {
+    let Some(c) =
+        f.s.gpu_time
+            .by_category
+            .first()
+            .filter(|c| c.pct >= 40.0 && c.category != KernelCategory::Other)
+    else {
+        return;
+    };
+    out.push(finding(
+        FindingKind::TopCategory,
+        format!(
+            "{} kernels take {} of GPU time ({} in {} calls)",
+            capitalize(c.category.as_str()),
+            pct(c.pct),
+            time_us(c.us),
+            c.calls
+        ),
+        c.pct * 0.5,
+        FindingTab::Gpu,
+        Some(c.category.as_str()),
+    ));
+}
+
+/// The idle share of the window when the GPU idles enough to report it.
+fn idle_pct(f: &Facts) -> Option<f64> {
+    let busy = f.s.gpu_time.busy_pct;
+    (f.gpu_total > 0.0 && busy < BUSY_PCT_MAX).then_some(100.0 - busy)
+}
+
+/// Idle GPU. With graph replays the replay finding says why the GPU idles.
+fn gpu_idle(f: &Facts, out: &mut Vec<Finding>) {
+    let (s, g) = (f.s, &f.s.gpu_time);
+    let Some(idle_pct) = idle_pct(f).filter(|_| s.graphs.replays == 0) else {
+        return;
+    };
+    let mut text = format!(
+        "The GPU is idle {} of the profiled window ({} of {})",
+        pct(idle_pct),
+        time_us(g.idle_us),
+        time_us(g.span_us)
+    );
+    if f.has_steps {
+        text.push_str(&format!(
+            "; a step takes {} but runs {} of GPU work",
+            time_us(s.steps_stats.mean_us),
+            time_us(s.steps_stats.mean_device_us)
+        ));
+    }
+    out.push(finding(
+        FindingKind::GpuIdle,
+        text,
+        idle_pct * 0.8,
+        FindingTab::Gpu,
+        None,
+    ));
+}
+
+/// Whether small kernels explain an idle GPU. Graph traces already batch
+/// their launches: the replay finding says what bounds them instead.
+fn launch_bound(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
+    let Some(idle_pct) = idle_pct(f).filter(|_| s.graphs.replays == 0) else {
+        return;
+    };
+    let (small, all) = s
+        .kernels
+        .iter()
+        .filter(|k| k.kind == GpuOpKind::Kernel)
+        .fold((0u64, 0u64), |(sm, al), k| {
+            (
+                sm + if k.avg_us < SMALL_KERNEL_US {
+                    k.calls
+                } else {
+                    0
+                },
+                al + k.calls,
+            )
+        });
+    if all >= 100 && small * 2 > all {
+        out.push(finding(
+            FindingKind::LaunchBound,
+            format!(
+                "{} of the {} kernels run under {} µs each while the GPU idles {}: launch overhead bounds the step (CUDA graphs or fusion would help)",
+                pct(100.0 * small as f64 / all as f64),
+                all,
+                SMALL_KERNEL_US,
+                pct(idle_pct)
+            ),
+            idle_pct * 0.7,
+            FindingTab::Kernels,
+            None,
+        ));
+    }
+}
+
+/// CPU blocked in synchronizing calls.
+fn sync(f: &Facts, out: &mut Vec<Finding>) {
+    let (s, has_steps) = (f.s, f.has_steps);
+    let g = &s.gpu_time;
     let window = if has_steps {
         s.steps.iter().map(|st| st.cpu_us).sum::<f64>()
     } else {
@@ -324,20 +400,23 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             )
         };
         out.push(finding(
-            "sync",
+            FindingKind::Sync,
             text,
             impact,
             FindingTab::Ops,
             Some(&op.name),
         ));
     }
+}
 
-    // Host copies from pageable memory.
-    let pageable: Vec<_> = s
-        .kernels
-        .iter()
-        .filter(|k| k.kind == GpuOpKind::Memcpy && k.name.contains("Pageable"))
-        .collect();
+/// Host copies from pageable memory.
+fn pageable_copy(f: &Facts, out: &mut Vec<Finding>) {
+    let gpu_total = f.gpu_total;
+    let pageable: Vec<_> =
+        f.s.kernels
+            .iter()
+            .filter(|k| k.kind == GpuOpKind::Memcpy && k.name.contains("Pageable"))
+            .collect();
     let pageable_us: f64 = pageable.iter().map(|k| k.total_us).sum();
     if gpu_total > 0.0 && pageable_us / gpu_total >= 0.01 {
         let moved: f64 = pageable
@@ -345,7 +424,7 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             .map(|k| k.bytes_per_call.unwrap_or(0.0) * k.calls as f64)
             .sum();
         out.push(finding(
-            "pageable_copy",
+            FindingKind::PageableCopy,
             format!(
                 "Copies from pageable host memory take {} of GPU time ({} moved): pinned memory would make them faster and asynchronous",
                 pct(100.0 * pageable_us / gpu_total),
@@ -356,92 +435,104 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             pageable.first().map(|k| k.name.as_str()),
         ));
     }
+}
 
-    // What the layers spend their time on, when they all agree.
+/// What the layers spend their time on, when they all agree.
+fn layers(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
     let l = &s.layers;
-    if l.count >= 2 {
-        let total: f64 = l.items.iter().map(|i| i.device_us).sum();
-        let mut by_cat: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
-        for item in &l.items {
-            for (c, us) in &item.by_category {
-                *by_cat.entry(c.as_str()).or_default() += us;
-            }
-        }
-        let top_cat = by_cat.iter().max_by(|a, b| a.1.total_cmp(b.1));
-        let top_op = l.items[0].top_ops.first().map(|o| o.name.clone());
-        // Only a real op is named as the top op: an annotation (a step
-        // marker, say) or a graph replay context is not one.
-        let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == OpKind::Op);
-        let same_top_op = top_op.as_deref().is_some_and(is_op)
-            && l.items
-                .iter()
-                .all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
-        if let (Some((cat, us)), true) = (top_cat, total > 0.0) {
-            let share = 100.0 * us / total;
-            let kinds = layer_kinds(l);
-            // Kernel categories say what GPU time does; a CPU op's category
-            // (`aten::to` is "other") says little, so CPU layers lead with
-            // their time and their top op.
-            let spend = if l.basis == TimeBasis::Cpu {
-                ":".to_string()
-            } else {
-                format!(" spend {} of their GPU time on {cat} kernels;", pct(share))
-            };
-            let mut text = format!(
-                "The {} layers ({}found by {}){spend} a layer takes {} of {} per step",
-                l.count,
-                kinds,
-                l.method,
-                time_us(total / l.count as f64),
-                l.basis.words(),
-            );
-            if same_top_op {
-                let op = &l.items[0].top_ops[0];
-                text.push_str(&format!(
-                    ", and its top op is {} ({}) in every layer",
-                    op.name,
-                    time_us(op.us)
-                ));
-            }
-            out.push(finding(
-                "layers",
-                text,
-                share * 0.3,
-                FindingTab::Layers,
-                None,
-            ));
+    if l.count < 2 {
+        return;
+    }
+    let total: f64 = l.items.iter().map(|i| i.device_us).sum();
+    let mut by_cat: std::collections::BTreeMap<&str, f64> = std::collections::BTreeMap::new();
+    for item in &l.items {
+        for (c, us) in &item.by_category {
+            *by_cat.entry(c.as_str()).or_default() += us;
         }
     }
-
-    // Prefill and decode steps apart: their times differ by nature.
-    let kinds = &s.steps_stats.by_kind;
-    if kinds.len() >= 2 || kinds.first().is_some_and(|k| k.count < s.steps_stats.count) {
-        let parts: Vec<String> = kinds
+    let top_cat = by_cat.iter().max_by(|a, b| a.1.total_cmp(b.1));
+    let top_op = l.items[0].top_ops.first().map(|o| o.name.clone());
+    // Only a real op is named as the top op: an annotation (a step marker,
+    // say) or a graph replay context is not one.
+    let is_op = |name: &str| s.ops.iter().any(|o| o.name == name && o.kind == OpKind::Op);
+    let same_top_op = top_op.as_deref().is_some_and(is_op)
+        && l.items
             .iter()
-            .map(|k| {
-                format!(
-                    "{} {} step{} take{} {}{} ({} of GPU work)",
-                    k.count,
-                    k.kind,
-                    if k.count == 1 { "" } else { "s" },
-                    if k.count == 1 { "s" } else { "" },
-                    time_us(k.mean_us),
-                    if k.count == 1 { "" } else { " on average" },
-                    time_us(k.mean_device_us),
-                )
-            })
-            .collect();
-        out.push(finding(
-            "step_kinds",
-            parts.join("; "),
-            5.0,
-            FindingTab::Steps,
-            None,
+            .all(|i| i.top_ops.first().map(|o| &o.name) == top_op.as_ref());
+    let (Some((cat, us)), true) = (top_cat, total > 0.0) else {
+        return;
+    };
+    let share = 100.0 * us / total;
+    let kinds = layer_kinds(l);
+    // Kernel categories say what GPU time does; a CPU op's category
+    // (`aten::to` is "other") says little, so CPU layers lead with their
+    // time and their top op.
+    let spend = if l.basis == TimeBasis::Cpu {
+        ":".to_string()
+    } else {
+        format!(" spend {} of their GPU time on {cat} kernels;", pct(share))
+    };
+    let mut text = format!(
+        "The {} layers ({}found by {}){spend} a layer takes {} of {} per step",
+        l.count,
+        kinds,
+        l.method,
+        time_us(total / l.count as f64),
+        l.basis.words(),
+    );
+    if same_top_op {
+        let op = &l.items[0].top_ops[0];
+        text.push_str(&format!(
+            ", and its top op is {} ({}) in every layer",
+            op.name,
+            time_us(op.us)
         ));
     }
+    out.push(finding(
+        FindingKind::Layers,
+        text,
+        share * 0.3,
+        FindingTab::Layers,
+        None,
+    ));
+}
 
-    // Slow steps, against the median of the steps of their own kind (the
-    // rule the app's steps chart follows: `types::steps`).
+/// Prefill and decode steps apart: their times differ by nature.
+fn step_kinds(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
+    let kinds = &s.steps_stats.by_kind;
+    if !(kinds.len() >= 2 || kinds.first().is_some_and(|k| k.count < s.steps_stats.count)) {
+        return;
+    }
+    let parts: Vec<String> = kinds
+        .iter()
+        .map(|k| {
+            format!(
+                "{} {} step{} take{} {}{} ({} of GPU work)",
+                k.count,
+                k.kind,
+                if k.count == 1 { "" } else { "s" },
+                if k.count == 1 { "s" } else { "" },
+                time_us(k.mean_us),
+                if k.count == 1 { "" } else { " on average" },
+                time_us(k.mean_device_us),
+            )
+        })
+        .collect();
+    out.push(finding(
+        FindingKind::StepKinds,
+        parts.join("; "),
+        5.0,
+        FindingTab::Steps,
+        None,
+    ));
+}
+
+/// Slow steps, against the median of the steps of their own kind (the rule
+/// the app's steps chart follows: `types::steps`).
+fn slow_step(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
     let medians = kinetoscope_types::steps::compared_medians(&s.steps);
     let has_kinds = s.steps.iter().any(|st| !st.left_out && st.kind.is_some());
     let worst = s
@@ -450,41 +541,45 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         .zip(&medians)
         .filter_map(|(st, m)| m.filter(|m| *m > 0.0).map(|m| (st, m)))
         .max_by(|a, b| (a.0.cpu_us / a.1).total_cmp(&(b.0.cpu_us / b.1)));
-    if let Some((worst, median)) = worst {
-        let ratio = worst.cpu_us / median;
-        if ratio >= kinetoscope_types::steps::SLOW_STEP_RATIO {
-            let total: f64 = s
-                .steps
-                .iter()
-                .filter(|st| !st.left_out)
-                .map(|st| st.cpu_us)
-                .sum();
-            out.push(finding(
-                "slow_step",
-                format!(
-                    "{} takes {}, {:.1}x the median {}step ({})",
-                    worst.name,
-                    time_us(worst.cpu_us),
-                    ratio,
-                    worst
-                        .kind
-                        .filter(|_| has_kinds)
-                        .map(|k| format!("{k} "))
-                        .unwrap_or_default(),
-                    time_us(median)
-                ),
-                100.0 * (worst.cpu_us - median) / total,
-                FindingTab::Steps,
-                Some(&worst.name),
-            ));
-        }
+    let Some((worst, median)) = worst else {
+        return;
+    };
+    let ratio = worst.cpu_us / median;
+    if ratio >= kinetoscope_types::steps::SLOW_STEP_RATIO {
+        let total: f64 = s
+            .steps
+            .iter()
+            .filter(|st| !st.left_out)
+            .map(|st| st.cpu_us)
+            .sum();
+        out.push(finding(
+            FindingKind::SlowStep,
+            format!(
+                "{} takes {}, {:.1}x the median {}step ({})",
+                worst.name,
+                time_us(worst.cpu_us),
+                ratio,
+                worst
+                    .kind
+                    .filter(|_| has_kinds)
+                    .map(|k| format!("{k} "))
+                    .unwrap_or_default(),
+                time_us(median)
+            ),
+            100.0 * (worst.cpu_us - median) / total,
+            FindingTab::Steps,
+            Some(&worst.name),
+        ));
     }
+}
 
-    // Device time nobody can be blamed for.
-    let a = &s.trace.attribution;
+/// Device time nobody can be blamed for.
+fn unattributed(f: &Facts, out: &mut Vec<Finding>) {
+    let gpu_total = f.gpu_total;
+    let a = &f.s.trace.attribution;
     if gpu_total > 0.0 && a.unattributed_us / gpu_total >= 0.2 {
         out.push(finding(
-            "unattributed",
+            FindingKind::Unattributed,
             format!(
                 "{} of GPU time cannot be tied to an op ({} GPU ops launched before the window opened{})",
                 pct(100.0 * a.unattributed_us / gpu_total),
@@ -496,9 +591,6 @@ pub fn find(s: &Summary) -> Vec<Finding> {
             None,
         ));
     }
-
-    out.sort_by(|a, b| b.impact_pct.total_cmp(&a.impact_pct));
-    out
 }
 
 /// The time the op findings measure, and its whole: device time over all
