@@ -131,6 +131,14 @@ app: tools
 server:
 	cargo build --release -p server --locked
 
+## Tools whose own speed does not matter (Trunk, wasm-bindgen-cli) are built
+## with a light profile: opt-level 1, no LTO, no debug info, many codegen units
+## (BENCHMARKS.md, "Setup and CI": Trunk's release build with its own LTO took
+## 9.2 minutes on 2 cores). Environment config overrides their manifests' profiles.
+TOOL_PROFILE := CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false \
+  CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64 CARGO_PROFILE_RELEASE_DEBUG=false \
+  CARGO_PROFILE_RELEASE_INCREMENTAL=false
+
 ## Installs the wasm target, Trunk, wasm-bindgen-cli and wasm-opt when missing.
 tools:
 	@for c in rustfmt clippy; do if ! rustup component list --installed | grep -q "^$$c"; then \
@@ -139,10 +147,10 @@ tools:
 	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
 	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
 	  echo "installing trunk $(TRUNK_VERSION) (a few minutes, once)"; \
-	  cargo install trunk --version $(TRUNK_VERSION) --locked; fi
+	  $(TOOL_PROFILE) cargo install trunk --version $(TRUNK_VERSION) --locked; fi
 	@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
 	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a few minutes, once)"; \
-	  cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force; fi
+	  $(TOOL_PROFILE) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force; fi
 	@if ! $(TOOLS_DIR)/binaryen/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $(BINARYEN_VERSION)"; then \
 	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
 	  mkdir -p $(TOOLS_DIR)/binaryen; \
