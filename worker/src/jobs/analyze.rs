@@ -5,18 +5,18 @@ use super::{JobError, Runner};
 use crate::artifacts::artifact_key;
 use crate::db::Job;
 use crate::db::NewArtifact;
-use kinetoscope_trace::analysis::{analyze_stored, ANALYZER_VERSION};
+use kinetoscope_trace::analysis::{analyze_stored, StoredArtifact, ANALYZER_VERSION};
 use kinetoscope_trace::import::{read_trace, ReadOptions, TraceError};
-use kinetoscope_types::AnalysisOptions;
-use kinetoscope_types::ArtifactName;
+use kinetoscope_types::{AnalysisOptions, ArtifactName, Summary};
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Runs one analysis job.
+/// Runs one analysis job: the analysis under a heartbeat and a deadline,
+/// then its artifacts stored and the run completed when it was the last
+/// rank.
 pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
-    let transient = |e: &dyn std::fmt::Display| JobError::Transient(e.to_string());
     let Some((trace, options)) = runner.db.job_trace(job).await.map_err(|e| transient(&e))? else {
         return Err(JobError::BadInput(
             "the run or its trace no longer exists".into(),
@@ -32,42 +32,46 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         .reader(&trace.blob_key)
         .await
         .map_err(|e| JobError::Transient(format!("reading the stored trace failed: {e}")))?;
+    let analyzed = analyze(runner, job, reader, AnalysisOptions::from_stored(&options)).await?;
+    let json_bytes = analyzed.summary.trace.json_bytes;
+    if !store(runner, job, analyzed).await? {
+        return Ok(());
+    }
+    crate::metrics::trace_analyzed(trace.bytes as u64, json_bytes);
+    runner
+        .finish_run_if_complete(&job.run_id)
+        .await
+        .map_err(|e| transient(&e))
+}
 
-    // Heartbeat: renew the lease and publish progress while parsing. When
-    // the claim is gone (the run was deleted, which deletes its jobs, or
-    // another worker took the job over) the analysis is cancelled: its
-    // reads fail from then on, so a parse stops at once.
+fn transient(e: &dyn std::fmt::Display) -> JobError {
+    JobError::Transient(e.to_string())
+}
+
+/// The analysis and the summary's JSON, as the job stores them.
+struct Analyzed {
+    summary: Summary,
+    json: String,
+    artifacts: Vec<StoredArtifact>,
+}
+
+/// Parses and analyzes the stored trace on a blocking thread, while a
+/// heartbeat renews the job's lease and publishes progress. When the claim
+/// is gone (the run was deleted, which deletes its jobs, or another worker
+/// took the job over) or the deadline passes, the analysis is cancelled:
+/// its reads fail from then on, so a parse stops at once.
+async fn analyze(
+    runner: &Runner,
+    job: &Job,
+    reader: impl Read + Send + 'static,
+    opts: AnalysisOptions,
+) -> Result<Analyzed, JobError> {
     let progress = Arc::new(AtomicU64::new(0));
     let cancel = Arc::new(AtomicBool::new(false));
-    let beat = {
-        let db = runner.db.clone();
-        let job = job.clone();
-        let progress = progress.clone();
-        let cancel = cancel.clone();
-        let lease = runner.lease_ms();
-        // Progress is shown live, so beat often; the lease allows for
-        // several missed beats.
-        let every = Duration::from_millis((lease / 5).clamp(200, 1000) as u64);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let p = progress.load(Ordering::Relaxed) as i64;
-                match db.heartbeat(&job, lease, Some(p)).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        // The claim is gone; completion would be refused.
-                        cancel.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
-                }
-            }
-        })
-    };
-    let opts = AnalysisOptions::from_stored(&options);
+    let beat = heartbeat(runner, job, progress.clone(), cancel.clone());
     let read = ReadOptions {
         limits: runner.config.limits.clone(),
-        progress: Some(progress.clone()),
+        progress: Some(progress),
     };
     let delay = runner.config.analysis_delay;
     let reader = Cancellable {
@@ -81,7 +85,11 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
         read_trace(reader, &read).map(|t| -> Result<_, String> {
             let a = analyze_stored(t, &opts).map_err(|e| e.to_string())?;
             let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string())?;
-            Ok((a.summary, json, a.timeline))
+            Ok(Analyzed {
+                summary: a.summary,
+                json,
+                artifacts: a.artifacts,
+            })
         })
     });
     let deadline = runner.config.analysis_deadline;
@@ -105,21 +113,15 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             "the analysis was cancelled: its run was deleted or its job taken over".into(),
         ));
     }
-    let (summary, json, timeline) = match outcome {
-        Ok(Ok(Ok(pair))) => pair,
-        Ok(Ok(Err(e))) => {
-            return Err(JobError::Transient(format!(
-                "encoding the analysis failed: {e}"
-            )))
-        }
-        Ok(Err(e)) => {
-            return Err(match e {
-                TraceError::Io(io) => {
-                    JobError::Transient(format!("reading the stored trace failed: {io}"))
-                }
-                bad => JobError::BadInput(bad.to_string()),
-            })
-        }
+    match outcome {
+        Ok(Ok(Ok(analyzed))) => Ok(analyzed),
+        Ok(Ok(Err(e))) => Err(JobError::Transient(format!(
+            "encoding the analysis failed: {e}"
+        ))),
+        Ok(Err(TraceError::Io(io))) => Err(JobError::Transient(format!(
+            "reading the stored trace failed: {io}"
+        ))),
+        Ok(Err(bad)) => Err(JobError::BadInput(bad.to_string())),
         Err(join) => {
             // A panic in the analyzer is a bug, and deterministic: do not retry.
             let msg = join
@@ -132,43 +134,79 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
                 })
                 .unwrap_or_else(|| "cancelled".into());
             tracing::error!(job = job.id, %msg, "analyzer panicked");
-            return Err(JobError::BadInput(format!(
+            Err(JobError::BadInput(format!(
                 "the analyzer failed on this trace (internal error: {msg})"
+            )))
+        }
+    }
+}
+
+/// Renews the job's lease and publishes progress until aborted; sets
+/// `cancel` when the claim is gone (completion would be refused).
+fn heartbeat(
+    runner: &Runner,
+    job: &Job,
+    progress: Arc<AtomicU64>,
+    cancel: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let db = runner.db.clone();
+    let job = job.clone();
+    let lease = runner.lease_ms();
+    // Progress is shown live, so beat often; the lease allows for several
+    // missed beats.
+    let every = Duration::from_millis((lease / 5).clamp(200, 1000) as u64);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let p = progress.load(Ordering::Relaxed) as i64;
+            match db.heartbeat(&job, lease, Some(p)).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    cancel.store(true, Ordering::Relaxed);
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+            }
+        }
+    })
+}
+
+/// Stores the analysis: every artifact to the blob store first, then one
+/// transaction that stores the summary and records them, so a run never
+/// points at a missing blob. False when the job was reclaimed by another
+/// worker meanwhile (the result is dropped).
+async fn store(runner: &Runner, job: &Job, analyzed: Analyzed) -> Result<bool, JobError> {
+    let mut records = Vec::with_capacity(analyzed.artifacts.len());
+    for artifact in &analyzed.artifacts {
+        let key = artifact_key(
+            &job.run_id,
+            job.rank,
+            artifact.name,
+            ANALYZER_VERSION,
+            job.id,
+            job.attempts,
+        );
+        if let Err(e) = write_blob(runner, &key, &artifact.bytes).await {
+            delete_blobs(runner, &records).await;
+            return Err(JobError::Transient(format!(
+                "storing the {} failed: {e}",
+                artifact_words(artifact.name)
             )));
         }
-    };
-    // The artifacts go to the blob store first; the transaction that stores
-    // the summary records them, so a run never points at a missing blob.
-    let key = artifact_key(
-        &job.run_id,
-        job.rank,
-        ArtifactName::Timeline,
-        ANALYZER_VERSION,
-        job.id,
-        job.attempts,
-    );
-    let artifact = NewArtifact {
-        name: ArtifactName::Timeline,
-        blob_key: key.clone(),
-        bytes: timeline.len() as i64,
-    };
-    let mut w = runner.blobs.writer(&key);
-    let written = match w.write(&timeline).await {
-        Ok(()) => w.finish().await.map(|_| ()),
-        Err(e) => {
-            w.abort().await;
-            Err(e)
-        }
-    };
-    written.map_err(|e| JobError::Transient(format!("storing the timeline index failed: {e}")))?;
+        records.push(NewArtifact {
+            name: artifact.name,
+            blob_key: key,
+            bytes: artifact.bytes.len() as i64,
+        });
+    }
     let stored = match runner
         .db
-        .finish_analysis(job, &json, ANALYZER_VERSION, &[artifact])
+        .finish_analysis(job, &analyzed.json, ANALYZER_VERSION, &records)
         .await
     {
         Ok(s) => s,
         Err(e) => {
-            let _ = runner.blobs.delete(&key).await;
+            delete_blobs(runner, &records).await;
             return Err(transient(&e));
         }
     };
@@ -177,19 +215,43 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
             job = job.id,
             "job was reclaimed by another worker; result dropped"
         );
-        let _ = runner.blobs.delete(&key).await;
-        return Ok(());
+        delete_blobs(runner, &records).await;
+        return Ok(false);
     };
     for old in replaced {
         if let Err(e) = runner.blobs.delete(&old).await {
             tracing::warn!(key = %old, error = %e, "could not remove a replaced artifact");
         }
     }
-    crate::metrics::trace_analyzed(trace.bytes as u64, summary.trace.json_bytes);
-    runner
-        .finish_run_if_complete(&job.run_id)
-        .await
-        .map_err(|e| transient(&e))
+    Ok(true)
+}
+
+/// What an artifact is, in an error's words.
+fn artifact_words(name: ArtifactName) -> &'static str {
+    match name {
+        ArtifactName::Timeline => "timeline index",
+        other => other.as_str(),
+    }
+}
+
+/// Writes one blob whole, or aborts it.
+async fn write_blob(runner: &Runner, key: &str, bytes: &[u8]) -> Result<(), String> {
+    let mut w = runner.blobs.writer(key);
+    let written = match w.write(bytes).await {
+        Ok(()) => w.finish().await.map(|_| ()),
+        Err(e) => {
+            w.abort().await;
+            Err(e)
+        }
+    };
+    written.map_err(|e| e.to_string())
+}
+
+/// Removes the blobs of artifacts no run will point at.
+async fn delete_blobs(runner: &Runner, records: &[NewArtifact]) {
+    for r in records {
+        let _ = runner.blobs.delete(&r.blob_key).await;
+    }
 }
 
 /// A reader that fails once `cancel` is set: how an analysis is cancelled

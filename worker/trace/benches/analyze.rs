@@ -125,18 +125,22 @@ fn run_phase(phase: &str, file: &Path) {
             let t = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
             let a = kinetoscope_trace::analyze_stored(t, &Default::default()).unwrap();
             let json = serde_json::to_string(&a.summary).unwrap();
-            assert!(json.len() > 1000 && !a.timeline.is_empty());
-            extra = format!("{} {}", a.summary.trace.events, a.timeline.len());
+            let index = a
+                .artifact(kinetoscope_types::ArtifactName::Timeline)
+                .unwrap();
+            assert!(json.len() > 1000 && !index.is_empty());
+            extra = format!("{} {}", a.summary.trace.events, index.len());
         }
         "read-index" => {
             // What the server does on a run's first timeline request: read
             // the stored index. Only the read is timed.
             let tr = kinetoscope_trace::read_trace_file(file, &Default::default()).unwrap();
-            let index = kinetoscope_trace::analyze_stored(tr, &Default::default())
-                .unwrap()
-                .timeline;
+            let stored = kinetoscope_trace::analyze_stored(tr, &Default::default()).unwrap();
+            let index = stored
+                .artifact(kinetoscope_types::ArtifactName::Timeline)
+                .unwrap();
             t = Instant::now();
-            let back = kinetoscope_trace::timeline::TimelineIndex::read(&index[..]).unwrap();
+            let back = kinetoscope_trace::timeline::TimelineIndex::read(index).unwrap();
             assert!(back.events() > 0);
         }
         other => panic!("unknown phase {other}"),

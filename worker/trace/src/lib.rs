@@ -24,7 +24,7 @@ pub mod timeline;
 
 pub use analysis::{
     analyze, analyze_all, analyze_stored, Analysis, AnalysisOptions, StoredAnalysis,
-    ANALYZER_VERSION,
+    StoredArtifact, ANALYZER_VERSION,
 };
 pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trace, TraceError};
 pub use kinetoscope_types::Summary;

@@ -7,6 +7,7 @@ use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
 use kinetoscope_trace::{
     analyze_all, analyze_stored, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
 };
+use kinetoscope_types::ArtifactName;
 use std::path::PathBuf;
 
 /// A generated trace, parsed, with what the generator wrote into it.
@@ -91,12 +92,13 @@ fn every_event_is_accounted_for_on_every_shared_trace() {
 /// `write` writes of it.
 fn same_when_owned(what: &str, a: &kinetoscope_trace::Analysis, t: kinetoscope_trace::Trace) {
     let owned = analyze_stored(t, &AnalysisOptions::default()).unwrap();
-    let back = TimelineIndex::read(&owned.timeline[..]).unwrap();
+    let back = TimelineIndex::read(owned.artifact(ArtifactName::Timeline).unwrap()).unwrap();
     assert!(back == a.timeline, "{what}: the index differs");
     let mut written = Vec::new();
     a.timeline.write(&mut written).unwrap();
     assert!(
-        zstd::decode_all(&owned.timeline[..]).unwrap() == zstd::decode_all(&written[..]).unwrap(),
+        zstd::decode_all(owned.artifact(ArtifactName::Timeline).unwrap()).unwrap()
+            == zstd::decode_all(&written[..]).unwrap(),
         "{what}: the stored bytes differ"
     );
     assert_eq!(

@@ -28,6 +28,10 @@ fuzz_target!(|data: &[u8]| {
     let again = common::parse_whole(data).expect("a trace parses twice");
     let stored = analyze_stored(again, &AnalysisOptions::default()).expect("the index builds");
     assert_eq!(serde_json::to_vec(&stored.summary).expect("serializes"), json);
-    let read = TimelineIndex::read(&stored.timeline[..]).expect("the stored index reads back");
+    let read = TimelineIndex::read(
+        stored
+            .artifact(kinetoscope_types::ArtifactName::Timeline)
+            .expect("the index is stored"),
+    ).expect("the stored index reads back");
     assert_eq!(read, a.timeline);
 });

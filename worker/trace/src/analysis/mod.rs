@@ -114,13 +114,35 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
     Analysis { summary, timeline }
 }
 
-/// What the analysis job stores: the summary, and the timeline index as
-/// [`TimelineIndex::write`](crate::timeline::TimelineIndex::write) writes it.
+/// What the analysis job stores: the summary, and every other artifact in
+/// its stored form. The job stores whatever is in `artifacts`, so a new
+/// analysis output is a new pass here and a new [`ArtifactName`], nothing
+/// more.
 pub struct StoredAnalysis {
     /// The summary (tables, findings).
     pub summary: Summary,
-    /// The timeline index, compressed, ready to store.
-    pub timeline: Vec<u8>,
+    /// The artifacts beside the summary, each once.
+    pub artifacts: Vec<StoredArtifact>,
+}
+
+/// One artifact of an analysis, ready to store in the blob store.
+pub struct StoredArtifact {
+    /// Which output it is.
+    pub name: ArtifactName,
+    /// Its bytes as stored (the timeline index as
+    /// [`TimelineIndex::write`](crate::timeline::TimelineIndex::write)
+    /// writes it).
+    pub bytes: Vec<u8>,
+}
+
+impl StoredAnalysis {
+    /// The stored bytes of one artifact, if the analysis made it.
+    pub fn artifact(&self, name: ArtifactName) -> Option<&[u8]> {
+        self.artifacts
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| a.bytes.as_slice())
+    }
 }
 
 /// [`analyze_all`] for a trace the caller is done with (the analysis job),
@@ -157,7 +179,10 @@ pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<S
     );
     Ok(StoredAnalysis {
         summary,
-        timeline: timeline?,
+        artifacts: vec![StoredArtifact {
+            name: ArtifactName::Timeline,
+            bytes: timeline?,
+        }],
     })
 }
 

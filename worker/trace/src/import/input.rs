@@ -428,7 +428,10 @@ mod tests {
         json.extend_from_slice(b"  {}\n], \"deviceProperties\": [{\"id\": 0, \"name\": \"}, {\"}], \"baseTimeNanoseconds\": 5}");
         let digest = |t: Trace| {
             let a = crate::analyze_stored(t, &Default::default()).unwrap();
-            (serde_json::to_string(&a.summary).unwrap(), a.timeline)
+            let index = a
+                .artifact(kinetoscope_types::ArtifactName::Timeline)
+                .unwrap();
+            (serde_json::to_string(&a.summary).unwrap(), index.to_vec())
         };
         let mut whole = Parser::new(Limits::default());
         whole.feed(&json, true).unwrap();
