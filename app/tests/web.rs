@@ -3,7 +3,7 @@
 
 use app::logic::*;
 use kinetoscope_types::units;
-use kinetoscope_types::{KernelRow, OpRow, ShapeGroup, StepRow};
+use kinetoscope_types::{DiffBasis, KernelCategory, KernelRow, OpRow, ShapeGroup, StepRow};
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
@@ -61,7 +61,7 @@ fn kernels_sort_and_filter() {
     sort_kernels(&mut rows, "total", false);
     assert_eq!(rows[0].short_name, "y");
     sort_kernels(&mut rows, "category", true);
-    assert_eq!(rows[0].category, "gemm");
+    assert_eq!(rows[0].category, KernelCategory::Gemm);
     assert_eq!(filter_kernels(&rows, "Y<2").len(), 1);
 }
 
@@ -200,7 +200,7 @@ fn highlight_totals_add_up_the_matching_rows_per_step() {
         ..Default::default()
     };
     let d = Diff {
-        basis: "per step".into(),
+        basis: DiffBasis::PerStep,
         kernels: vec![
             row(
                 "void unrolled_elementwise_kernel<cast>",

@@ -123,10 +123,10 @@ async fn main() {
                 .json()
                 .await
                 .unwrap();
-            if r.status == "done" {
+            if r.status == kinetoscope_types::RunStatus::Done {
                 break;
             }
-            assert_ne!(r.status, "failed");
+            assert_ne!(r.status, kinetoscope_types::RunStatus::Failed);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -200,10 +200,15 @@ async fn timeline(http: &reqwest::Client, url: &str) {
             .json()
             .await
             .unwrap();
-        if r.status == "done" {
+        if r.status == kinetoscope_types::RunStatus::Done {
             break;
         }
-        assert_ne!(r.status, "failed", "{:?}", r.error);
+        assert_ne!(
+            r.status,
+            kinetoscope_types::RunStatus::Failed,
+            "{:?}",
+            r.error
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The first request loads the index from the blob store.

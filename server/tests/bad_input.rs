@@ -76,7 +76,10 @@ async fn bad_input(backend: Backend) {
     let good = srv
         .upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "good")
         .await;
-    assert_eq!(srv.wait(&good.id, LONG).await.status, "done");
+    assert_eq!(
+        srv.wait(&good.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     let good_summary: Summary = srv
         .get_json(&format!("/api/runs/{}/summary", good.id))
         .await;
@@ -160,7 +163,7 @@ async fn bad_input(backend: Backend) {
                 );
                 let created: kinetoscope_types::Created = resp.json().await.unwrap();
                 let run = srv.wait(&created.id, LONG).await;
-                assert_eq!(run.status, "failed", "{what}");
+                assert_eq!(run.status, kinetoscope_types::RunStatus::Failed, "{what}");
                 let reason = run.error.unwrap_or_default();
                 assert!(
                     reason.contains(text),
@@ -177,7 +180,11 @@ async fn bad_input(backend: Backend) {
             Expect::RunDone => {
                 assert_eq!(resp.status(), 201, "{what}");
                 let created: kinetoscope_types::Created = resp.json().await.unwrap();
-                assert_eq!(srv.wait(&created.id, LONG).await.status, "done", "{what}");
+                assert_eq!(
+                    srv.wait(&created.id, LONG).await.status,
+                    kinetoscope_types::RunStatus::Done,
+                    "{what}"
+                );
             }
         }
     }
@@ -725,7 +732,7 @@ async fn a_full_disk_gets_507_and_keeps_nothing_half_stored() {
     let fits = srv.upload(small_trace(1, 4), "fits").await;
     assert_eq!(
         srv.wait(&fits.id, Duration::from_secs(60)).await.status,
-        "done"
+        kinetoscope_types::RunStatus::Done
     );
     // Plain JSON, larger than the disk.
     let p = kinetoscope_trace::generate::DecodeParams {
@@ -778,7 +785,7 @@ async fn a_full_disk_gets_507_and_keeps_nothing_half_stored() {
     let after = srv.upload(small_trace(1, 4), "after").await;
     assert_eq!(
         srv.wait(&after.id, Duration::from_secs(60)).await.status,
-        "done"
+        kinetoscope_types::RunStatus::Done
     );
     srv.stop().await;
 }
@@ -935,7 +942,11 @@ async fn an_overlap_bomb_does_not_stall_the_worker() {
     assert_eq!(after.status, kinetoscope_types::RunStatus::Done);
     let info: kinetoscope_types::TimelineInfo =
         srv.get_json(&format!("/api/runs/{}/timeline", a.id)).await;
-    let gpu: Vec<_> = info.tracks.iter().filter(|t| t.kind == "gpu").collect();
+    let gpu: Vec<_> = info
+        .tracks
+        .iter()
+        .filter(|t| t.kind == kinetoscope_types::TrackKind::Gpu)
+        .collect();
     assert_eq!(gpu.len(), 1);
     assert_eq!(gpu[0].events + gpu[0].hidden, 400_000);
     assert!(gpu[0].rows as usize <= kinetoscope_trace::timeline::MAX_ROWS_PER_TRACK);

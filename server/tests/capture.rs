@@ -271,7 +271,12 @@ async fn an_8_rank_sglang_capture_becomes_one_run() {
     let created: Created = resp.json().await.unwrap();
     assert_eq!(created.run_id.as_deref(), Some(created.id.as_str()));
     let (run, seen) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "done", "{:?} {seen:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?} {seen:?}",
+        run.error
+    );
     assert!(
         seen.iter().any(|s| s.starts_with("capturing: collecting")),
         "{seen:?}"
@@ -292,7 +297,7 @@ async fn an_8_rank_sglang_capture_becomes_one_run() {
             worker::blobs::sha256_hex(&std::fs::read(source(r)).unwrap()),
             "rank {r}"
         );
-        assert_eq!(rank.status, "done");
+        assert_eq!(rank.status, kinetoscope_types::RunStatus::Done);
     }
     let cross: RanksSummary = srv
         .get_json(&format!("/api/runs/{}/ranks", created.id))
@@ -323,7 +328,7 @@ async fn an_idle_engine_fails_the_capture_with_the_reason() {
     .await;
     let created: Created = capture(&srv, "idle", 5).await.json().await.unwrap();
     let (run, _) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "failed");
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Failed);
     assert_eq!(
         run.error.as_deref(),
         Some("engine idle: no steps ran in 2 s")
@@ -373,7 +378,7 @@ async fn a_half_written_rank_is_not_ingested_early() {
         "the partial file waits"
     );
     let (run, _) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "done");
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Done);
     assert_eq!(
         run.ranks[7].sha256,
         worker::blobs::sha256_hex(&std::fs::read(source(7)).unwrap()),
@@ -394,7 +399,12 @@ async fn a_vllm_capture_collects_the_new_files() {
     .await;
     let created: Created = capture(&srv, "vllm-tp4", 10).await.json().await.unwrap();
     let (run, seen) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "done", "{:?} {seen:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?} {seen:?}",
+        run.error
+    );
     assert_eq!(run.ranks.len(), 4);
     assert!(
         run.ranks.iter().all(|r| r.file.starts_with("worker_")),
@@ -417,7 +427,7 @@ async fn an_engine_that_refuses_fails_the_capture_and_unknown_engines_are_refuse
     .await;
     let created: Created = capture(&srv, "busy", 3).await.json().await.unwrap();
     let (run, _) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "failed");
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Failed);
     let reason = run.error.unwrap();
     assert!(
         reason.contains("500") && reason.contains("already in progress"),
@@ -501,7 +511,7 @@ async fn a_redirecting_engine_is_not_followed() {
     .await;
     let created: Created = capture(&srv, "redirects", 2).await.json().await.unwrap();
     let (run, _) = follow(&srv, &created.id).await;
-    assert_eq!(run.status, "failed");
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Failed);
     let error = run.error.unwrap_or_default();
     assert!(error.contains("307"), "{error}");
     assert_eq!(state.lock().unwrap().starts, 0, "the redirect was followed");

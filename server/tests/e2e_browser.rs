@@ -40,9 +40,14 @@ async fn uploaded_trace_shows_its_top_kernel() {
             "qwen",
         )
         .await;
-    assert_eq!(created.status, "queued");
+    assert_eq!(created.status, kinetoscope_types::RunStatus::Queued);
     let run = srv.wait(&created.id, LONG).await;
-    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        run.error
+    );
     let summary: Summary = srv
         .get_json(&format!("/api/runs/{}/summary", created.id))
         .await;
@@ -110,7 +115,12 @@ async fn dashboard_upload_sort_chains_and_tabs() {
         .trim_start_matches("/runs/")
         .to_string();
     let run = srv.wait(&id, LONG).await;
-    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        run.error
+    );
     b.wait_for("#findings", LONG).await;
     let shot = b.screenshot("tab-findings").await;
     println!("screenshots in {}", shot.parent().unwrap().display());
@@ -238,7 +248,12 @@ async fn the_dashboard_sends_its_token_on_a_protected_server() {
         .trim_start_matches("/runs/")
         .to_string();
     let run = srv.wait(&id, LONG).await;
-    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        run.error
+    );
     // The list reads with the token.
     b.client.goto(&srv.url).await.unwrap();
     b.wait_for(".run-link", LONG).await;
@@ -291,7 +306,12 @@ async fn markup_in_names_renders_as_text() {
     let payload = r#"<img src=x onerror="window.__xss=1">"#;
     let created = srv.upload(markup_trace(payload), payload).await;
     let run = srv.wait(&created.id, LONG).await;
-    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        run.error
+    );
     let b = Browser::start().await;
     let kernel = format!("{payload} kernel");
     for q in [
@@ -377,7 +397,7 @@ async fn baseline_and_patch(
     for run in [&a, &b] {
         assert_eq!(
             srv.wait(&run.id, Duration::from_secs(900)).await.status,
-            "done"
+            kinetoscope_types::RunStatus::Done
         );
     }
     (a, b)
@@ -584,7 +604,7 @@ async fn ui_timing() {
     drop(json);
     assert_eq!(
         srv.wait(&created.id, Duration::from_secs(600)).await.status,
-        "done"
+        kinetoscope_types::RunStatus::Done
     );
     let view_bytes = srv
         .http
@@ -697,7 +717,10 @@ async fn multi_rank_run_has_a_rank_selector_and_a_ranks_tab() {
         .json()
         .await
         .unwrap();
-    assert_eq!(srv.wait(&created.id, LONG).await.status, "done");
+    assert_eq!(
+        srv.wait(&created.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     let cross: kinetoscope_types::RanksSummary = srv
         .get_json(&format!("/api/runs/{}/ranks", created.id))
         .await;
@@ -822,7 +845,10 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
             "qwen",
         )
         .await;
-    assert_eq!(srv.wait(&created.id, LONG).await.status, "done");
+    assert_eq!(
+        srv.wait(&created.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     let id = &created.id;
     let summary: Summary = srv.get_json(&format!("/api/runs/{id}/summary")).await;
     // A kernel with a known launching op (its first launch chain).
@@ -1002,7 +1028,7 @@ async fn timeline_timing() {
     drop(json);
     assert_eq!(
         srv.wait(&created.id, Duration::from_secs(600)).await.status,
-        "done"
+        kinetoscope_types::RunStatus::Done
     );
     let b = Browser::start().await;
     b.client
@@ -1142,7 +1168,10 @@ async fn the_app_runs_under_its_security_policy() {
         )
         .await;
     for id in [&a.id, &b_run.id] {
-        assert_eq!(srv.wait(id, LONG).await.status, "done");
+        assert_eq!(
+            srv.wait(id, LONG).await.status,
+            kinetoscope_types::RunStatus::Done
+        );
     }
     // Headers.
     let page = srv

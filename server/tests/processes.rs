@@ -32,7 +32,7 @@ async fn a_worker_killed_mid_job_is_taken_over() {
     slow.push(("KINETOSCOPE_LEASE_SECS", "2".into()));
     let mut doomed = Proc::start(&["worker"], &slow).await;
     let start = Instant::now();
-    while api.run(&run.id).await.status != "analyzing" {
+    while api.run(&run.id).await.status != kinetoscope_types::RunStatus::Analyzing {
         assert!(start.elapsed() < LONG, "the job was never claimed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -50,7 +50,12 @@ async fn a_worker_killed_mid_job_is_taken_over() {
     fresh.push(("KINETOSCOPE_LEASE_SECS", "2".into()));
     let _worker = Proc::start(&["worker"], &fresh).await;
     let done = api.wait(&run.id, LONG).await;
-    assert_eq!(done.status, "done", "{:?}", done.error);
+    assert_eq!(
+        done.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        done.error
+    );
     assert_eq!(
         scalar(&pool, "SELECT analyses FROM traces").await,
         1,
@@ -140,7 +145,10 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     }
     // And it still works.
     let run = api.upload(small_trace(1, 4), "after").await;
-    assert_eq!(api.wait(&run.id, LONG).await.status, "done");
+    assert_eq!(
+        api.wait(&run.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,7 +169,10 @@ async fn two_workers_on_postgres_process_each_job_once() {
     let _w1 = Proc::start(&["worker", "--workers", "2"], &env).await;
     let _w2 = Proc::start(&["worker", "--workers", "2"], &env).await;
     for id in &ids {
-        assert_eq!(api.wait(id, LONG).await.status, "done");
+        assert_eq!(
+            api.wait(id, LONG).await.status,
+            kinetoscope_types::RunStatus::Done
+        );
     }
     let pool = raw_db(&db).await;
     assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM jobs").await, 20);
@@ -226,7 +237,8 @@ async fn cli_upload_compresses_json_and_prints_the_link() {
     );
     assert_eq!(run.tags, ["cli", "test"]);
     assert_eq!(
-        run.ranks[0].encoding, "zstd",
+        run.ranks[0].encoding,
+        kinetoscope_types::Encoding::Zstd,
         "plain JSON is compressed on the way"
     );
     assert!(run.ranks[0].bytes < std::fs::metadata(&json).unwrap().len() / 5);
@@ -516,7 +528,12 @@ async fn sigterm_lets_an_in_flight_upload_finish() {
     let server = Proc::start(&["serve"], &env).await;
     let api = Api::new(server.url.as_deref().unwrap());
     let run = api.wait(&created.id, LONG).await;
-    assert_eq!(run.status, "done", "{:?}", run.error);
+    assert_eq!(
+        run.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        run.error
+    );
     assert_eq!(run.ranks[0].sha256, worker::blobs::sha256_hex(&trace));
 }
 

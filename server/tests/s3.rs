@@ -115,7 +115,12 @@ async fn server_and_worker_share_postgres_and_s3() {
     let b = api.upload(large.clone(), "large").await;
     for id in [&a.id, &b.id] {
         let run = api.wait(id, LONG).await;
-        assert_eq!(run.status, "done", "{:?}", run.error);
+        assert_eq!(
+            run.status,
+            kinetoscope_types::RunStatus::Done,
+            "{:?}",
+            run.error
+        );
     }
     // The bytes went to the bucket, under the prefix, and come back intact.
     let stored = keys(&s3, "traces", "kinetoscope/runs/").await;

@@ -62,12 +62,12 @@ async fn runs_api(backend: Backend) {
     let single = srv.upload(small_trace(2, 4), "generated").await;
     assert_eq!(
         srv.wait(&multi.id, LONG).await.status,
-        "done",
+        kinetoscope_types::RunStatus::Done,
         "{backend:?}"
     );
     assert_eq!(
         srv.wait(&single.id, LONG).await.status,
-        "done",
+        kinetoscope_types::RunStatus::Done,
         "{backend:?}"
     );
 
@@ -76,9 +76,9 @@ async fn runs_api(backend: Backend) {
     assert_eq!(run.ranks.len(), 2);
     assert_eq!(run.ranks[0].file, "rank0.json.gz");
     assert_eq!(run.ranks[0].sha256, worker::blobs::sha256_hex(&r0));
-    assert_eq!(run.ranks[0].encoding, "gzip");
+    assert_eq!(run.ranks[0].encoding, kinetoscope_types::Encoding::Gzip);
     assert_eq!(run.tags, ["dlrm", "v100"]);
-    assert_eq!(run.source, "upload");
+    assert_eq!(run.source, kinetoscope_types::RunSource::Upload);
     assert!(run.mean_step_us.is_some());
 
     // The cross-rank summary exists for the two-rank run only.
@@ -196,7 +196,7 @@ async fn runs_api(backend: Backend) {
     let s: Summary = srv
         .get_json(&format!("/api/runs/{}/summary", single.id))
         .await;
-    assert_eq!(s.layers.method, "override");
+    assert_eq!(s.layers.method, kinetoscope_types::LayerMethod::Override);
     assert_eq!(s.layers.period, Some(16));
 
     // Delete: metadata and blobs.

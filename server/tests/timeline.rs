@@ -38,21 +38,30 @@ async fn timeline_api(backend: Backend) {
     let api = Api::new(&srv.url);
     let u = &srv.url;
     let created = api.upload(small_trace(2, 8), "timeline").await;
-    assert_eq!(api.wait(&created.id, LONG).await.status, "done");
+    assert_eq!(
+        api.wait(&created.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     let id = &created.id;
 
     // The artifacts: the summary in the database, the index in the blob store.
     let arts: Vec<ArtifactInfo> = api.get_json(&format!("/api/runs/{id}/artifacts")).await;
     let names: Vec<&str> = arts.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["summary", "timeline"], "{backend:?}");
-    assert_eq!(arts[1].stored_in, "blob");
+    assert_eq!(arts[1].stored_in, kinetoscope_types::StoredIn::Blob);
 
     // Every event of every track, at two resolutions.
     let info: TimelineInfo = api.get_json(&format!("/api/runs/{id}/timeline")).await;
     assert_eq!(info.steps.len(), 2);
     assert_eq!(info.layers.len(), 16);
     assert!(
-        info.tracks.iter().any(|t| t.kind == "gpu") && info.tracks.iter().any(|t| t.kind == "cpu")
+        info.tracks
+            .iter()
+            .any(|t| t.kind == kinetoscope_types::TrackKind::Gpu)
+            && info
+                .tracks
+                .iter()
+                .any(|t| t.kind == kinetoscope_types::TrackKind::Cpu)
     );
     for t in &info.tracks {
         for px in [1, 1920] {
@@ -203,7 +212,10 @@ async fn timeline_api(backend: Backend) {
     // Two runs aligned: by default on each one's median step; any step or
     // layer on request; bad anchors and runs without steps get a 400.
     let patch = api.upload(small_trace(3, 8), "patch").await;
-    assert_eq!(api.wait(&patch.id, LONG).await.status, "done");
+    assert_eq!(
+        api.wait(&patch.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     let al: DiffAlign = api
         .get_json(&format!("/api/diff/{id}/{}/align", patch.id))
         .await;
@@ -229,7 +241,10 @@ async fn timeline_api(backend: Backend) {
     let no_steps = api
         .upload_file(&shared_trace("hta-a100-simple-add.json.gz"), "no steps")
         .await;
-    assert_eq!(api.wait(&no_steps.id, LONG).await.status, "done");
+    assert_eq!(
+        api.wait(&no_steps.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
     for (what, target, text) in [
         (
             "no such step",

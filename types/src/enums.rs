@@ -35,14 +35,6 @@ macro_rules! string_enum {
             }
         }
 
-        /// Compares with the word as written on the wire (what tests and
-        /// external clients see).
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.as_str() == *other
-            }
-        }
-
         impl std::str::FromStr for $name {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
@@ -257,6 +249,33 @@ string_enum! {
 }
 
 string_enum! {
+    /// What an API token may do; each scope may do all that the ones before
+    /// it may (the order is the enum's).
+    TokenScope ("token scope") {
+        /// List and search runs (and, on a private server, read them): a viewer.
+        Read => "read",
+        /// Create runs (uploads) and captures: what a CI job needs.
+        Upload => "upload",
+        /// Everything `Upload` may, plus edit, delete and re-analyze runs.
+        Admin => "admin",
+    }
+}
+
+string_enum! {
+    /// Where a job of the queue stands (the `jobs.state` column).
+    JobState ("job state") {
+        /// Waiting to be claimed (`run_after` says from when).
+        Queued => "queued",
+        /// Claimed by a worker, under a lease.
+        Running => "running",
+        /// Finished; its result is stored.
+        Done => "done",
+        /// Given up on (bad input, or out of attempts).
+        Failed => "failed",
+    }
+}
+
+string_enum! {
     /// How a trace's GPU work was issued.
     GraphMode ("graph mode") {
         /// Every kernel launched one by one.
@@ -265,6 +284,135 @@ string_enum! {
         Graph => "graph",
         /// Graph replays with eager GPU work between them.
         Piecewise => "piecewise",
+    }
+}
+
+string_enum! {
+    /// What a slice of the timeline is. The declaration order is the code
+    /// the stored timeline index writes (`as u8`): never reorder it.
+    SliceKind ("slice kind") {
+        /// An ATen or custom op (`cpu_op`).
+        Op => "op",
+        /// A `record_function` range (`user_annotation`).
+        Annotation => "annotation",
+        /// A runtime or driver call.
+        Runtime => "runtime",
+        /// A GPU kernel.
+        Kernel => "kernel",
+        /// A GPU memory copy.
+        Memcpy => "memcpy",
+        /// A GPU memory set.
+        Memset => "memset",
+    }
+}
+
+impl SliceKind {
+    /// Whether it runs on the GPU.
+    pub fn is_gpu(self) -> bool {
+        matches!(
+            self,
+            SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset
+        )
+    }
+}
+
+string_enum! {
+    /// What a timeline track holds.
+    TrackKind ("track kind") {
+        /// A CPU thread's slices.
+        Cpu => "cpu",
+        /// A GPU stream's kernels, copies and sets.
+        Gpu => "gpu",
+    }
+}
+
+string_enum! {
+    /// How a trace file lays out its events.
+    TraceLayout ("layout") {
+        /// A `traceEvents` object.
+        Object => "object",
+        /// The 2020 bare array.
+        Array => "array",
+    }
+}
+
+string_enum! {
+    /// What a trace's `External id` on runtime events means.
+    ExternalIdRegime ("external id regime") {
+        /// No runtime event has both ids.
+        None => "none",
+        /// It links runtime events to ops (2020-21, 2024+ traces).
+        ExternalId => "external_id",
+        /// It merely repeats the correlation (2022-23 traces).
+        Correlation => "correlation",
+    }
+}
+
+string_enum! {
+    /// The rule that produced a finding (stable across versions).
+    FindingKind ("finding kind") {
+        /// An op (its leading input signature) that dominates the time.
+        TopOp => "top_op",
+        /// How much graph replays run, and what bounds them.
+        GraphReplay => "graph_replay",
+        /// The top kernel, its geometry and who launches it.
+        TopKernel => "top_kernel",
+        /// A kernel category that dominates.
+        TopCategory => "top_category",
+        /// An idle GPU.
+        GpuIdle => "gpu_idle",
+        /// Small kernels while the GPU idles: launch overhead.
+        LaunchBound => "launch_bound",
+        /// The CPU blocked in synchronizing calls.
+        Sync => "sync",
+        /// Copies from pageable host memory.
+        PageableCopy => "pageable_copy",
+        /// What the layers spend their time on.
+        Layers => "layers",
+        /// Prefill and decode steps apart.
+        StepKinds => "step_kinds",
+        /// A step slow against its kind's median.
+        SlowStep => "slow_step",
+        /// Device time no op can be blamed for.
+        Unattributed => "unattributed",
+        /// Across ranks: the slowest rank against the median one.
+        Straggler => "straggler",
+        /// Across ranks: the spread of time in collectives.
+        Collectives => "collectives",
+    }
+}
+
+string_enum! {
+    /// What a diff's numbers are per.
+    DiffBasis ("diff basis") {
+        /// Per step, when both runs have steps.
+        PerStep => "per step",
+        /// Per trace otherwise.
+        PerTrace => "per trace",
+    }
+}
+
+string_enum! {
+    /// How a diff row's two sides were matched.
+    MatchedBy ("match") {
+        /// The same name.
+        Name => "name",
+        /// Kernels matched without template arguments, addresses and hashes.
+        Normalized => "normalized",
+        /// Only in run B.
+        Added => "added",
+        /// Only in run A.
+        Removed => "removed",
+    }
+}
+
+string_enum! {
+    /// Where an artifact's bytes are kept.
+    StoredIn ("stored in") {
+        /// In the database (the summary).
+        Database => "database",
+        /// In the blob store.
+        Blob => "blob",
     }
 }
 

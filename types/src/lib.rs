@@ -200,7 +200,7 @@ pub struct TraceInfo {
     /// Profiler options seen at the top level (`record_shapes`, `with_stack`, ...).
     pub profiler_options: Vec<String>,
     /// `object` (a `traceEvents` object) or `array` (the 2020 bare array).
-    pub layout: String,
+    pub layout: TraceLayout,
     /// `schemaVersion` at the top level.
     pub schema_version: Option<i64>,
     /// `traceName` at the top level (the file the profiler wrote).
@@ -258,7 +258,7 @@ pub struct Attribution {
     /// `external_id` when `External id` links runtime events to ops (2020-21,
     /// 2024+ traces), `correlation` when it merely repeats the correlation
     /// (2022-23 traces). Informational: attribution always uses time nesting.
-    pub external_id_regime: String,
+    pub external_id_regime: ExternalIdRegime,
 }
 
 /// Peak allocator usage on one device.
@@ -663,7 +663,7 @@ pub struct NameTime {
 #[serde(default)]
 pub struct Finding {
     /// Stable identifier of the rule that produced it (`top_op`, `gpu_idle`, ...).
-    pub kind: String,
+    pub kind: FindingKind,
     /// The sentence.
     pub text: String,
     /// How much it matters: the share of step or GPU time it speaks of (0-100).
@@ -737,7 +737,7 @@ pub struct Diff {
     /// Run B.
     pub b: DiffSide,
     /// `per step` when both runs have steps, else `per trace`.
-    pub basis: String,
+    pub basis: DiffBasis,
     /// Steps.
     pub steps: StepsDiff,
     /// GPU busy.
@@ -843,7 +843,7 @@ pub struct DeltaRow {
     pub b_calls: f64,
     /// `name` or `normalized` (kernels matched without template arguments,
     /// addresses and hashes), `added` or `removed`.
-    pub matched_by: String,
+    pub matched_by: MatchedBy,
     /// Kernels: the name on side b when it differs from side a.
     pub b_name: Option<String>,
     /// The category.
@@ -965,7 +965,7 @@ pub struct ArtifactInfo {
     /// The analyzer version that produced it.
     pub analyzer_version: u32,
     /// `database` or `blob`.
-    pub stored_in: String,
+    pub stored_in: StoredIn,
 }
 
 /// A page of runs.
@@ -1203,7 +1203,7 @@ pub struct TimelineTrack {
     /// The track's id in window queries.
     pub id: u32,
     /// `cpu` or `gpu`.
-    pub kind: String,
+    pub kind: TrackKind,
     /// A label for people.
     pub label: String,
     /// Process id as written in the trace.
@@ -1317,7 +1317,7 @@ pub struct TimelineRef {
     /// Its name.
     pub name: String,
     /// `op`, `annotation`, `runtime`, `kernel`, `memcpy` or `memset`.
-    pub kind: String,
+    pub kind: SliceKind,
     /// Its track.
     pub track: u32,
     /// Its start, ns.
@@ -1333,7 +1333,7 @@ pub struct TimelineEvent {
     /// Its name.
     pub name: String,
     /// `op`, `annotation`, `runtime`, `kernel`, `memcpy` or `memset`.
-    pub kind: String,
+    pub kind: SliceKind,
     /// Start, ns.
     pub start_ns: i64,
     /// Duration, ns.

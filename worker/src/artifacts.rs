@@ -7,7 +7,7 @@
 use crate::blobs::{BlobError, Blobs};
 use crate::db::{Db, DbError};
 use bytes::Bytes;
-use kinetoscope_types::{ArtifactInfo, ArtifactName};
+use kinetoscope_types::{ArtifactInfo, ArtifactName, StoredIn};
 
 /// The one key scheme of artifact blobs: `artifacts/{run}/{rank}/...`,
 /// beside the run's traces under `runs/{run}/` (the orphan sweep knows
@@ -88,11 +88,10 @@ impl Artifacts {
                 bytes: a.bytes.max(0) as u64,
                 analyzer_version: a.analyzer_version as u32,
                 stored_in: if a.blob_key.is_some() {
-                    "blob"
+                    StoredIn::Blob
                 } else {
-                    "database"
-                }
-                .into(),
+                    StoredIn::Database
+                },
             })
             .collect())
     }

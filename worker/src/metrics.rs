@@ -100,16 +100,16 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
 });
 
 /// Publishes the database's job counts by state (read at scrape time).
-pub fn set_jobs_by_state(counts: &[(String, i64)]) {
-    for state in ["queued", "running", "done", "failed"] {
+pub fn set_jobs_by_state(counts: &[(kinetoscope_types::JobState, i64)]) {
+    for &state in kinetoscope_types::JobState::ALL {
         let n = counts
             .iter()
-            .find(|(s, _)| s == state)
+            .find(|(s, _)| *s == state)
             .map_or(0, |(_, n)| *n);
         METRICS
             .queue
             .get_or_create(&StateLabels {
-                state: state.into(),
+                state: state.as_str().into(),
             })
             .set(n);
     }

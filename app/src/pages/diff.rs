@@ -5,7 +5,7 @@ use crate::api;
 use crate::charts;
 use crate::widgets::{Name, UrlState};
 use kinetoscope_types::units::{change_pct, pct, time_us};
-use kinetoscope_types::{DeltaRow, Diff, DiffSide, TimeBasis};
+use kinetoscope_types::{DeltaRow, Diff, DiffBasis, DiffSide, MatchedBy, TimeBasis};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_params_map;
@@ -98,7 +98,7 @@ fn side_card(s: &DiffSide, label: &str) -> impl IntoView {
     }
 }
 
-fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: &str) -> impl IntoView {
+fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: DiffBasis) -> impl IntoView {
     let max = rows.iter().map(|r| r.delta_us.abs()).fold(0.0, f64::max);
     view! {
         <h3>{format!("{title} ({basis}), by absolute change")}</h3>
@@ -107,7 +107,7 @@ fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: &str) -> impl In
             <tbody>
                 {rows.iter().take(50).map(|r| view! {
                     <tr data-name=r.name.clone()>
-                        <td><Name name=r.name.clone() max=70/>{(r.matched_by == "normalized").then(|| view! { <span class="kind" title=r.b_name.clone().unwrap_or_default()>"≈ renamed"</span> })}</td>
+                        <td><Name name=r.name.clone() max=70/>{(r.matched_by == MatchedBy::Normalized).then(|| view! { <span class="kind" title=r.b_name.clone().unwrap_or_default()>"≈ renamed"</span> })}</td>
                         <td class="num">{time_us(r.a_us)}</td>
                         <td class="num">{time_us(r.b_us)}</td>
                         <td class="num">{format!("{}{}", if r.delta_us > 0.0 { "+" } else { "" }, time_us(r.delta_us))}</td>
@@ -153,9 +153,9 @@ fn diff_body(d: Diff) -> impl IntoView {
             {delta_table(&d.ops, "diff-ops", match d.op_time {
                 TimeBasis::Device => "Ops, self device time",
                 TimeBasis::Cpu => "Ops, self CPU time",
-            }, &d.basis)}
-            {delta_table(&d.kernels, "diff-kernels", "Kernels", &d.basis)}
-            {delta_table(&d.categories, "diff-categories", "Kernel categories", &d.basis)}
+            }, d.basis)}
+            {delta_table(&d.kernels, "diff-kernels", "Kernels", d.basis)}
+            {delta_table(&d.categories, "diff-categories", "Kernel categories", d.basis)}
         </div>
         <div class="grid2">
             <div class="panel"><h3>{format!("Added kernels ({})", d.added_kernels.len())}</h3>

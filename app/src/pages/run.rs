@@ -112,7 +112,7 @@ pub fn RunPage() -> impl IntoView {
     // analysis changes).
     Effect::new(move |_| {
         let Some(Ok(r)) = run.get() else { return };
-        if r.status != "done" {
+        if r.status != RunStatus::Done {
             return;
         }
         let rank = url.get("rank").unwrap_or_else(|| "0".into());
@@ -134,7 +134,7 @@ pub fn RunPage() -> impl IntoView {
         run.get().map(|r| match r {
             Err(e) => view! { <p class="error">{e}</p> }.into_any(),
             Ok(r) => {
-                let failed = r.error.clone().filter(|_| r.status == "failed");
+                let failed = r.error.clone().filter(|_| r.status == RunStatus::Failed);
                 view! {
                     <div class="run-title">
                         <h1 id="run-name">{r.name.clone()}</h1>
@@ -461,7 +461,7 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                         let top_group = (o.input_shapes.len() > 1 && o.self_device_us > 0.0).then(|| o.input_shapes[0].clone());
                         view! {
                             <tr data-op=o.name.clone() title=shapes_title>
-                                <td><Name name=o.name.clone() max=60/>{(o.kind != "op").then(|| view! { <span class="kind">{o.kind.as_str()}</span> })}
+                                <td><Name name=o.name.clone() max=60/>{(o.kind != OpKind::Op).then(|| view! { <span class="kind">{o.kind.as_str()}</span> })}
                                     {(o.kind != OpKind::Graph).then(|| { let n = o.name.clone(); view! {
                                         <button class="link show-on-timeline" title="Show on timeline" on:click=move |_| show_on_timeline(url, &n)>"⇢"</button>
                                     } })}
@@ -761,7 +761,7 @@ fn gpu_tab(s: &Summary) -> impl IntoView {
         {(s.graphs.replays > 0).then(|| view! {
             <h3>"Graph replays"</h3>
             <p id="graph-stats">{format!("{} ({}): {} replays ran {} GPU ops, {} of GPU time ({}); {} ran eagerly{}. Host time between replays: {}.",
-                s.graphs.mode, if s.graphs.mode == "piecewise" { "graphs with eager work between them" } else { "the graphs run nearly everything" },
+                s.graphs.mode, if s.graphs.mode == GraphMode::Piecewise { "graphs with eager work between them" } else { "the graphs run nearly everything" },
                 s.graphs.replays, s.graphs.gpu_ops, time_us(s.graphs.device_us), pct(s.graphs.pct), time_us(s.graphs.eager_us),
                 s.graphs.top_eager.first().map(|k| format!(", most in {} ({})", k.name, time_us(k.us))).unwrap_or_default(),
                 time_us(s.graphs.host_between_us))}</p>

@@ -105,7 +105,7 @@ fn stack(sides: &[Side], how: Stacking) -> (Vec<SideBox>, Option<f64>, f64) {
             .info
             .tracks
             .iter()
-            .filter(|t| t.kind == "gpu" && t.events > 0)
+            .filter(|t| t.kind == TrackKind::Gpu && t.events > 0)
         {
             lanes.push(Lane {
                 track: t.id,

@@ -486,7 +486,7 @@ pub fn TimelineTab(
             // What the merged events are: GPU ops on GPU tracks.
             let gpu = info.with_untracked(|i| match i {
                 Some(Ok(i)) => i.tracks.iter().any(|t| {
-                    t.kind == "gpu"
+                    t.kind == TrackKind::Gpu
                         && data.with_untracked(|d| {
                             d.get(&t.id)
                                 .is_some_and(|f| f.slices.iter().any(|x| x.event == s.event))

@@ -143,17 +143,11 @@ impl IntoResponse for ApiError {
 impl From<worker::db::DbError> for ApiError {
     fn from(e: worker::db::DbError) -> Self {
         match e {
-            worker::db::DbError::Io(ref io) if worker::blobs::is_storage_full(io) => {
+            ref full if worker::db::is_storage_full(full) => {
                 ApiError::InsufficientStorage(full_database(&e))
             }
             worker::db::DbError::PoolTimedOut | worker::db::DbError::Io(_) => {
                 ApiError::Unavailable(e.to_string())
-            }
-            // SQLITE_FULL (13); PostgreSQL's disk_full (53100).
-            worker::db::DbError::Database(ref d)
-                if matches!(d.code().as_deref(), Some("13") | Some("53100")) =>
-            {
-                ApiError::InsufficientStorage(full_database(&e))
             }
             other => ApiError::Internal(format!("database: {other}")),
         }

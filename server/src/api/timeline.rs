@@ -117,7 +117,11 @@ pub async fn info(
             .enumerate()
             .map(|(k, t)| TimelineTrack {
                 id: k as u32,
-                kind: if t.gpu { "gpu" } else { "cpu" }.into(),
+                kind: if t.gpu {
+                    TrackKind::Gpu
+                } else {
+                    TrackKind::Cpu
+                },
                 label: t.label.clone(),
                 pid: t.pid.clone(),
                 tid: t.tid.clone(),
@@ -278,7 +282,7 @@ fn reference(ix: &TimelineIndex, event: u32) -> Option<TimelineRef> {
     Some(TimelineRef {
         event,
         name: name.to_string(),
-        kind: kind.as_str().into(),
+        kind,
         track: r.track,
         start_ns: start,
     })
@@ -305,7 +309,7 @@ pub async fn event(
     let mut out = TimelineEvent {
         event,
         name: name.to_string(),
-        kind: kind.as_str().into(),
+        kind,
         start_ns: start,
         dur_ns: dur,
         track: r.track,

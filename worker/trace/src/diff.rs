@@ -88,7 +88,7 @@ fn delta_rows(
                 change_pct: change(au, bu),
                 a_calls: ac,
                 b_calls: bc,
-                matched_by: "name".into(),
+                matched_by: MatchedBy::Name,
                 b_name: None,
                 category: *cat,
             }),
@@ -190,7 +190,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
                 change_pct: change(*au, *bu),
                 a_calls: *ac,
                 b_calls: *bc,
-                matched_by: "normalized".into(),
+                matched_by: MatchedBy::Normalized,
                 b_name: Some(names_b[0].clone()),
                 category: *cat,
             }),
@@ -226,7 +226,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
             delta_us: bu,
             change_pct: 100.0,
             b_calls: bc,
-            matched_by: "added".into(),
+            matched_by: MatchedBy::Added,
             ..Default::default()
         });
     }
@@ -238,7 +238,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
             delta_us: -au,
             change_pct: -100.0,
             a_calls: ac,
-            matched_by: "removed".into(),
+            matched_by: MatchedBy::Removed,
             ..Default::default()
         });
     }
@@ -285,7 +285,11 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let mut d = Diff {
         a: side(a),
         b: side(b),
-        basis: if per_step { "per step" } else { "per trace" }.into(),
+        basis: if per_step {
+            DiffBasis::PerStep
+        } else {
+            DiffBasis::PerTrace
+        },
         steps,
         gpu_busy,
         ops: op_rows,
@@ -312,12 +316,12 @@ fn findings(
     kb: &HashMap<String, (f64, f64, Option<KernelCategory>)>,
 ) -> Vec<DiffFinding> {
     let mut out: Vec<(f64, String)> = Vec::new();
-    let per = if d.basis == "per step" {
+    let per = if d.basis == DiffBasis::PerStep {
         " per step"
     } else {
         ""
     };
-    if d.basis == "per step" {
+    if d.basis == DiffBasis::PerStep {
         out.push((
             1e12,
             format!(
@@ -365,7 +369,7 @@ fn findings(
     // change (matched by conversion, else dtypes, since shapes change with
     // the patch), with its bytes per call.
     let n_of = |s: &Summary| {
-        if d.basis == "per step" {
+        if d.basis == DiffBasis::PerStep {
             s.steps_stats.count.max(1) as f64
         } else {
             1.0

@@ -2,7 +2,9 @@
 //! multi-rank run from each rank's summary.
 
 use kinetoscope_types::units::{pct, time_us};
-use kinetoscope_types::{Finding, FindingTab, RankOpShare, RankStats, RanksSummary, Summary};
+use kinetoscope_types::{
+    Finding, FindingKind, FindingTab, RankOpShare, RankStats, RanksSummary, Summary,
+};
 use std::collections::HashMap;
 
 /// A rank's file: its place among the ranks, from its name: the data,
@@ -139,7 +141,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
             "profiled window"
         };
         findings.push(Finding {
-            kind: "straggler".into(),
+            kind: FindingKind::Straggler,
             text: format!(
                 "Rank {} is the slowest of {} ranks: {} {}, {} above the median rank ({})",
                 r.rank,
@@ -165,7 +167,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
     ) {
         if hi.1 >= 10.0 {
             findings.push(Finding {
-                kind: "collectives".into(),
+                kind: FindingKind::Collectives,
                 text: format!(
                     "Collectives take {} to {} of GPU time across ranks (least on rank {}, most on rank {}): ranks that wait in collectives are waiting for slower ranks",
                     pct(lo.1),

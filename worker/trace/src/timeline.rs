@@ -37,55 +37,14 @@ const FORMAT: u32 = 3;
 /// the compression shares the second core with the layer attribution.
 const LEVEL: i32 = 1;
 
-/// What a slice is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum SliceKind {
-    /// An ATen or custom op (`cpu_op`).
-    Op = 0,
-    /// A `record_function` range (`user_annotation`).
-    Annotation = 1,
-    /// A runtime or driver call.
-    Runtime = 2,
-    /// A GPU kernel.
-    Kernel = 3,
-    /// A GPU memory copy.
-    Memcpy = 4,
-    /// A GPU memory set.
-    Memset = 5,
-}
+pub use kinetoscope_types::SliceKind;
 
-impl SliceKind {
-    fn from_u8(k: u8) -> SliceKind {
-        match k {
-            0 => SliceKind::Op,
-            1 => SliceKind::Annotation,
-            2 => SliceKind::Runtime,
-            3 => SliceKind::Kernel,
-            4 => SliceKind::Memcpy,
-            _ => SliceKind::Memset,
-        }
-    }
-
-    /// The word used in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SliceKind::Op => "op",
-            SliceKind::Annotation => "annotation",
-            SliceKind::Runtime => "runtime",
-            SliceKind::Kernel => "kernel",
-            SliceKind::Memcpy => "memcpy",
-            SliceKind::Memset => "memset",
-        }
-    }
-
-    /// Whether it runs on the GPU.
-    pub fn is_gpu(self) -> bool {
-        matches!(
-            self,
-            SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset
-        )
-    }
+/// A slice kind from its code in the index (`kind as u8`).
+fn slice_kind(k: u8) -> SliceKind {
+    SliceKind::ALL
+        .get(k as usize)
+        .copied()
+        .unwrap_or(SliceKind::Memset)
 }
 
 /// Arguments shown in an event's details.
@@ -874,7 +833,7 @@ impl TimelineIndex {
         let i = r.index;
         let packed = row.name[i];
         (
-            SliceKind::from_u8((packed >> KIND_SHIFT) as u8),
+            slice_kind((packed >> KIND_SHIFT) as u8),
             self.name(packed),
             row.start[i],
             row.dur[i] as i64,

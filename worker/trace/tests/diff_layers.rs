@@ -84,7 +84,7 @@ fn diff_reports_what_the_generator_put_in() {
                 summary: &sb,
             },
         );
-        assert_eq!(d.basis, "per step");
+        assert_eq!(d.basis, kinetoscope_types::DiffBasis::PerStep);
         let step_change = pct_change(ta.mean_step_us(), tb.mean_step_us());
         assert!(
             (d.steps.change_pct - step_change).abs() < 1.0,
@@ -271,7 +271,7 @@ fn unrelated_traces_diff_with_sensible_lists() {
     assert!(d
         .ops
         .iter()
-        .any(|r| r.name == "aten::mm" && r.matched_by == "name"));
+        .any(|r| r.name == "aten::mm" && r.matched_by == kinetoscope_types::MatchedBy::Name));
     assert!(
         d.added_kernels.iter().any(|k| k.starts_with("Cijk_")),
         "AMD GEMMs are new"

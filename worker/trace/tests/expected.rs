@@ -427,9 +427,9 @@ fn graph_replays_on_shared_traces() {
         assert!(close(s.trace.attribution.graph_replay_us, ref_us), "{name}");
         for f in &s.findings {
             assert!(!f.text.contains("CUDA graphs or fusion would help"), "{name}: {}", f.text);
-            assert_ne!(f.kind, "launch_bound", "{name}");
+            assert_ne!(f.kind, kinetoscope_types::FindingKind::LaunchBound, "{name}");
         }
-        let gf = s.findings.iter().find(|f| f.kind == "graph_replay").unwrap_or_else(|| panic!("{name}: no replay finding"));
+        let gf = s.findings.iter().find(|f| f.kind == kinetoscope_types::FindingKind::GraphReplay).unwrap_or_else(|| panic!("{name}: no replay finding"));
         assert!(gf.text.starts_with(&format!("{replays} graph replays run ")), "{name}: {}", gf.text);
         // Kernels replayed by a graph name the launch in their chain.
         let replayed = s.kernels.iter().flat_map(|k| &k.launched_by).filter(|c| c.launch.contains("GraphLaunch")).count();
@@ -453,7 +453,11 @@ fn serving_steps_have_kinds_and_annotations_are_not_ops() {
         "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz",
     ] {
         let s = summary(name);
-        for f in s.findings.iter().filter(|f| f.kind == "top_op") {
+        for f in s
+            .findings
+            .iter()
+            .filter(|f| f.kind == kinetoscope_types::FindingKind::TopOp)
+        {
             let op = s
                 .ops
                 .iter()
@@ -461,7 +465,11 @@ fn serving_steps_have_kinds_and_annotations_are_not_ops() {
                 .unwrap();
             assert_eq!(op.kind.as_str(), "op", "{name}: {}", f.text);
         }
-        let l = s.findings.iter().find(|f| f.kind == "layers").unwrap();
+        let l = s
+            .findings
+            .iter()
+            .find(|f| f.kind == kinetoscope_types::FindingKind::Layers)
+            .unwrap();
         assert!(
             !l.text.contains("its top op is step["),
             "{name}: {}",

@@ -125,7 +125,12 @@ fn cast_finding_matches_the_generator_at_any_size() {
         // The first finding leads with the cast: op, conversion, calls per
         // step, bytes per call, its own share (not the op's).
         let f = &s.findings[0];
-        assert_eq!(f.kind, "top_op", "{what}: {}", f.text);
+        assert_eq!(
+            f.kind,
+            kinetoscope_types::FindingKind::TopOp,
+            "{what}: {}",
+            f.text
+        );
         assert_eq!(f.name.as_deref(), Some("aten::copy_"));
         assert!(
             f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"),
@@ -309,7 +314,10 @@ fn full_graph_replays() {
             f.text
         );
     }
-    assert!(s.findings.iter().any(|f| f.kind == "graph_replay"));
+    assert!(s
+        .findings
+        .iter()
+        .any(|f| f.kind == kinetoscope_types::FindingKind::GraphReplay));
 }
 
 /// Piecewise graphs with eager attention: the cast runs eagerly between
@@ -336,13 +344,16 @@ fn piecewise_graph_replays() {
     let gf = s
         .findings
         .iter()
-        .find(|f| f.kind == "graph_replay")
+        .find(|f| f.kind == kinetoscope_types::FindingKind::GraphReplay)
         .unwrap();
     assert!(
         gf.text.contains("runs eagerly between the graphs"),
         "{}",
         gf.text
     );
-    assert!(s.findings.iter().all(|f| f.kind != "launch_bound"));
+    assert!(s
+        .findings
+        .iter()
+        .all(|f| f.kind != kinetoscope_types::FindingKind::LaunchBound));
     assert_eq!(s.layers.count, 10, "{}", s.layers.detail);
 }

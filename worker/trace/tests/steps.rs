@@ -63,7 +63,9 @@ fn a_prefill_is_told_by_its_shapes_and_an_idle_last_frame_is_left_out() {
         .unwrap();
     assert_eq!(decode.count, 5);
     assert!(
-        s.findings.iter().all(|f| f.kind != "slow_step"),
+        s.findings
+            .iter()
+            .all(|f| f.kind != kinetoscope_types::FindingKind::SlowStep),
         "{:?}",
         s.findings.iter().map(|f| &f.text).collect::<Vec<_>>()
     );

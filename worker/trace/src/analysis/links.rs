@@ -19,7 +19,7 @@
 
 use crate::import::store::{sort_by_start, CpuKind, IntColumn, Trace, NONE};
 use hashbrown::HashMap;
-use kinetoscope_types::Attribution;
+use kinetoscope_types::{Attribution, ExternalIdRegime};
 
 /// "No index" in the link vectors.
 pub const NO: u32 = u32::MAX;
@@ -291,11 +291,11 @@ fn external_id_names_op(t: &Trace, attribution: &mut Attribution) -> bool {
     }
     let names_op = with_both > 0 && (equal as f64) < 0.9 * with_both as f64;
     attribution.external_id_regime = if with_both == 0 {
-        "none".into()
+        ExternalIdRegime::None
     } else if names_op {
-        "external_id".into()
+        ExternalIdRegime::ExternalId
     } else {
-        "correlation".into()
+        ExternalIdRegime::Correlation
     };
     names_op
 }

@@ -4,7 +4,7 @@
 
 use super::{us, Context};
 use crate::import::store::{GpuKind, IntColumn, TimeColumn, Trace};
-use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo};
+use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo, TraceLayout};
 
 /// First start and last end over all stored slices, ns.
 pub(crate) fn window(t: &Trace) -> Option<(i64, i64)> {
@@ -118,11 +118,10 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
         backend: t.meta.backend.clone(),
         profiler_options: t.meta.options.clone(),
         layout: if t.meta.layout_array {
-            "array"
+            TraceLayout::Array
         } else {
-            "object"
-        }
-        .into(),
+            TraceLayout::Object
+        },
         schema_version: t.meta.schema_version,
         trace_name: t.meta.trace_name.clone(),
         base_time_ns: t.meta.base_time_ns,
