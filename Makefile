@@ -24,8 +24,10 @@ run: tools app server
 	./target/release/kinetoscope serve
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
-## Chromium, and the browser end-to-end tests against the built app.
-test: tools browser s3-emulator app gates
+## Chromium, and the browser end-to-end tests against the built app. The gates
+## (formatting first, then lints) run before the app's long release build, so
+## a red result comes early.
+test: tools gates browser s3-emulator app
 	cargo check --benches --locked
 	cargo test --locked
 	cargo test -p app --lib --locked
@@ -47,13 +49,16 @@ bench-scale:
 	cargo bench -p kinetoscope-trace --bench analyze -- --scale
 
 ## The gates: formatting, lints (host crates and the app on wasm32, warnings
-## denied, missing docs included), and the pure core's dependency tree.
+## denied, missing docs included), the pure core's dependency tree, and the
+## generator's (the oracle shares no code with what it checks).
 gates: tools
 	cargo fmt --all --check
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
 	@if cargo tree -p kinetoscope-trace -e normal --prefix none --locked | grep -E '^(sqlx|tokio|object_store|reqwest|axum|hyper) '; then \
 	  echo "kinetoscope-trace must not depend on the service crates above"; exit 1; fi
+	@if cargo tree -p kinetoscope-generate -e normal --prefix none --locked | grep -E '^kinetoscope-trace '; then \
+	  echo "kinetoscope-generate is the tests' oracle: it must not use the parser or analysis it checks"; exit 1; fi
 
 ## The soak (RELIABILITY.md): SOAK_MINUTES of uploads, 100 readers, a worker
 ## killed every minute, the disk filled once; checks that nothing is lost.

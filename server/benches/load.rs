@@ -69,7 +69,7 @@ async fn main() {
     // 20 distinct traces (5 steps x 78 layers each, ~1 MB of zstd).
     let traces: Vec<Vec<u8>> = (0..20u64)
         .map(|k| {
-            let p = kinetoscope_trace::generate::DecodeParams {
+            let p = kinetoscope_generate::DecodeParams {
                 steps: 5,
                 layers: 78,
                 with_stack: false,
@@ -77,7 +77,7 @@ async fn main() {
                 ..Default::default()
             };
             let mut json = Vec::new();
-            kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+            kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
             zstd::encode_all(&json[..], 3).unwrap()
         })
         .collect();
@@ -178,9 +178,9 @@ async fn main() {
 /// windows (every track of the rank at 1920 px) at zoom levels from the
 /// whole trace down to one kernel.
 async fn timeline(http: &reqwest::Client, url: &str) {
-    let p = kinetoscope_trace::generate::DecodeParams::default();
+    let p = kinetoscope_generate::DecodeParams::default();
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     let body = zstd::encode_all(&json[..], 3).unwrap();
     drop(json);
     let resp = http

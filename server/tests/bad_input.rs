@@ -735,13 +735,13 @@ async fn a_full_disk_gets_507_and_keeps_nothing_half_stored() {
         kinetoscope_types::RunStatus::Done
     );
     // Plain JSON, larger than the disk.
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps: 6,
         layers: 8,
         ..Default::default()
     };
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     assert!(json.len() > 6 << 20, "{} bytes", json.len());
     let resp = srv
         .http
@@ -917,7 +917,7 @@ async fn cross_site_requests_are_refused_on_the_open_default() {
 /// kilobytes that once took the worker quadratic time to lay out.
 fn overlapping_kernels(n: usize) -> Vec<u8> {
     let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
-    kinetoscope_trace::generate::write_overlapping_kernels(n, &mut z).unwrap();
+    kinetoscope_generate::write_overlapping_kernels(n, &mut z).unwrap();
     z.finish().unwrap()
 }
 

@@ -367,8 +367,8 @@ fn urlencode(s: &str) -> String {
         .collect()
 }
 
-fn generated(steps: u32, layers: u32, variant: kinetoscope_trace::generate::Variant) -> Vec<u8> {
-    let p = kinetoscope_trace::generate::DecodeParams {
+fn generated(steps: u32, layers: u32, variant: kinetoscope_generate::Variant) -> Vec<u8> {
+    let p = kinetoscope_generate::DecodeParams {
         steps,
         layers,
         variant,
@@ -376,7 +376,7 @@ fn generated(steps: u32, layers: u32, variant: kinetoscope_trace::generate::Vari
         ..Default::default()
     };
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     zstd::encode_all(&json[..], 3).unwrap()
 }
 
@@ -387,7 +387,7 @@ async fn baseline_and_patch(
     steps: u32,
     layers: u32,
 ) -> (kinetoscope_types::Created, kinetoscope_types::Created) {
-    use kinetoscope_trace::generate::Variant;
+    use kinetoscope_generate::Variant;
     let a = srv
         .upload(generated(steps, layers, Variant::Baseline), "baseline")
         .await;
@@ -590,14 +590,14 @@ async fn ui_timing() {
     let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
     let (steps, layers) = if full { (30, 78) } else { (3, 78) };
     let srv = TestServer::start(Opts::default()).await;
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps,
         layers,
         with_stack: full,
         ..Default::default()
     };
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     let created = srv
         .upload(zstd::encode_all(&json[..], 3).unwrap(), "timing")
         .await;
@@ -652,7 +652,7 @@ async fn upload_to_findings_timing() {
     let (steps, tries) = if full { (30, 3) } else { (3, 1) };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!("decode-{steps}x78.json.zst"));
-    let baseline = kinetoscope_trace::generate::Variant::Baseline;
+    let baseline = kinetoscope_generate::Variant::Baseline;
     std::fs::write(&path, generated(steps, 78, baseline)).unwrap();
     let mb = std::fs::metadata(&path).unwrap().len() as f64 / 1e6;
     let srv = TestServer::start(Opts::default()).await;
@@ -1015,13 +1015,13 @@ async fn timeline_timing() {
     let full = std::env::var("KINETOSCOPE_UI_BENCH").is_ok();
     let (steps, layers) = if full { (30, 78) } else { (2, 8) };
     let srv = TestServer::start(Opts::default()).await;
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps,
         layers,
         ..Default::default()
     };
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     let created = srv
         .upload(zstd::encode_all(&json[..], 3).unwrap(), "timeline-timing")
         .await;

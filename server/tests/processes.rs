@@ -200,14 +200,13 @@ async fn cli_upload_compresses_json_and_prints_the_link() {
     let srv = TestServer::start(Opts::default()).await;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("decode.pt.trace.json");
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps: 1,
         layers: 4,
         with_stack: false,
         ..Default::default()
     };
-    kinetoscope_trace::generate::write_decode_trace(&p, std::fs::File::create(&json).unwrap())
-        .unwrap();
+    kinetoscope_generate::write_decode_trace(&p, std::fs::File::create(&json).unwrap()).unwrap();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
         .args([
             "upload",

@@ -103,13 +103,13 @@ async fn server_and_worker_share_postgres_and_s3() {
 
     // A small upload (one PUT) and a large one (multipart: over 8 MB).
     let small = std::fs::read(shared_trace("hta-a100-nccl-rank0of2.json.gz")).unwrap();
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps: 3,
         layers: 40,
         ..Default::default()
     };
     let mut large = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut large).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut large).unwrap();
     assert!(large.len() > 16 << 20, "{} bytes", large.len());
     let a = api.upload(small.clone(), "small").await;
     let b = api.upload(large.clone(), "large").await;

@@ -1,7 +1,7 @@
 //! `kinetoscope generate`: writes a generated decode trace.
 
 use clap::Args;
-use kinetoscope_trace::generate::{
+use kinetoscope_generate::{
     write_decode_trace, Attention, DecodeParams, LinearMixer, Mode, Variant,
 };
 use std::io::Write;

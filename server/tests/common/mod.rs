@@ -506,14 +506,14 @@ impl Api {
 
 /// A small generated trace, zstd-compressed.
 pub fn small_trace(steps: u32, layers: u32) -> Vec<u8> {
-    let p = kinetoscope_trace::generate::DecodeParams {
+    let p = kinetoscope_generate::DecodeParams {
         steps,
         layers,
         with_stack: false,
         ..Default::default()
     };
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
     zstd::encode_all(&json[..], 3).unwrap()
 }
 

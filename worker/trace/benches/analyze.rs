@@ -51,7 +51,7 @@ fn peak_rss_kb() -> u64 {
 /// yet; returns (zst, gz, JSON bytes, events).
 fn ensure_trace(
     name: &str,
-    p: &kinetoscope_trace::generate::DecodeParams,
+    p: &kinetoscope_generate::DecodeParams,
     zstd_only: bool,
 ) -> (PathBuf, PathBuf, u64, u64) {
     let dir = bench_dir();
@@ -64,14 +64,14 @@ fn ensure_trace(
         let t = Instant::now();
         let mut enc =
             zstd::stream::write::Encoder::new(std::fs::File::create(&zst).unwrap(), 3).unwrap();
-        let truth = kinetoscope_trace::generate::write_decode_trace(p, &mut enc).unwrap();
+        let truth = kinetoscope_generate::write_decode_trace(p, &mut enc).unwrap();
         enc.finish().unwrap().flush().unwrap();
         if !zstd_only {
             let mut gzenc = kinetoscope_trace::import::input::GzEncoder::new(
                 std::io::BufWriter::new(std::fs::File::create(&gz).unwrap()),
                 kinetoscope_trace::import::input::GzLevel::new(6),
             );
-            kinetoscope_trace::generate::write_decode_trace(p, &mut gzenc).unwrap();
+            kinetoscope_generate::write_decode_trace(p, &mut gzenc).unwrap();
             gzenc.finish().unwrap().flush().unwrap();
         }
         std::fs::write(&size_file, format!("{} {}", truth.json_bytes, truth.events)).unwrap();
@@ -247,8 +247,8 @@ fn main() {
         categories();
         return;
     }
-    let realistic = kinetoscope_trace::generate::DecodeParams::default();
-    let with_stack = kinetoscope_trace::generate::DecodeParams {
+    let realistic = kinetoscope_generate::DecodeParams::default();
+    let with_stack = kinetoscope_generate::DecodeParams {
         with_stack: true,
         ..Default::default()
     };
@@ -396,7 +396,7 @@ fn scale(cores: usize) {
     let mut points: Vec<(f64, f64)> = Vec::new();
     let mut first: Option<(f64, f64)> = None;
     for &n in &steps {
-        let p = kinetoscope_trace::generate::DecodeParams {
+        let p = kinetoscope_generate::DecodeParams {
             steps: n,
             ..Default::default()
         };
@@ -447,13 +447,13 @@ fn categories() {
         "trace", "category", "events", "MB JSON", "analyze s", "M events/s", "ns per event"
     );
     for (variant, with_stack) in [("realistic", false), ("with-stack", true)] {
-        let p = kinetoscope_trace::generate::DecodeParams {
+        let p = kinetoscope_generate::DecodeParams {
             steps: 10,
             with_stack,
             ..Default::default()
         };
         let mut json = Vec::new();
-        kinetoscope_trace::generate::write_decode_trace(&p, &mut json).unwrap();
+        kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
         // Categories of a handful of events measure process start-up only.
         for (cat, doc, events) in split_by_category(&json).into_iter().filter(|c| c.2 >= 1000) {
             let file = dir.join(format!("cat-{variant}-{cat}.json.zst"));

@@ -7,9 +7,12 @@
 //! - [`analysis`]: pure functions from a parsed trace to a [`Summary`].
 //! - [`diff`]: the before/after comparison of two summaries.
 //! - [`ranks`]: rank order of files and the cross-rank summary.
-//! - [`generate`]: the founding story's decode trace, with its own truth.
 //! - [`timeline`]: the timeline index (an analysis artifact) and its
 //!   window, event and search queries.
+//!
+//! The generator of test traces (`kinetoscope-generate`) is a crate of its
+//! own, only a dev-dependency here: the oracle the tests check this crate
+//! against cannot share its code.
 //!
 //! The service (`worker`: jobs, database, blobs, capture) calls into this
 //! crate; this crate knows nothing of it. The compiler keeps it so: its
@@ -17,7 +20,6 @@
 
 pub mod analysis;
 pub mod diff;
-pub mod generate;
 pub mod import;
 pub mod ranks;
 pub mod timeline;

@@ -8,7 +8,7 @@
 //! or written out (`kinetoscope generate --random-architecture N`);
 //! `KINETOSCOPE_SEEDS=N` checks the first N seeds instead of 200.
 
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams};
+use kinetoscope_generate::{write_decode_trace, DecodeParams};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
 
@@ -152,7 +152,7 @@ fn layers_kinds_steps_and_casts_hold_over_random_architectures() {
 /// annotations: layers, kinds and steps hold in every one.
 #[test]
 fn layers_hold_in_every_capture_mode() {
-    use kinetoscope_trace::generate::Mode;
+    use kinetoscope_generate::Mode;
     let mut failures = Vec::new();
     for seed in 0..40u64 {
         for (mode, with_stack, layer_annotations) in [
@@ -197,7 +197,7 @@ fn layers_hold_in_every_capture_mode() {
 
 #[test]
 fn the_family_spans_the_architectures_people_serve() {
-    use kinetoscope_trace::generate::Mixer;
+    use kinetoscope_generate::Mixer;
     let plans: Vec<DecodeParams> = (0..SEEDS).map(DecodeParams::random_architecture).collect();
     let has = |f: &dyn Fn(&DecodeParams) -> bool| plans.iter().filter(|p| f(p)).count();
     assert!(has(&|p| p.moe_every == 0 && p.attention_every == 1 && p.global_every <= 1) >= 20);

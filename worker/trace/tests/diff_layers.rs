@@ -1,7 +1,7 @@
 //! Layers and diffs on generated baseline/patch pairs and on shared traces.
 
+use kinetoscope_generate::{write_decode_trace, DecodeParams, Truth, Variant};
 use kinetoscope_trace::diff::{diff, Side};
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Truth, Variant};
 use kinetoscope_trace::import::{read_trace, read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 use std::path::PathBuf;

@@ -4,7 +4,7 @@
 //! layers (dense then MoE) and the steps (its own accounting, not the
 //! analyzer's).
 
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Mode, Truth, Variant};
+use kinetoscope_generate::{write_decode_trace, DecodeParams, Mode, Truth, Variant};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions, Summary};
 use kinetoscope_types::units;

@@ -2,7 +2,7 @@
 //! every shared trace and on generated ones; it survives storage unchanged;
 //! details link kernels to their launches and ops.
 
-use kinetoscope_trace::generate::{write_decode_trace, DecodeParams, Truth};
+use kinetoscope_generate::{write_decode_trace, DecodeParams, Truth};
 use kinetoscope_trace::timeline::{SliceKind, TimelineIndex};
 use kinetoscope_trace::{
     analyze_all, analyze_stored, read_trace, read_trace_file, AnalysisOptions, ReadOptions,
@@ -110,7 +110,7 @@ fn same_when_owned(what: &str, a: &kinetoscope_trace::Analysis, t: kinetoscope_t
 
 #[test]
 fn the_jobs_path_gives_the_same_artifacts_on_generated_traces() {
-    use kinetoscope_trace::generate::Mode;
+    use kinetoscope_generate::Mode;
     for (with_stack, mode) in [
         (true, Mode::Eager),
         (true, Mode::Piecewise),
@@ -182,11 +182,11 @@ fn a_kernel_links_to_its_launch_and_its_op() {
 fn details_carry_the_python_stack() {
     for (mode, frame) in [
         (
-            kinetoscope_trace::generate::Mode::Eager,
+            kinetoscope_generate::Mode::Eager,
             "nn.Module: DeepseekV2DecoderLayer_0",
         ),
         (
-            kinetoscope_trace::generate::Mode::Graph,
+            kinetoscope_generate::Mode::Graph,
             "torch/cuda/graphs.py(86): replay",
         ),
     ] {
@@ -243,7 +243,7 @@ fn a_window_as_wide_as_the_clock_counts_every_event() {
 /// `n` identical kernels on one stream at one `ts`, as JSON.
 fn overlapping_kernels(n: usize) -> Vec<u8> {
     let mut json = Vec::new();
-    kinetoscope_trace::generate::write_overlapping_kernels(n, &mut json).unwrap();
+    kinetoscope_generate::write_overlapping_kernels(n, &mut json).unwrap();
     json
 }
 
