@@ -68,7 +68,7 @@ pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoVie
             let mut y = h;
             let segs = CATEGORIES
                 .iter()
-                .filter_map(|c| l.by_category.get(*c).map(|v| (*c, *v)))
+                .filter_map(|c| l.by_category.get(c.as_str()).map(|v| (*c, *v)))
                 .filter(|(_, v)| *v > 0.0)
                 .map(|(c, v)| {
                     let sh = h * v / max;
@@ -95,7 +95,7 @@ pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoVie
 pub fn legend() -> impl IntoView {
     CATEGORIES
         .iter()
-        .map(|c| view! { <span class="legend"><span class="key" style=format!("background:{}", category_color(c))></span>{*c}</span> })
+        .map(|c| view! { <span class="legend"><span class="key" style=format!("background:{}", category_color(*c))></span>{c.as_str()}</span> })
         .collect_view()
 }
 
@@ -120,7 +120,7 @@ pub fn category_bars(cats: &[CategoryTime]) -> impl IntoView {
                 <div class="hbar">
                     <span class="hbar-label">{c.category.as_str()}</span>
                     <span class="hbar-track">
-                        <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(c.category.as_str()))></span>
+                        <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(c.category))></span>
                     </span>
                     <span class="hbar-value">{format!("{} · {} · {} calls", pct(c.pct), time_us(c.us), c.calls)}</span>
                 </div>

@@ -2,7 +2,7 @@
 //! outliers, URLs. No DOM here, so it is unit-tested in the browser and on
 //! the host alike.
 
-use kinetoscope_types::{KernelRow, OpRow, ShapeGroup, StepRow};
+use kinetoscope_types::{KernelCategory, KernelRow, OpRow, ShapeGroup, StepRow};
 
 use kinetoscope_types::table::{filter_sort, TableRow};
 pub use kinetoscope_types::table::{KERNEL_COLUMNS, OP_COLUMNS};
@@ -76,30 +76,31 @@ pub fn group_by_shapes(rows: &[OpRow]) -> Vec<ShapeRow> {
     out
 }
 
-/// The colour of a kernel category (CSS variable name, one per category).
-pub fn category_color(cat: &str) -> &'static str {
+/// The colour of a kernel category (CSS variable name, one per category;
+/// a new category does not compile until it has one).
+pub fn category_color(cat: KernelCategory) -> &'static str {
     match cat {
-        "gemm" => "var(--c-gemm)",
-        "attention" => "var(--c-attention)",
-        "communication" => "var(--c-communication)",
-        "memory" => "var(--c-memory)",
-        "elementwise" => "var(--c-elementwise)",
-        "reduction" => "var(--c-reduction)",
-        "norm" => "var(--c-norm)",
-        _ => "var(--c-other)",
+        KernelCategory::Gemm => "var(--c-gemm)",
+        KernelCategory::Attention => "var(--c-attention)",
+        KernelCategory::Communication => "var(--c-communication)",
+        KernelCategory::Memory => "var(--c-memory)",
+        KernelCategory::Elementwise => "var(--c-elementwise)",
+        KernelCategory::Reduction => "var(--c-reduction)",
+        KernelCategory::Norm => "var(--c-norm)",
+        KernelCategory::Other => "var(--c-other)",
     }
 }
 
-/// Kernel categories in legend order.
-pub const CATEGORIES: [&str; 8] = [
-    "gemm",
-    "attention",
-    "memory",
-    "communication",
-    "elementwise",
-    "reduction",
-    "norm",
-    "other",
+/// Kernel categories in legend order (a test checks it holds each once).
+pub const CATEGORIES: [KernelCategory; 8] = [
+    KernelCategory::Gemm,
+    KernelCategory::Attention,
+    KernelCategory::Memory,
+    KernelCategory::Communication,
+    KernelCategory::Elementwise,
+    KernelCategory::Reduction,
+    KernelCategory::Norm,
+    KernelCategory::Other,
 ];
 
 /// Which steps are slow: the rule the findings follow
@@ -199,4 +200,17 @@ pub fn highlight_totals(d: &kinetoscope_types::Diff, query: &str) -> Option<Stri
         bc.round(),
         change_pct(change)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_legend_holds_every_category_once() {
+        for c in KernelCategory::ALL {
+            assert_eq!(CATEGORIES.iter().filter(|k| *k == c).count(), 1, "{c}");
+        }
+        assert_eq!(CATEGORIES.len(), KernelCategory::ALL.len());
+    }
 }

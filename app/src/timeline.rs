@@ -1,6 +1,8 @@
 //! Pure logic of the timeline view: the time axis, zoom and pan, what to
 //! fetch at which resolution, colours. No DOM here, so it is unit-tested.
 
+use kinetoscope_types::stats::Change;
+
 /// Width of the label gutter on the left of the canvas, px.
 pub const GUTTER: f64 = 170.0;
 /// Height of one row of slices, px.
@@ -208,17 +210,13 @@ pub fn layer_changes(
         .collect()
 }
 
-/// Within this fraction a layer counts as unchanged.
-pub const SAME_WITHIN: f64 = 0.03;
-
-/// The colour of a layer's change: green faster, red slower, grey the same.
+/// The colour of a layer's change ([`Change::of`], the one rule): green
+/// faster, red slower, grey the same.
 pub fn change_color(change: f64) -> &'static str {
-    if change < -SAME_WITHIN {
-        "#54a24b"
-    } else if change > SAME_WITHIN {
-        "#e45756"
-    } else {
-        "#bab0ac"
+    match Change::of(change) {
+        Change::Faster => "#54a24b",
+        Change::Slower => "#e45756",
+        Change::Same => "#bab0ac",
     }
 }
 

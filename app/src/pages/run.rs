@@ -588,14 +588,14 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                         view! {
                             <tr data-kernel=k.name.clone() class:selected=is_sel class="clickable"
                                 on:click=move |_| url.set(&[("kernel", name.clone())], true)>
-                                <td><span class="chip" style=format!("background:{}", category_color(k.category.as_str()))></span><Name name=k.short_name.clone() max=70/></td>
+                                <td><span class="chip" style=format!("background:{}", category_color(k.category))></span><Name name=k.short_name.clone() max=70/></td>
                                 <td>{k.category.as_str()}</td>
                                 <td class="num">{k.calls}</td>
                                 <td class="num">{time_us(k.total_us)}</td>
                                 <td class="num">{time_us(k.avg_us)}</td>
                                 <td class="num">{time_us(k.min_us)}</td>
                                 <td class="num">{time_us(k.max_us)}</td>
-                                <td class="num"><ShareBar pct=k.pct color=category_color(k.category.as_str())/></td>
+                                <td class="num"><ShareBar pct=k.pct color=category_color(k.category)/></td>
                                 <td class="mono small">{match (k.grid, k.block) { (Some(g), Some(b)) => format!("{:?} / {:?}", g, b), _ => String::new() }}</td>
                             </tr>
                         }

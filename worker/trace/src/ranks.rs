@@ -51,18 +51,7 @@ pub fn rank_key(file: &str) -> RankKey {
 /// How many ops the per-rank share table keeps.
 const TOP_OPS: usize = 10;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+use kinetoscope_types::stats::median;
 
 /// Compares the ranks of one run: step time per rank, the straggler, the
 /// share of the top ops on each rank, and collective time per rank.

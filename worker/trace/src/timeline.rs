@@ -1557,9 +1557,9 @@ pub fn align(
 ) -> Result<Alignment, String> {
     // The step whose duration is the median of the run's steps.
     fn median_step(ix: &TimelineIndex) -> Option<usize> {
-        let mut order: Vec<usize> = (0..ix.steps.len()).collect();
-        order.sort_by_key(|&k| (ix.steps[k].end_ns - ix.steps[k].start_ns, k));
-        order.get(order.len() / 2).copied()
+        kinetoscope_types::stats::median_index(ix.steps.len(), |k| {
+            ix.steps[k].end_ns - ix.steps[k].start_ns
+        })
     }
     fn span(ix: &TimelineIndex, what: &str, n: i64) -> Result<(i64, i64), String> {
         if ix.steps.is_empty() {

@@ -159,7 +159,7 @@ fn row(cx: &Context, chains: &Chains, sym: Sym, a: KernelAcc) -> KernelRow {
         } else {
             name.clone()
         },
-        category: names::category(kind.as_str(), &name),
+        category: names::category(kind, &name),
         kind,
         calls: a.calls,
         total_us: total,

@@ -380,7 +380,7 @@ fn summarize(
         let name = t.name(it.name);
         if cpu {
             // A top-level op: its CPU time, its category by the kernel rule.
-            let cat = super::names::category("kernel", name);
+            let cat = super::names::category(kinetoscope_types::GpuOpKind::Kernel, name);
             *acc.by_cat.entry(cat.as_str().to_string()).or_default() += d;
             *acc.ops.entry(Owner::Op(it.name)).or_default() += d;
             continue;

@@ -1,6 +1,8 @@
 //! Readable kernel names, normalized names for matching across runs, and
 //! kernel categories.
 
+use kinetoscope_types::{GpuOpKind, KernelCategory};
+
 /// The kernel name without return type, template arguments or parameter list:
 /// `void at::native::elementwise_kernel<128, 4, ...>(int, ...)` becomes
 /// `at::native::elementwise_kernel`. Names without C++ decoration are kept.
@@ -151,15 +153,9 @@ pub const CATEGORIES: [&str; 8] = [
 ///    activations (`silu`, `gelu`, `relu`, `act_and_mul`, `sigmoid`, `tanh`),
 ///    `rotary`/`rope`, `add`, `mul`, `div`, `where`, `dropout`.
 /// 8. `other`: everything else.
-pub fn category(kind: &str, name: &str) -> kinetoscope_types::KernelCategory {
-    category_word(kind, name)
-        .parse()
-        .unwrap_or(kinetoscope_types::KernelCategory::Other)
-}
-
-fn category_word(kind: &str, name: &str) -> &'static str {
-    if kind == "memcpy" || kind == "memset" {
-        return "memory";
+pub fn category(kind: GpuOpKind, name: &str) -> KernelCategory {
+    if kind != GpuOpKind::Kernel {
+        return KernelCategory::Memory;
     }
     let n = name.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| n.contains(w));
@@ -177,7 +173,7 @@ fn category_word(kind: &str, name: &str) -> &'static str {
         "cross_device_reduce",
         "sendrecv",
     ]) {
-        "communication"
+        KernelCategory::Communication
     } else if has(&[
         "copy",
         "memcpy",
@@ -192,7 +188,7 @@ fn category_word(kind: &str, name: &str) -> &'static str {
         "kv_cache",
         "store_kvcache",
     ]) {
-        "memory"
+        KernelCategory::Memory
     } else if has(&[
         "attention",
         "attn",
@@ -203,14 +199,14 @@ fn category_word(kind: &str, name: &str) -> &'static str {
         "paged",
         "mla_",
     ]) {
-        "attention"
+        KernelCategory::Attention
     } else if has(&[
         "gemm", "matmul", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "cijk_", "_mm", "conv",
         "winograd", "implicit", "dgrad", "wgrad", "splitk",
     ]) {
-        "gemm"
+        KernelCategory::Gemm
     } else if has(&["norm", "bn_fw", "bn_bw"]) {
-        "norm"
+        KernelCategory::Norm
     } else if has(&[
         "reduce",
         "softmax",
@@ -225,7 +221,7 @@ fn category_word(kind: &str, name: &str) -> &'static str {
         "triton_red",
         "triton_per",
     ]) {
-        "reduction"
+        KernelCategory::Reduction
     } else if has(&[
         "elementwise",
         "vectorized",
@@ -245,9 +241,9 @@ fn category_word(kind: &str, name: &str) -> &'static str {
         "where",
         "dropout",
     ]) {
-        "elementwise"
+        KernelCategory::Elementwise
     } else {
-        "other"
+        KernelCategory::Other
     }
 }
 
@@ -306,7 +302,7 @@ mod tests {
     fn categories_follow_the_rules() {
         assert_eq!(
             category(
-                "kernel",
+                GpuOpKind::Kernel,
                 "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
             )
             .as_str(),
@@ -314,19 +310,19 @@ mod tests {
         );
         assert_eq!(
             category(
-                "kernel",
+                GpuOpKind::Kernel,
                 "void at::native::elementwise_kernel<128, 4, at::native::direct_copy_kernel_cuda>"
             )
             .as_str(),
             "memory"
         );
         assert_eq!(
-            category("memcpy", "Memcpy HtoD (Pageable -> Device)").as_str(),
+            category(GpuOpKind::Memcpy, "Memcpy HtoD (Pageable -> Device)").as_str(),
             "memory"
         );
         assert_eq!(
             category(
-                "kernel",
+                GpuOpKind::Kernel,
                 "flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64>>"
             )
             .as_str(),
@@ -334,28 +330,32 @@ mod tests {
         );
         assert_eq!(
             category(
-                "kernel",
+                GpuOpKind::Kernel,
                 "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
             )
             .as_str(),
             "gemm"
         );
         assert_eq!(
-            category("kernel", "Cijk_Alik_Bljk_BBS_BH_MT128x128x64").as_str(),
+            category(GpuOpKind::Kernel, "Cijk_Alik_Bljk_BBS_BH_MT128x128x64").as_str(),
             "gemm"
         );
         assert_eq!(
-            category("kernel", "void vllm::rms_norm_kernel<c10::BFloat16>").as_str(),
+            category(
+                GpuOpKind::Kernel,
+                "void vllm::rms_norm_kernel<c10::BFloat16>"
+            )
+            .as_str(),
             "norm"
         );
         assert_eq!(
-            category("kernel", "void at::native::reduce_kernel<512, 1>").as_str(),
+            category(GpuOpKind::Kernel, "void at::native::reduce_kernel<512, 1>").as_str(),
             "reduction"
         );
         assert_eq!(
-            category("kernel", "void vllm::act_and_mul_kernel<silu>").as_str(),
+            category(GpuOpKind::Kernel, "void vllm::act_and_mul_kernel<silu>").as_str(),
             "elementwise"
         );
-        assert_eq!(category("kernel", "mystery").as_str(), "other");
+        assert_eq!(category(GpuOpKind::Kernel, "mystery").as_str(), "other");
     }
 }
