@@ -7,18 +7,13 @@ use super::{ApiError, ApiResult, AppState, RunId, Q};
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use axum::Json;
-use kinetoscope_trace::analysis::shapes;
-use kinetoscope_trace::timeline::{Args, SliceKind, TimelineIndex, NONE};
-use kinetoscope_types::units::{bytes, rate_gbps};
+use kinetoscope_trace::timeline::TimelineIndex;
 use kinetoscope_types::*;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most pixels a window or search may ask for.
 pub const MAX_PX: u32 = 16384;
-/// Most related events listed in an event's details.
-const MAX_RELATED: usize = 200;
 
 /// Weighs cached indexes by their columns' bytes.
 #[derive(Clone)]
@@ -26,7 +21,7 @@ pub struct IndexWeight;
 
 impl quick_cache::Weighter<String, Arc<TimelineIndex>> for IndexWeight {
     fn weight(&self, _key: &String, ix: &Arc<TimelineIndex>) -> u64 {
-        ix.column_bytes() as u64 + 4096
+        ix.memory_bytes() as u64 + 4096
     }
 }
 
@@ -276,20 +271,8 @@ impl NameBudget {
     }
 }
 
-fn reference(ix: &TimelineIndex, event: u32) -> Option<TimelineRef> {
-    let r = ix.locate(event)?;
-    let (kind, name, start, ..) = ix.event(r);
-    Some(TimelineRef {
-        event,
-        name: name.to_string(),
-        kind,
-        track: r.track,
-        start_ns: start,
-    })
-}
-
 /// `GET /api/runs/{id}/timeline/event/{event}`: an event's details and its
-/// chain in both directions.
+/// chain in both directions ([`TimelineIndex::details`]).
 pub async fn event(
     State(state): State<AppState>,
     Path((id, event)): Path<(String, String)>,
@@ -302,136 +285,9 @@ pub async fn event(
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("{event:?} is not an event id")))?;
     let ix = index(&state, &id, q.rank.unwrap_or(0)).await?;
-    let r = ix
-        .locate(event)
-        .ok_or_else(|| ApiError::BadRequest(format!("no event {event} in this timeline")))?;
-    let (kind, name, start, dur, link, args) = ix.event(r);
-    let mut out = TimelineEvent {
-        event,
-        name: name.to_string(),
-        kind,
-        start_ns: start,
-        dur_ns: dur,
-        track: r.track,
-        row: r.row,
-        track_label: ix.tracks[r.track as usize].label.clone(),
-        ..Default::default()
-    };
-    let mut inputs: Option<(String, String)> = None;
-    if let Some(a) = args {
-        describe_args(&ix, a, &mut out.args, &mut inputs);
-    }
-    // Upward: a GPU op's launch, then the ops around it.
-    let mut up = link;
-    if kind.is_gpu() && link != NONE {
-        out.launch = reference(&ix, link);
-        up = ix.locate(link).map_or(NONE, |lr| ix.event(lr).4);
-    }
-    while up != NONE && out.parents.len() < MAX_RELATED {
-        let Some(pr) = ix.locate(up) else { break };
-        out.parents.push(reference(&ix, up).unwrap_or_default());
-        up = ix.event(pr).4;
-    }
-    // Bytes and bandwidth of a copy or cast: the op's inputs, over the
-    // GPU op's duration (or the op's own, on the CPU side).
-    let copy_op = if kind.is_gpu() {
-        out.parents.first().cloned()
-    } else {
-        Some(reference(&ix, event).unwrap_or_default())
-    };
-    if let Some(op) = copy_op {
-        let (shapes_text, dtypes_text) = match (&inputs, kind.is_gpu()) {
-            (Some(i), false) => i.clone(),
-            _ => ix
-                .locate(op.event)
-                .and_then(|r| ix.event(r).5.cloned())
-                .map(|a| {
-                    let mut m = BTreeMap::new();
-                    let mut i = None;
-                    describe_args(&ix, &a, &mut m, &mut i);
-                    i.unwrap_or_default()
-                })
-                .unwrap_or_default(),
-        };
-        if let Some(b) = shapes::copy_bytes(&op.name, &shapes_text, &dtypes_text) {
-            out.args.insert("bytes moved".into(), bytes(b as f64));
-            if kind.is_gpu() && dur > 0 {
-                out.args
-                    .insert("bandwidth".into(), rate_gbps(b as f64 / dur as f64));
-            }
-            if let Some((from, to)) = shapes::conversion(&op.name, &dtypes_text) {
-                out.args
-                    .insert("conversion".into(), format!("{from} -> {to}"));
-            }
-        }
-    }
-    // Downward: a launch's GPU ops; an op's launches' GPU ops.
-    let mut below: Vec<u32> = Vec::new();
-    match kind {
-        SliceKind::Runtime => below = ix.linked_to(event),
-        SliceKind::Op | SliceKind::Annotation => {
-            let mut stack = ix.linked_to(event);
-            while let Some(e) = stack.pop() {
-                if below.len() >= MAX_RELATED {
-                    break;
-                }
-                let Some(er) = ix.locate(e) else { continue };
-                let k = ix.event(er).0;
-                let children = ix.linked_to(e);
-                if k.is_gpu() {
-                    below.push(e);
-                } else {
-                    stack.extend(children);
-                }
-            }
-            below.sort_unstable();
-        }
-        _ => {}
-    }
-    out.python = ix
-        .python_of(event)
-        .into_iter()
-        .map(|f| kinetoscope_trace::analysis::python::short_frame(f).to_string())
-        .collect();
-    out.kernels = below
-        .into_iter()
-        .take(MAX_RELATED)
-        .filter_map(|e| reference(&ix, e))
-        .collect();
-    Ok(Json(out))
-}
-
-fn describe_args(
-    ix: &TimelineIndex,
-    a: &Args,
-    out: &mut BTreeMap<String, String>,
-    inputs: &mut Option<(String, String)>,
-) {
-    match a {
-        Args::Inputs { shapes, dtypes, .. } => {
-            let (s, d) = (ix.name(*shapes).to_string(), ix.name(*dtypes).to_string());
-            if !s.is_empty() {
-                out.insert("Input Dims".into(), s.clone());
-            }
-            if !d.is_empty() {
-                out.insert("Input type".into(), d.clone());
-            }
-            *inputs = Some((s, d));
-        }
-        Args::Launch {
-            grid,
-            block,
-            bytes: b,
-        } => {
-            if *grid != [0; 3] || *block != [0; 3] {
-                out.insert("grid".into(), format!("{grid:?}"));
-                out.insert("block".into(), format!("{block:?}"));
-            }
-            if *b > 0 {
-                out.insert("bytes".into(), bytes(*b as f64));
-            }
-        }
-    }
+    ix.details(event)
+        .map(Json)
+        .ok_or_else(|| ApiError::BadRequest(format!("no event {event} in this timeline")))
 }
 
 /// `GET /api/runs/{id}/timeline/search`: where events whose name contains
@@ -454,17 +310,10 @@ pub async fn search(
     let ix = index(&state, &id, q.rank.unwrap_or(0)).await?;
     let ix2 = ix.clone();
     let needle = text.to_string();
-    let (matches, tracks, first) = tokio::task::spawn_blocking(move || ix2.search(&needle, px))
+    let found = tokio::task::spawn_blocking(move || ix2.search(&needle, px))
         .await
         .map_err(|e| ApiError::Internal(format!("search: {e}")))?;
-    Ok(Json(TimelineSearch {
-        matches,
-        tracks: tracks
-            .into_iter()
-            .map(|(id, density)| TimelineDensity { id, density })
-            .collect(),
-        first: first.map(|(event, start_ns)| TimelineFirst { event, start_ns }),
-    }))
+    Ok(Json(found))
 }
 
 /// Query of the align route.
@@ -493,17 +342,7 @@ pub async fn align(
         index(&state, &a, rank).await?,
         index(&state, &b, rank).await?,
     );
-    let (anchor, sa, sb) = kinetoscope_trace::timeline::align(&ia, &ib, q.anchor.as_deref())
-        .map_err(ApiError::BadRequest)?;
-    Ok(Json(DiffAlign {
-        anchor,
-        a: AlignSpan {
-            start_ns: sa.0,
-            end_ns: sa.1,
-        },
-        b: AlignSpan {
-            start_ns: sb.0,
-            end_ns: sb.1,
-        },
-    }))
+    kinetoscope_trace::diff::align(&ia, &ib, q.anchor.as_deref())
+        .map(Json)
+        .map_err(ApiError::BadRequest)
 }

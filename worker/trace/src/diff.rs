@@ -7,6 +7,7 @@
 //! added or removed.
 
 use crate::analysis::names::normalized_name;
+use crate::timeline::TimelineIndex;
 use kinetoscope_types::units::{change_pct, count, time_us};
 use kinetoscope_types::*;
 use std::collections::{BTreeMap, HashMap};
@@ -546,6 +547,88 @@ pub fn rank_deltas(a: &RanksSummary, b: &RanksSummary) -> Vec<RankDelta> {
             })
         })
         .collect()
+}
+
+/// Where two runs line up on the diff timeline (`GET /api/diff/{a}/{b}/align`):
+/// an anchor (a step, or a layer of the median step) and where it lies in
+/// each run's timeline index, or why it cannot be found.
+pub fn align(
+    a: &TimelineIndex,
+    b: &TimelineIndex,
+    anchor: Option<&str>,
+) -> Result<DiffAlign, String> {
+    let span = |(start_ns, end_ns): (i64, i64)| AlignSpan { start_ns, end_ns };
+    // The step whose duration is the median of the run's steps.
+    fn median_step(ix: &TimelineIndex) -> Option<usize> {
+        kinetoscope_types::stats::median_index(ix.steps.len(), |k| {
+            ix.steps[k].end_ns - ix.steps[k].start_ns
+        })
+    }
+    fn anchor_span(ix: &TimelineIndex, what: &str, n: i64) -> Result<(i64, i64), String> {
+        if ix.steps.is_empty() {
+            return Err("a run has no steps to align on".into());
+        }
+        match what {
+            "step" => {
+                let k = usize::try_from(n)
+                    .ok()
+                    .filter(|&k| k < ix.steps.len())
+                    .ok_or_else(|| {
+                        format!(
+                            "no step {n}: a run has {} steps (0 to {})",
+                            ix.steps.len(),
+                            ix.steps.len() - 1
+                        )
+                    })?;
+                Ok((ix.steps[k].start_ns, ix.steps[k].end_ns))
+            }
+            _ => {
+                let m = median_step(ix).ok_or("a run has no steps")?;
+                // Layers are device-side: the first layer L that starts
+                // after the median step does.
+                let s = ix.steps[m].start_ns;
+                ix.layers
+                    .iter()
+                    .filter(|l| l.start_ns >= s)
+                    .find(|l| l.index == n)
+                    .map(|l| (l.start_ns, l.end_ns))
+                    .ok_or_else(|| format!("no layer {n} in the median step"))
+            }
+        }
+    }
+    let parsed = match anchor.filter(|a| !a.is_empty()) {
+        None => None,
+        Some(text) => {
+            let (what, n) = text
+                .split_once(':')
+                .ok_or_else(|| format!("anchor must be step:N or layer:L, not {text:?}"))?;
+            if !matches!(what, "step" | "layer") {
+                return Err(format!("anchor must be step:N or layer:L, not {text:?}"));
+            }
+            let n: i64 = n
+                .parse()
+                .map_err(|_| format!("anchor must be step:N or layer:L, not {text:?}"))?;
+            Some((what, n))
+        }
+    };
+    match parsed {
+        None => {
+            let (ma, mb) = (
+                median_step(a).ok_or("run a has no steps to align on")?,
+                median_step(b).ok_or("run b has no steps to align on")?,
+            );
+            Ok(DiffAlign {
+                anchor: "median step".into(),
+                a: span((a.steps[ma].start_ns, a.steps[ma].end_ns)),
+                b: span((b.steps[mb].start_ns, b.steps[mb].end_ns)),
+            })
+        }
+        Some((what, n)) => Ok(DiffAlign {
+            anchor: format!("{what}:{n}"),
+            a: span(anchor_span(a, what, n)?),
+            b: span(anchor_span(b, what, n)?),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -150,26 +150,30 @@ fn a_kernel_links_to_its_launch_and_its_op() {
     // Search: the cast kernel's name matches every cast to BF16, and the
     // kernels table counts the same calls.
     let k = &a.summary.kernels[0];
-    let (n, tracks, first) = ix.search(&k.name, 100);
+    let found = ix.search(&k.name, 100);
+    let (n, tracks, first) = (found.matches, found.tracks, found.first);
     assert_eq!(n, k.calls);
     assert_eq!(
         tracks
             .iter()
-            .map(|(_, d)| d.iter().map(|&x| x as u64).sum::<u64>())
+            .map(|t| t.density.iter().map(|&x| x as u64).sum::<u64>())
             .sum::<u64>(),
         n
     );
-    let (event, _) = first.unwrap();
+    let event = first.unwrap().event;
     let r = ix.locate(event).unwrap();
-    let (kind, name, _, _, launch, args) = ix.event(r);
+    let e = ix.event(r);
+    let (kind, name, launch, args) = (e.kind, e.name, e.link, e.args);
     assert_eq!((kind, name), (SliceKind::Kernel, k.name.as_str()));
     assert!(args.is_some());
     // kernel -> launch -> op chain.
     let lr = ix.locate(launch).unwrap();
-    let (kind, name, _, _, op, _) = ix.event(lr);
+    let e = ix.event(lr);
+    let (kind, name, op) = (e.kind, e.name, e.link);
     assert_eq!(kind, SliceKind::Runtime);
     assert_eq!(name, "cudaLaunchKernel");
-    let (kind, name, ..) = ix.event(ix.locate(op).unwrap());
+    let e = ix.event(ix.locate(op).unwrap());
+    let (kind, name) = (e.kind, e.name);
     assert_eq!((kind, name), (SliceKind::Op, "aten::copy_"));
     // launch -> kernels.
     assert_eq!(ix.linked_to(launch), vec![event]);
@@ -201,8 +205,8 @@ fn details_carry_the_python_stack() {
         let a = analyze_all(&t, &AnalysisOptions::default());
         let ix = &a.timeline;
         let k = &a.summary.kernels[0];
-        let (_, _, first) = ix.search(&k.name, 10);
-        let stack = ix.python_of(first.unwrap().0);
+        let first = ix.search(&k.name, 10).first;
+        let stack = ix.python_of(first.unwrap().event);
         assert!(
             stack.iter().any(|f| f.ends_with(frame)),
             "{mode:?}: {stack:?}"
@@ -274,4 +278,44 @@ fn overlapping_kernels_are_laid_out_in_bounded_rows() {
         &a,
         read_trace(&overlapping_kernels(n)[..], &ReadOptions::default()).unwrap(),
     );
+}
+
+/// The reverse-link index answers what a scan of every event's link does:
+/// each event's children or GPU ops, in id order; and an event's details
+/// list the GPU ops below an op (the walk that once scanned every row per
+/// step).
+#[test]
+fn reverse_links_match_a_scan_of_every_link() {
+    let p = DecodeParams {
+        steps: 1,
+        layers: 4,
+        with_stack: true,
+        ..Default::default()
+    };
+    let (t, _) = generated(&p);
+    let a = analyze_all(&t, &AnalysisOptions::default());
+    let ix = &a.timeline;
+    let n = ix.events() as u32;
+    let mut scan: Vec<Vec<u32>> = vec![Vec::new(); n as usize];
+    for e in 0..n {
+        let link = ix.event(ix.locate(e).unwrap()).link;
+        if link < n {
+            scan[link as usize].push(e);
+        }
+    }
+    for e in 0..n {
+        assert_eq!(ix.linked_to(e), scan[e as usize], "event {e}");
+    }
+    assert!(ix.linked_to(n).is_empty() && ix.linked_to(u32::MAX).is_empty());
+    // The cast op's details reach its kernel through its launch.
+    let op = (0..n)
+        .find(|&e| {
+            let c = ix.event(ix.locate(e).unwrap());
+            c.kind == SliceKind::Op && c.name == "aten::copy_" && !ix.linked_to(e).is_empty()
+        })
+        .unwrap();
+    let d = ix.details(op).unwrap();
+    assert!(!d.kernels.is_empty(), "{d:?}");
+    assert!(d.kernels.iter().all(|k| k.kind.is_gpu()));
+    assert!(ix.details(n).is_none());
 }

@@ -4,7 +4,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use kinetoscope_trace::timeline::{align, TimelineIndex};
+use kinetoscope_trace::diff::align;
+use kinetoscope_trace::timeline::TimelineIndex;
 use kinetoscope_trace::{analyze_all, AnalysisOptions};
 use libfuzzer_sys::fuzz_target;
 
@@ -57,6 +58,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = ix.event(r);
         let _ = ix.linked_to(q.event);
         let _ = ix.python_of(q.event);
+        let _ = ix.details(q.event);
     }
     let _ = align(&ix, &ix, Some(&q.anchor));
 });
