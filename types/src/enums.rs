@@ -106,7 +106,54 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// How a trace file is compressed (the half of its [`Encoding`] that
+    /// the reader undoes before any format is read).
+    Compression ("compression") {
+        /// Not compressed.
+        None => "none",
+        /// gzip.
+        Gzip => "gzip",
+        /// zstd.
+        Zstd => "zstd",
+    }
+}
+
+string_enum! {
+    /// The file format inside the compression: what reader parses it.
+    TraceFormat ("trace format") {
+        /// Kineto's Chrome-trace JSON (`torch.profiler`'s
+        /// `export_chrome_trace`).
+        KinetoJson => "kineto-json",
+    }
+}
+
 impl Encoding {
+    /// The compression of a stored trace, apart from its format.
+    pub fn compression(self) -> Compression {
+        match self {
+            Encoding::Json => Compression::None,
+            Encoding::Gzip => Compression::Gzip,
+            Encoding::Zstd => Compression::Zstd,
+        }
+    }
+
+    /// The file format of a stored trace, apart from its compression (one
+    /// format today: a second reader adds a variant here, and stored
+    /// encodings keep their words).
+    pub fn format(self) -> TraceFormat {
+        TraceFormat::KinetoJson
+    }
+
+    /// The stored word for a format and a compression.
+    pub fn of(format: TraceFormat, compression: Compression) -> Encoding {
+        match (format, compression) {
+            (TraceFormat::KinetoJson, Compression::None) => Encoding::Json,
+            (TraceFormat::KinetoJson, Compression::Gzip) => Encoding::Gzip,
+            (TraceFormat::KinetoJson, Compression::Zstd) => Encoding::Zstd,
+        }
+    }
+
     /// The usual file suffix.
     pub fn suffix(self) -> &'static str {
         match self {
@@ -431,6 +478,12 @@ mod tests {
             "unknown status \"nope\": use one of queued, capturing, analyzing, done, failed"
         );
         assert_eq!(LayerMethod::default(), LayerMethod::None);
+        // An encoding is a format and a compression, and back, under the
+        // words stored since the first run.
+        for &e in Encoding::ALL {
+            assert_eq!(Encoding::of(e.format(), e.compression()), e);
+        }
+        assert_eq!(Encoding::Json.compression(), Compression::None);
         assert_eq!(KernelCategory::Gemm.as_str(), "gemm");
     }
 }

@@ -472,7 +472,7 @@ pub async fn download(
             ApiError::no_run()
         });
     };
-    if q.purpose.as_deref() == Some("perfetto") && t.encoding == Encoding::Zstd {
+    if q.purpose.as_deref() == Some("perfetto") && t.encoding.compression() == Compression::Zstd {
         return decompressed(&state, &t.blob_key, &format!("{id}-rank{rank}.json")).await;
     }
     let (size, stream) = state.blobs.stream(&t.blob_key).await?;

@@ -5,8 +5,8 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use kinetoscope_trace::import::{read_head, Encoding};
-use kinetoscope_types::Created;
+use kinetoscope_trace::import::read_head;
+use kinetoscope_types::{Compression, Created};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -59,7 +59,7 @@ fn file_body(path: &Path, bar: ProgressBar) -> anyhow::Result<(reqwest::Body, St
         .file_name()
         .map(|f| f.to_string_lossy().to_string())
         .unwrap_or_else(|| "trace".into());
-    let compress = encoding == Encoding::Json;
+    let compress = encoding.compression() == Compression::None;
     let name = if compress {
         format!("{base}.zst")
     } else {

@@ -49,7 +49,7 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
     let unknown_categories: Vec<String> = categories
         .iter()
         .filter(|cc| {
-            cc.category != "(none)" && !crate::import::parse::is_known_category(&cc.category)
+            cc.category != "(none)" && !crate::import::builder::is_known_category(&cc.category)
         })
         .map(|cc| cc.category.clone())
         .collect();

@@ -29,6 +29,7 @@ pub use flate2::Compression as GzLevel;
 
 /// How the input is compressed (the contract type, with its file suffix).
 pub use kinetoscope_types::Encoding;
+use kinetoscope_types::{Compression, TraceFormat};
 
 /// Fewest bytes read before deciding what an input is.
 pub const HEAD_MIN: usize = 64;
@@ -68,15 +69,18 @@ pub fn read_head<R: Read>(r: &mut R) -> io::Result<(Vec<u8>, Result<Encoding, St
 /// shorter). JSON is recognised by its first non-blank character (`{` or `[`,
 /// after an optional UTF-8 byte order mark).
 pub fn sniff(head: &[u8]) -> Result<Encoding, String> {
+    // Compression by its magic bytes; inside it the format is Kineto JSON
+    // (a compressed stream's own first bytes are checked by the parser).
+    let json = |compression| Ok(Encoding::of(TraceFormat::KinetoJson, compression));
     if head.starts_with(&[0x1f, 0x8b]) {
-        return Ok(Encoding::Gzip);
+        return json(Compression::Gzip);
     }
     if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        return Ok(Encoding::Zstd);
+        return json(Compression::Zstd);
     }
     let body = head.strip_prefix(&[0xEF, 0xBB, 0xBF]).unwrap_or(head);
     match body.iter().find(|c| !c.is_ascii_whitespace()) {
-        Some(b'{') | Some(b'[') => Ok(Encoding::Json),
+        Some(b'{') | Some(b'[') => json(Compression::None),
         None if head.is_empty() => Err("the body is empty".into()),
         None => Err("the body is blank".into()),
         Some(_) => {
@@ -160,12 +164,14 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
     }
     let encoding = sniff(&head[..n]).map_err(TraceError::NotATrace)?;
     let chained = io::Cursor::new(head[..n].to_vec()).chain(src);
-    let decoder: Box<dyn Read + Send + '_> = match encoding {
-        Encoding::Json => Box::new(chained),
-        Encoding::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+    // The compression is undone first; the format's reader (Kineto JSON,
+    // the only one) then reads the decompressed stream.
+    let decoder: Box<dyn Read + Send + '_> = match encoding.compression() {
+        Compression::None => Box::new(chained),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
             io::BufReader::with_capacity(1 << 20, chained),
         )),
-        Encoding::Zstd => Box::new(
+        Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::new(chained)
                 .map_err(|e| TraceError::Corrupt("zstd", e.to_string()))?,
         ),
@@ -194,8 +200,8 @@ fn decode_error(encoding: Encoding, e: io::Error, source_failed: bool) -> TraceE
     if source_failed {
         return TraceError::Io(e);
     }
-    match (encoding, e.kind()) {
-        (Encoding::Json, _) => TraceError::Io(e),
+    match (encoding.compression(), e.kind()) {
+        (Compression::None, _) => TraceError::Io(e),
         (_, io::ErrorKind::UnexpectedEof) => {
             TraceError::Truncated(format!("the {} stream ends early", encoding.as_str()))
         }

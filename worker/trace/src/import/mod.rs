@@ -2,9 +2,14 @@
 //!
 //! - [`input`]: content detection by magic bytes, streaming decompression on
 //!   a second thread, limits and progress.
-//! - [`parse`]: the hand-written streaming JSON parser.
+//! - [`parse`]: the hand-written streaming JSON parser (the Chrome-trace
+//!   JSON format): lexer, event scanner, document walk.
+//! - [`builder`]: the format-neutral [`TraceBuilder`](builder::TraceBuilder)
+//!   every reader hands its decoded events to (Kineto's category rules,
+//!   slices, flows, memory, device naming).
 //! - [`store`]: the columnar tables the analysis reads.
 
+pub mod builder;
 pub mod input;
 pub mod parse;
 pub mod store;
