@@ -180,6 +180,7 @@ impl TraceBuilder {
 
     /// Counts one event of the file, whatever it is (before it is decoded:
     /// an error in it says how many events came before, this one included).
+    #[inline]
     pub fn count_event(&mut self) {
         self.trace.counters.events += 1;
     }
@@ -188,6 +189,7 @@ impl TraceBuilder {
     /// by Kineto's rules, and counts the event under it. Runs of events
     /// share their category: the last one's text is compared before any
     /// hashing.
+    #[inline]
     pub fn category(&mut self, text: Option<&[u8]>) -> (Sym, CatClass) {
         let (sym, class) = match text {
             Some(t) if self.last_cat.0 == t => (self.last_cat.1, self.last_cat.2),
@@ -214,12 +216,14 @@ impl TraceBuilder {
     }
 
     /// Interns a name (or any text).
+    #[inline]
     pub fn name(&mut self, text: &[u8]) -> Sym {
         self.trace.names.intern_bytes(text)
     }
 
     /// The id of a pid or tid written as text: its number when it is all
     /// digits, else an id of its own.
+    #[inline]
     pub fn text_id(&mut self, text: &[u8]) -> TrackId {
         if let Some(v) = (!text.is_empty() && text.iter().all(|c| c.is_ascii_digit()))
             .then(|| parse_decimal(text))
@@ -240,6 +244,7 @@ impl TraceBuilder {
     /// The track of a (pid, tid) pair written as numbers. Runs of events
     /// share their thread or stream: a pair equal to the last one reuses
     /// its track without hashing.
+    #[inline]
     pub fn numeric_track(&mut self, pid: i64, tid: i64) -> u32 {
         let pair = Track { pid, tid };
         let (last, id) = self.last_track;
@@ -253,6 +258,7 @@ impl TraceBuilder {
 
     /// The track of a (pid, tid) pair, new ones numbered in order of first
     /// sight.
+    #[inline]
     pub fn track(&mut self, track: Track) -> u32 {
         let tracks = &mut self.trace.tracks;
         *self.track_ids.entry(track).or_insert_with(|| {
@@ -265,6 +271,7 @@ impl TraceBuilder {
     /// classes that do not [keep slices](CatClass::keeps_slices)). Times
     /// are clamped to where sums and differences cannot overflow. A reader
     /// checks [`names_full`](Self::names_full) before interning its name.
+    #[inline]
     pub fn slice(&mut self, s: &Slice) {
         let ts = s.ts.clamp(MIN_TS, MAX_TS);
         let dur = s.dur.clamp(0, MAX_DUR);
@@ -321,10 +328,12 @@ impl TraceBuilder {
 
     /// Whether the names outgrew their 32-bit offsets (checked before a
     /// slice's name is interned).
+    #[inline]
     pub fn names_full(&self) -> bool {
         self.trace.names.bytes() > MAX_NAME_BYTES
     }
 
+    #[inline]
     fn push_cpu(&mut self, s: &Slice, kind: CpuKind, ts: i64, dur: i64) {
         let shapes = s.args.input_dims.map_or(0, |t| self.inputs(t));
         let dtypes = s.args.input_type.map_or(0, |t| self.inputs(t));
@@ -345,6 +354,7 @@ impl TraceBuilder {
 
     /// Interns an op's shapes or dtypes in a canonical spacing: whitespace
     /// outside strings removed, one space after each comma.
+    #[inline]
     fn inputs(&mut self, raw: &[u8]) -> Sym {
         // The same few hundred texts repeat on every layer of every step:
         // each is brought to the canonical spacing once.
@@ -365,6 +375,7 @@ impl TraceBuilder {
 
     /// Stores a launch flow's start (the runtime call's side) or end (the
     /// GPU op's), unless it is redundant.
+    #[inline]
     pub fn launch_flow(&mut self, start: bool, id: i64, track: u32, ts: i64) {
         if self.flow_is_redundant(start, id, track, ts) {
             return;
@@ -383,6 +394,7 @@ impl TraceBuilder {
     /// stored events); the analysis follows flows only for GPU ops without
     /// a correlation, and reaches a dropped start through the runtime call
     /// with that correlation (`links::flow_fallback`).
+    #[inline]
     fn flow_is_redundant(&self, start: bool, id: i64, track: u32, ts: i64) -> bool {
         if start {
             let c = &self.trace.cpu;
@@ -400,6 +412,7 @@ impl TraceBuilder {
 
     /// A memory event's `Total Allocated` on a device (`Device Type`,
     /// `Device Id`, -1 when absent): the peak per device is kept.
+    #[inline]
     pub fn memory(&mut self, device_type: i64, device_id: i64, total_allocated: i64) {
         let peak = self
             .memory_peaks

@@ -497,6 +497,7 @@ impl Parser {
 
 /// A string span's text: in place, or decoded into `scratch` when it holds
 /// escapes.
+#[inline]
 fn text<'a>(scratch: &'a mut Vec<u8>, b: &'a [u8], s: Span) -> Step<&'a [u8]> {
     if s.escaped {
         unescape(s.bytes(b), scratch)?;
