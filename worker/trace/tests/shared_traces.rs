@@ -29,10 +29,38 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let s = analyze(&t, &AnalysisOptions::default());
 
+        // Every column of a table, and the launch ids beside it, has the
+        // table's length (rows go in whole: `Trace::push_cpu`, `push_gpu`).
+        let (c, g, ids) = (&t.cpu, &t.gpu, t.ids());
+        let n = c.len();
+        assert!(
+            [c.dur().len(), c.name().len(), c.track().len(), c.kind().len()]
+                .iter()
+                .chain([&ids.cpu_correlation().len(), &ids.cpu_external_id().len()])
+                .all(|&len| len == n),
+            "{name}: CPU columns"
+        );
+        let n = g.len();
+        assert!(
+            [
+                g.dur().len(),
+                g.name().len(),
+                g.kind().len(),
+                g.device().len(),
+                g.stream().len(),
+                g.bytes().len(),
+                g.track().len(),
+                ids.gpu_correlation().len(),
+            ]
+            .iter()
+            .all(|&len| len == n),
+            "{name}: GPU columns"
+        );
+
         // Kernel totals add up to the GPU-op durations in the trace.
         let raw_total: i64 = (0..t.gpu.len())
-            .filter(|&g| t.gpu.kind[g].is_gpu_op())
-            .map(|g| t.gpu.dur.get(g))
+            .filter(|&g| t.gpu.kind()[g].is_gpu_op())
+            .map(|g| t.gpu.dur().get(g))
             .sum();
         let table_total: f64 = s.kernels.iter().map(|k| k.total_us).sum();
         assert!(

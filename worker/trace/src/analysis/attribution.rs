@@ -8,7 +8,7 @@
 use super::links::{Links, NO};
 use super::steps::{StepCursor, StepSpan};
 use super::{replay_row_name, us, Context};
-use crate::import::store::{CpuKind, IntColumn, Sym, Trace};
+use crate::import::store::{CpuKind, IntColumn, Sym, Tables};
 use hashbrown::HashMap;
 use kinetoscope_types::TimeBasis;
 
@@ -53,7 +53,7 @@ pub(crate) struct DeviceTime {
 /// op's own and subtree device time. Takes the op tree's child times and
 /// frees its preorder (nothing reads either again).
 pub(crate) fn attribute(
-    t: &Trace,
+    t: &Tables,
     links: &mut Links,
     steps: &[StepSpan],
     replay_frame: &HashMap<u32, Sym>,
@@ -71,10 +71,10 @@ pub(crate) fn attribute(
     let a = &mut links.attribution;
     let mut step = StepCursor::new(steps);
     for g in 0..gpu.len() {
-        if !gpu.kind[g].is_gpu_op() {
+        if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
-        let d = gpu.dur.get(g);
+        let d = gpu.dur().get(g);
         gpu_op_ns += d;
         let r = links.launch[g];
         let op = links.op[g];
@@ -83,7 +83,7 @@ pub(crate) fn attribute(
             // the launch, else the Python code that called it.
             let ctx = if op != NO {
                 total_dev.add(op as usize, d);
-                cpu.name[op as usize]
+                cpu.name()[op as usize]
             } else {
                 replay_frame.get(&r).copied().unwrap_or(NO)
             };
@@ -99,7 +99,7 @@ pub(crate) fn attribute(
             a.unattributed_us += d as f64 / 1e3;
         }
         if r != NO {
-            if let Some(s) = step.at(cpu.ts.get(r as usize)) {
+            if let Some(s) = step.at(cpu.ts().get(r as usize)) {
                 gpu_step[g] = s as u32;
                 step_gpu_ns += d;
             }
@@ -143,8 +143,8 @@ impl Context<'_> {
         }
         let mut op = self.links.op[g];
         while op != NO {
-            if self.t.cpu.kind[op as usize] == CpuKind::Op {
-                return Some(Owner::Op(self.t.cpu.name[op as usize]));
+            if self.t.cpu.kind()[op as usize] == CpuKind::Op {
+                return Some(Owner::Op(self.t.cpu.name()[op as usize]));
             }
             op = self.links.parent[op as usize];
         }

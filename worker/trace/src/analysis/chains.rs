@@ -3,7 +3,7 @@
 
 use super::links::NO;
 use super::{steps, Context};
-use crate::import::store::{Sym, Trace};
+use crate::import::store::{Sym, Tables};
 use hashbrown::HashMap;
 
 /// Interned op chains: id 0 is the empty chain; each id is (parent id, name).
@@ -49,7 +49,7 @@ impl Chains {
             p = cx.links.parent[p as usize];
         }
         for &o in path.iter().rev() {
-            let name = cx.t.cpu.name[o as usize];
+            let name = cx.t.cpu.name()[o as usize];
             let name = if steps::step_number(cx.t.name(name)).is_some() {
                 ANY_STEP
             } else {
@@ -68,7 +68,7 @@ impl Chains {
     }
 
     /// The names of a chain, outermost first (`ProfilerStep#*` for any step).
-    pub fn names(&self, t: &Trace, mut id: u32) -> Vec<String> {
+    pub fn names(&self, t: &Tables, mut id: u32) -> Vec<String> {
         let mut out = Vec::new();
         while id != 0 {
             let (parent, name) = self.nodes[id as usize];

@@ -1,7 +1,7 @@
 //! Where GPU time went: busy versus idle over the window, by kernel
 //! category, per stream.
 
-use crate::import::store::Trace;
+use crate::import::store::Tables;
 use hashbrown::HashMap;
 use kinetoscope_types::{CategoryTime, GpuTime, KernelCategory, KernelRow, StreamTime};
 
@@ -28,33 +28,33 @@ fn union_ns(intervals: impl Iterator<Item = (i64, i64)>) -> i64 {
 /// Computes the GPU time breakdown. `span_us` is the trace window; busy time
 /// is the union of GPU-op intervals on each device, summed over devices, so
 /// `busy_pct` is the mean busy share of the active devices.
-pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
+pub fn compute(t: &Tables, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     let gpu = &t.gpu;
     let mut idx: Vec<u32> = (0..gpu.len() as u32)
-        .filter(|&g| gpu.kind[g as usize].is_gpu_op())
+        .filter(|&g| gpu.kind()[g as usize].is_gpu_op())
         .collect();
     // Per stream.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device.get(g), gpu.stream.get(g), gpu.ts.get(g))
+        (gpu.device().get(g), gpu.stream().get(g), gpu.ts().get(g))
     });
     let mut streams: Vec<StreamTime> = Vec::new();
     let mut k = 0;
     while k < idx.len() {
         let g0 = idx[k] as usize;
-        let key = (gpu.device.get(g0), gpu.stream.get(g0));
+        let key = (gpu.device().get(g0), gpu.stream().get(g0));
         let mut j = k;
         while j < idx.len()
             && (
-                gpu.device.get(idx[j] as usize),
-                gpu.stream.get(idx[j] as usize),
+                gpu.device().get(idx[j] as usize),
+                gpu.stream().get(idx[j] as usize),
             ) == key
         {
             j += 1;
         }
         let busy = union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
+            (gpu.ts().get(g), gpu.ts().get(g) + gpu.dur().get(g))
         }));
         streams.push(StreamTime {
             device: key.0,
@@ -67,20 +67,20 @@ pub fn compute(t: &Trace, kernels: &[KernelRow], span_us: f64) -> GpuTime {
     // Per device.
     idx.sort_by_key(|&g| {
         let g = g as usize;
-        (gpu.device.get(g), gpu.ts.get(g))
+        (gpu.device().get(g), gpu.ts().get(g))
     });
     let mut busy_ns = 0i64;
     let mut devices = 0usize;
     let mut k = 0;
     while k < idx.len() {
-        let dev = gpu.device.get(idx[k] as usize);
+        let dev = gpu.device().get(idx[k] as usize);
         let mut j = k;
-        while j < idx.len() && gpu.device.get(idx[j] as usize) == dev {
+        while j < idx.len() && gpu.device().get(idx[j] as usize) == dev {
             j += 1;
         }
         busy_ns += union_ns(idx[k..j].iter().map(|&g| {
             let g = g as usize;
-            (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
+            (gpu.ts().get(g), gpu.ts().get(g) + gpu.dur().get(g))
         }));
         devices += 1;
         k = j;

@@ -23,38 +23,38 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
     let mut eager: HashMap<Sym, i64> = HashMap::new();
     let mut launches: Vec<u32> = Vec::new();
     for g in 0..gpu.len() {
-        if !gpu.kind[g].is_gpu_op() {
+        if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
         if cx.links.graph[g] {
-            graph_ns += gpu.dur.get(g);
+            graph_ns += gpu.dur().get(g);
             launches.push(cx.links.launch[g]);
         } else {
-            eager_ns += gpu.dur.get(g);
-            *eager.entry(gpu.name[g]).or_default() += gpu.dur.get(g);
+            eager_ns += gpu.dur().get(g);
+            *eager.entry(gpu.name()[g]).or_default() += gpu.dur().get(g);
         }
     }
     // Host time between consecutive replays on a thread, within a step.
     launches.sort_unstable();
     launches.dedup();
     let cpu = &t.cpu;
-    launches.sort_by_key(|&r| (cpu.track.get(r as usize), cpu.ts.get(r as usize)));
+    launches.sort_by_key(|&r| (cpu.track().get(r as usize), cpu.ts().get(r as usize)));
     let mut between = 0i64;
     for w in launches.windows(2) {
         let (x, y) = (w[0] as usize, w[1] as usize);
-        if cpu.track.get(x) != cpu.track.get(y) {
+        if cpu.track().get(x) != cpu.track().get(y) {
             continue;
         }
         let same_step = match (
-            step_at(&cx.steps, cpu.ts.get(x)),
-            step_at(&cx.steps, cpu.ts.get(y)),
+            step_at(&cx.steps, cpu.ts().get(x)),
+            step_at(&cx.steps, cpu.ts().get(y)),
         ) {
             (Some(p), Some(q)) => p == q,
             (None, None) => cx.steps.is_empty(),
             _ => false,
         };
         if same_step {
-            between += (cpu.ts.get(y) - (cpu.ts.get(x) + cpu.dur.get(x))).max(0);
+            between += (cpu.ts().get(y) - (cpu.ts().get(x) + cpu.dur().get(x))).max(0);
         }
     }
     let mut top: Vec<(Sym, i64)> = eager.into_iter().collect();

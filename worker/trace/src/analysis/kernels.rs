@@ -53,12 +53,12 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
     let cpu = &t.cpu;
     let mut acc: HashMap<Sym, KernelAcc> = HashMap::new();
     for g in 0..gpu.len() {
-        let kind = gpu.kind[g];
+        let kind = gpu.kind()[g];
         if !kind.is_gpu_op() {
             continue;
         }
-        let d = gpu.dur.get(g);
-        let a = acc.entry(gpu.name[g]).or_insert_with(|| KernelAcc {
+        let d = gpu.dur().get(g);
+        let a = acc.entry(gpu.name()[g]).or_insert_with(|| KernelAcc {
             kind,
             calls: 0,
             calls_in_steps: 0,
@@ -74,25 +74,25 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
         a.total += d;
         a.min = a.min.min(d);
         a.max = a.max.max(d);
-        a.bytes += gpu.bytes.get(g) as u64;
+        a.bytes += gpu.bytes().get(g) as u64;
         a.calls_in_steps += in_step as u64;
         let grp = a.groups.entry((gpu.grid(g), gpu.block(g))).or_default();
         grp.calls += 1;
         grp.calls_in_steps += in_step as u64;
         grp.total += d;
-        grp.bytes += gpu.bytes.get(g) as u64;
+        grp.bytes += gpu.bytes().get(g) as u64;
         let op = cx.links.op[g];
         if op != NO && !cx.links.graph[g] {
             let o = op as usize;
             *grp.ops
-                .entry((cpu.name[o], cpu.shapes(o), cpu.dtypes(o)))
+                .entry((cpu.name()[o], cpu.shapes(o), cpu.dtypes(o)))
                 .or_default() += d;
         }
         let r = cx.links.launch[g];
         if r != NO {
             let chain = if op == NO { 0 } else { chains.of(cx, op) };
             let py = cx.py_stack_of_gpu(g);
-            let e = a.chains.entry((chain, cpu.name[r as usize])).or_default();
+            let e = a.chains.entry((chain, cpu.name()[r as usize])).or_default();
             e.0 += 1;
             e.1 += d;
             if py != 0 {

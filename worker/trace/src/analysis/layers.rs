@@ -89,7 +89,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let mut by_kernel: HashMap<Sym, Role> = HashMap::new();
     let mut by_op: HashMap<Sym, Role> = HashMap::new();
     for g in 0..gpu.len() {
-        if !gpu.kind[g].is_gpu_op() {
+        if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
         let s = if cx.steps.is_empty() {
@@ -101,11 +101,11 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
         };
         let next = groups.len() as u32;
         let group = *groups
-            .entry((gpu.name[g], gpu.grid(g), gpu.block(g)))
+            .entry((gpu.name()[g], gpu.grid(g), gpu.block(g)))
             .or_insert(next);
         let role = match *by_kernel
-            .entry(gpu.name[g])
-            .or_insert_with(|| repeats::role_of(t.name(gpu.name[g])))
+            .entry(gpu.name()[g])
+            .or_insert_with(|| repeats::role_of(t.name(gpu.name()[g])))
         {
             Role::Other => match cx.owner(g) {
                 Some(Owner::Op(op)) => *by_op
@@ -117,11 +117,11 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
         };
         seqs[s].push(Item {
             at: g as u32,
-            name: gpu.name[g],
+            name: gpu.name()[g],
             group,
             role,
-            ts: gpu.ts.get(g),
-            dur: gpu.dur.get(g),
+            ts: gpu.ts().get(g),
+            dur: gpu.dur().get(g),
         });
     }
     in_time_order(&mut seqs);
@@ -143,7 +143,7 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let top_level = |i: usize| {
         let mut p = cx.links.parent[i];
         while p != NO {
-            if cpu.kind[p as usize] == CpuKind::Op {
+            if cpu.kind()[p as usize] == CpuKind::Op {
                 return false;
             }
             p = cx.links.parent[p as usize];
@@ -151,11 +151,11 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
         true
     };
     let tops: Vec<usize> = (0..cpu.len())
-        .filter(|&i| cpu.kind[i] == CpuKind::Op && top_level(i))
+        .filter(|&i| cpu.kind()[i] == CpuKind::Op && top_level(i))
         .collect();
     let mut by_track: HashMap<u32, i64> = HashMap::new();
     for &i in &tops {
-        *by_track.entry(cpu.track.get(i)).or_default() += cpu.dur.get(i);
+        *by_track.entry(cpu.track().get(i)).or_default() += cpu.dur().get(i);
     }
     let Some(main) = by_track
         .into_iter()
@@ -168,27 +168,27 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let mut roles: HashMap<Sym, Role> = HashMap::new();
     let mut at_step = super::steps::StepCursor::new(&cx.steps);
     for i in tops {
-        if cpu.track.get(i) != main {
+        if cpu.track().get(i) != main {
             continue;
         }
         let s = if cx.steps.is_empty() {
             0
         } else {
-            match at_step.at(cpu.ts.get(i)) {
+            match at_step.at(cpu.ts().get(i)) {
                 Some(s) => s,
                 None => continue,
             }
         };
         let role = *roles
-            .entry(cpu.name[i])
-            .or_insert_with(|| repeats::role_of(t.name(cpu.name[i])));
+            .entry(cpu.name()[i])
+            .or_insert_with(|| repeats::role_of(t.name(cpu.name()[i])));
         seqs[s].push(Item {
             at: i as u32,
-            name: cpu.name[i],
+            name: cpu.name()[i],
             group: u32::MAX,
             role,
-            ts: cpu.ts.get(i),
-            dur: cpu.dur.get(i),
+            ts: cpu.ts().get(i),
+            dur: cpu.dur().get(i),
         });
     }
     in_time_order(&mut seqs);
@@ -207,7 +207,7 @@ impl GpuLayers {
     const NONE: i64 = i64::MIN;
 
     /// For the GPU ops, or (`cpu`) the CPU slices.
-    fn new(t: &crate::import::store::Trace, cpu: bool) -> Self {
+    fn new(t: &crate::import::store::Tables, cpu: bool) -> Self {
         GpuLayers {
             of: vec![Self::NONE; if cpu { t.cpu.len() } else { t.gpu.len() }],
             set: 0,
@@ -265,7 +265,7 @@ pub(crate) struct Placed {
 
 /// Finds the layers, and where each lies in each step.
 pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
-    let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind[g].is_gpu_op());
+    let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind()[g].is_gpu_op());
     let seqs = if cpu {
         cpu_sequences(cx)
     } else {
@@ -466,10 +466,10 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         };
         while op != NO {
             let o = op as usize;
-            if cpu.kind[o].is_op() {
-                if let Some(i) = index_of(cpu.name[o]) {
+            if cpu.kind()[o].is_op() {
+                if let Some(i) = index_of(cpu.name()[o]) {
                     layer.insert(it.at, i);
-                    marker.get_or_insert(cpu.name[o]);
+                    marker.get_or_insert(cpu.name()[o]);
                     break;
                 }
             }
@@ -481,15 +481,15 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         let gpu = &t.gpu;
         let mut spans: Vec<(i64, i64, u32, i64)> = Vec::new();
         for g in 0..gpu.len() {
-            if gpu.kind[g] == GpuKind::Annotation {
-                if let Some(i) = index_of(gpu.name[g]) {
+            if gpu.kind()[g] == GpuKind::Annotation {
+                if let Some(i) = index_of(gpu.name()[g]) {
                     spans.push((
-                        gpu.ts.get(g),
-                        gpu.ts.get(g) + gpu.dur.get(g),
-                        gpu.track.get(g),
+                        gpu.ts().get(g),
+                        gpu.ts().get(g) + gpu.dur().get(g),
+                        gpu.track().get(g),
                         i,
                     ));
-                    marker.get_or_insert(gpu.name[g]);
+                    marker.get_or_insert(gpu.name()[g]);
                 }
             }
         }
@@ -498,15 +498,15 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         }
         spans.sort();
         for g in 0..gpu.len() {
-            if !gpu.kind[g].is_gpu_op() {
+            if !gpu.kind()[g].is_gpu_op() {
                 continue;
             }
-            let k = spans.partition_point(|s| s.0 <= gpu.ts.get(g));
+            let k = spans.partition_point(|s| s.0 <= gpu.ts().get(g));
             if let Some(s) = spans[..k]
                 .iter()
                 .rev()
                 .take(64)
-                .find(|s| s.2 == gpu.track.get(g) && gpu.ts.get(g) < s.1)
+                .find(|s| s.2 == gpu.track().get(g) && gpu.ts().get(g) < s.1)
             {
                 layer.insert(g as u32, s.3);
             }
@@ -538,8 +538,8 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     const MAX_INSTANCES: usize = 4096;
     let mut instances: HashMap<&str, std::collections::BTreeSet<i64>> = HashMap::new();
     for i in 0..cpu.len() {
-        if cpu.kind[i] == CpuKind::Module {
-            if let Some((class, n)) = module_instance(t.name(cpu.name[i])) {
+        if cpu.kind()[i] == CpuKind::Module {
+            if let Some((class, n)) = module_instance(t.name(cpu.name()[i])) {
                 if class.contains("Layer") || class.contains("Block") {
                     let set = instances.entry(class).or_default();
                     if set.len() <= MAX_INSTANCES {
@@ -556,12 +556,12 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     // Frames of that class per thread, by start.
     let mut frames: HashMap<u32, Vec<(i64, i64, i64)>> = HashMap::new();
     for i in 0..cpu.len() {
-        if cpu.kind[i] == CpuKind::Module {
-            if let Some((c, n)) = module_instance(t.name(cpu.name[i])) {
+        if cpu.kind()[i] == CpuKind::Module {
+            if let Some((c, n)) = module_instance(t.name(cpu.name()[i])) {
                 if c == class {
-                    frames.entry(cpu.track.get(i)).or_default().push((
-                        cpu.ts.get(i),
-                        cpu.ts.get(i) + cpu.dur.get(i),
+                    frames.entry(cpu.track().get(i)).or_default().push((
+                        cpu.ts().get(i),
+                        cpu.ts().get(i) + cpu.dur().get(i),
                         n,
                     ));
                 }
@@ -586,10 +586,10 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
             continue;
         }
         let r = r as usize;
-        let Some(f) = frames.get(&cpu.track.get(r)) else {
+        let Some(f) = frames.get(&cpu.track().get(r)) else {
             continue;
         };
-        let ts = cpu.ts.get(r);
+        let ts = cpu.ts().get(r);
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
             layer.insert(it.at, x.2);
@@ -762,7 +762,7 @@ fn by_override(
         }
         let mut op = if cpu { NO } else { cx.links.op[it.at as usize] };
         while op != NO {
-            if t.name(t.cpu.name[op as usize]) == m {
+            if t.name(t.cpu.name()[op as usize]) == m {
                 return true;
             }
             op = cx.links.parent[op as usize];

@@ -17,7 +17,7 @@
 //!   repeats the correlation and is never used: joining on it matches
 //!   unrelated ops by numeric coincidence.
 
-use crate::import::store::{sort_by_start, CpuKind, IntColumn, Trace, NONE};
+use crate::import::store::{sort_by_start, CpuKind, IntColumn, LaunchIds, Tables, Trace, NONE};
 use hashbrown::HashMap;
 use kinetoscope_types::{Attribution, ExternalIdRegime};
 
@@ -48,13 +48,15 @@ pub struct Links {
 
 /// Builds the op tree and the GPU-op links.
 pub fn link(t: &Trace) -> Links {
-    Launches::find(t).link(t)
+    let ids = t.ids();
+    Launches::find(t, ids).link(t, Some(ids.cpu_external_id()))
 }
 
 /// Each GPU op's launch, found by the ids that link them: the first half of
 /// [`link`]. Once found, nothing reads the correlations or the flows again,
 /// nor `External id` unless [`Launches::needs_external_id`] says so: a caller
-/// that owns the trace frees them before the op tree is built.
+/// that owns the trace drops the [`LaunchIds`] (keeping `External id` only
+/// then) before the op tree's links are made.
 pub struct Launches {
     /// Per GPU slice: the runtime call that launched it, or [`NO`].
     launch: Vec<u32>,
@@ -65,10 +67,10 @@ pub struct Launches {
 
 impl Launches {
     /// Finds each GPU op's launch.
-    pub fn find(t: &Trace) -> Launches {
+    pub fn find(t: &Tables, ids: &LaunchIds) -> Launches {
         let mut attribution = Attribution::default();
-        let names_op = external_id_names_op(t, &mut attribution);
-        let launch = gpu_launches(t, &mut attribution);
+        let names_op = external_id_names_op(t, ids, &mut attribution);
+        let launch = gpu_launches(t, ids, &mut attribution);
         Launches {
             launch,
             names_op,
@@ -82,13 +84,15 @@ impl Launches {
     }
 
     /// Builds the op tree and the rest of the links.
-    pub fn link(self, t: &Trace) -> Links {
-        self.link_tree(t, OpTree::build(t))
+    pub fn link(self, t: &Tables, external_id: Option<&IntColumn>) -> Links {
+        self.link_tree(t, external_id, OpTree::build(t))
     }
 
     /// The rest of the links, over an op tree already built (it needs no
-    /// ids, so it can be built while the launches are found).
-    pub fn link_tree(self, t: &Trace, tree: OpTree) -> Links {
+    /// ids, so it can be built while the launches are found). `External id`
+    /// is read only where [`needs_external_id`](Self::needs_external_id);
+    /// `None` there is a bug.
+    pub fn link_tree(self, t: &Tables, external_id: Option<&IntColumn>, tree: OpTree) -> Links {
         let Launches {
             launch,
             names_op,
@@ -100,7 +104,12 @@ impl Launches {
             child_ns,
             by_thread,
         } = tree;
-        let launcher = launching_ops(t, &parent, names_op);
+        let external_id = external_id.filter(|_| names_op);
+        assert!(
+            external_id.is_some() || !names_op,
+            "the links need External id and it was dropped"
+        );
+        let launcher = launching_ops(t, &parent, external_id);
         let (op, graph) = gpu_ops(t, &launch, &launcher, &mut attribution);
         Links {
             parent,
@@ -127,7 +136,7 @@ impl OpTree {
     /// Builds the op tree of a trace: per CPU slice its parent, the ops in
     /// preorder, per slice its children's time, and each thread's slices
     /// in start order.
-    pub fn build(t: &Trace) -> OpTree {
+    pub fn build(t: &Tables) -> OpTree {
         let cpu = &t.cpu;
         let n = cpu.len();
         let mut parent = vec![NO; n];
@@ -137,8 +146,8 @@ impl OpTree {
         // Bucket slices by thread; module frames are not part of the op tree.
         let mut by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
         for i in 0..n {
-            if cpu.kind[i] != CpuKind::Module {
-                by_thread[cpu.track.get(i) as usize].push(i as u32);
+            if cpu.kind()[i] != CpuKind::Module {
+                by_thread[cpu.track().get(i) as usize].push(i as u32);
             }
         }
         // Python frames per thread, by start, longer first: they are not in
@@ -149,7 +158,7 @@ impl OpTree {
         let py = &t.python;
         let mut py_by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
         for f in 0..py.len() {
-            if let Some(v) = py_by_thread.get_mut(py.track[f] as usize) {
+            if let Some(v) = py_by_thread.get_mut(py.track()[f] as usize) {
                 v.push(f as u32);
             }
         }
@@ -161,14 +170,14 @@ impl OpTree {
             // keep file order. Nearly sorted input makes this cheap.
             // Among equal starts and durations: annotations before ops before
             // calls.
-            let rank = |i: u32| match cpu.kind[i as usize] {
+            let rank = |i: u32| match cpu.kind()[i as usize] {
                 CpuKind::Annotation => 0u8,
                 CpuKind::Op => 1,
                 _ => 2,
             };
-            sort_by_start(slices, &cpu.ts, &cpu.dur, |a, b| rank(a).cmp(&rank(b)));
+            sort_by_start(slices, cpu.ts(), cpu.dur(), |a, b| rank(a).cmp(&rank(b)));
             if !frames.is_empty() {
-                sort_by_start(frames, &py.ts, &py.dur, |_, _| std::cmp::Ordering::Equal);
+                sort_by_start(frames, py.ts(), py.dur(), |_, _| std::cmp::Ordering::Equal);
             }
             stack.clear();
             let mut next_frame = 0usize;
@@ -176,12 +185,12 @@ impl OpTree {
             let mut barrier: Option<(i64, i64)> = None;
             for &c in slices.iter() {
                 let ci = c as usize;
-                let ts = cpu.ts.get(ci);
+                let ts = cpu.ts().get(ci);
                 // Frames that start before this slice (or with it and last
                 // longer) come first.
                 while let Some(&f) = frames.get(next_frame) {
-                    let (fts, fdur) = (py.ts.get(f as usize), py.dur.get(f as usize));
-                    if fts > ts || (fts == ts && fdur <= cpu.dur.get(ci)) {
+                    let (fts, fdur) = (py.ts().get(f as usize), py.dur().get(f as usize));
+                    if fts > ts || (fts == ts && fdur <= cpu.dur().get(ci)) {
                         break;
                     }
                     next_frame += 1;
@@ -212,11 +221,12 @@ impl OpTree {
                     parent[ci] = op;
                     if let Open::Slice(top) = open {
                         let ti = top as usize;
-                        let end = (ts + cpu.dur.get(ci)).min(cpu.ts.get(ti) + cpu.dur.get(ti));
+                        let end =
+                            (ts + cpu.dur().get(ci)).min(cpu.ts().get(ti) + cpu.dur().get(ti));
                         child_ns.add(ti, (end - ts).max(0));
                     }
                 }
-                if cpu.kind[ci].is_op() {
+                if cpu.kind()[ci].is_op() {
                     stack.push((Open::Slice(c), c));
                     preorder.push(c);
                 }
@@ -250,8 +260,8 @@ fn pop_outside(
 ) {
     while let Some(&(open, _)) = stack.last() {
         let top_ts = match open {
-            Open::Slice(s) => cpu.ts.get(s as usize),
-            Open::Frame(f) => py.ts.get(f as usize),
+            Open::Slice(s) => cpu.ts().get(s as usize),
+            Open::Frame(f) => py.ts().get(f as usize),
         };
         if top_ts <= ts && (ts < end_of(open, cpu, py) || ts == top_ts) {
             return;
@@ -267,24 +277,22 @@ fn end_of(
     py: &crate::import::store::PythonTable,
 ) -> i64 {
     match open {
-        Open::Slice(s) => cpu.ts.get(s as usize) + cpu.dur.get(s as usize),
-        Open::Frame(f) => py.ts.get(f as usize) + py.dur.get(f as usize),
+        Open::Slice(s) => cpu.ts().get(s as usize) + cpu.dur().get(s as usize),
+        Open::Frame(f) => py.ts().get(f as usize) + py.dur().get(f as usize),
     }
 }
 
 /// Whether `External id` on runtime calls names their op (else it merely
 /// repeats the correlation, or is absent).
-fn external_id_names_op(t: &Trace, attribution: &mut Attribution) -> bool {
+fn external_id_names_op(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> bool {
+    let (correlation, external_id) = (ids.cpu_correlation(), ids.cpu_external_id());
     let cpu = &t.cpu;
     let n = cpu.len();
     let (mut with_both, mut equal) = (0u64, 0u64);
     for i in 0..n {
-        if cpu.kind[i].is_runtime()
-            && cpu.correlation.get(i) != NONE
-            && cpu.external_id.get(i) != NONE
-        {
+        if cpu.kind()[i].is_runtime() && correlation.get(i) != NONE && external_id.get(i) != NONE {
             with_both += 1;
-            if cpu.correlation.get(i) == cpu.external_id.get(i) {
+            if correlation.get(i) == external_id.get(i) {
                 equal += 1;
             }
         }
@@ -301,22 +309,23 @@ fn external_id_names_op(t: &Trace, attribution: &mut Attribution) -> bool {
 }
 
 /// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
-fn launching_ops(t: &Trace, parent: &[u32], names_op: bool) -> Vec<u32> {
+/// `External id`, where given, names the op when time nesting disagrees.
+fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) -> Vec<u32> {
     let cpu = &t.cpu;
     let n = cpu.len();
     let mut launcher = vec![NO; n];
     let mut by_external: Option<HashMap<i64, u32>> = None;
     for i in 0..n {
-        if !cpu.kind[i].is_runtime() {
+        if !cpu.kind()[i].is_runtime() {
             continue;
         }
         let p = parent[i];
         launcher[i] = p;
-        if !names_op || cpu.external_id.get(i) == NONE {
+        let Some(external_id) = external_id.filter(|e| e.get(i) != NONE) else {
             continue;
-        }
-        let ext = cpu.external_id.get(i);
-        if p != NO && cpu.external_id.get(p as usize) == ext {
+        };
+        let ext = external_id.get(i);
+        if p != NO && external_id.get(p as usize) == ext {
             continue;
         }
         // Time nesting disagrees with the id: trust the id when it names an
@@ -324,14 +333,14 @@ fn launching_ops(t: &Trace, parent: &[u32], names_op: bool) -> Vec<u32> {
         let map = by_external.get_or_insert_with(|| {
             let mut m = HashMap::new();
             for j in 0..n {
-                if cpu.kind[j].is_op() && cpu.external_id.get(j) != NONE {
-                    m.entry(cpu.external_id.get(j)).or_insert(j as u32);
+                if cpu.kind()[j].is_op() && external_id.get(j) != NONE {
+                    m.entry(external_id.get(j)).or_insert(j as u32);
                 }
             }
             m
         });
         if let Some(&j) = map.get(&ext) {
-            if cpu.track.get(j as usize) == cpu.track.get(i) {
+            if cpu.track().get(j as usize) == cpu.track().get(i) {
                 launcher[i] = j;
             }
         }
@@ -355,20 +364,16 @@ pub(crate) struct ByCorrelation<'a> {
 }
 
 impl<'a> ByCorrelation<'a> {
-    fn new(t: &'a Trace) -> Self {
+    fn new(t: &Tables, ids: &'a LaunchIds) -> Self {
         let cpu = &t.cpu;
+        let correlation = ids.cpu_correlation();
         let mut rows: Vec<u32> = (0..cpu.len() as u32)
-            .filter(|&i| {
-                cpu.kind[i as usize].is_runtime() && cpu.correlation.get(i as usize) != NONE
-            })
+            .filter(|&i| cpu.kind()[i as usize].is_runtime() && correlation.get(i as usize) != NONE)
             .collect();
         // Stable: calls with one correlation stay in file order. Calls come
         // in correlation order, so this is mostly one pass.
-        rows.sort_by_key(|&i| cpu.correlation.get(i as usize));
-        ByCorrelation {
-            correlation: &cpu.correlation,
-            rows,
-        }
+        rows.sort_by_key(|&i| correlation.get(i as usize));
+        ByCorrelation { correlation, rows }
     }
 
     /// The call with correlation `c`.
@@ -382,16 +387,16 @@ impl<'a> ByCorrelation<'a> {
 }
 
 /// Per GPU slice: its launch (by correlation, else by flow).
-fn gpu_launches(t: &Trace, attribution: &mut Attribution) -> Vec<u32> {
+fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> Vec<u32> {
     let gpu = &t.gpu;
-    let by_corr = ByCorrelation::new(t);
+    let by_corr = ByCorrelation::new(t, ids);
     let mut launch = vec![NO; gpu.len()];
     let mut missing_corr = false;
     for g in 0..gpu.len() {
-        if !gpu.kind[g].is_gpu_op() {
+        if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
-        let c = gpu.correlation.get(g);
+        let c = ids.gpu_correlation().get(g);
         if c == NONE {
             missing_corr = true;
         } else if let Some(r) = by_corr.get(c) {
@@ -400,14 +405,14 @@ fn gpu_launches(t: &Trace, attribution: &mut Attribution) -> Vec<u32> {
         }
     }
     if missing_corr {
-        flow_fallback(t, &by_corr, &mut launch, attribution);
+        flow_fallback(t, ids, &by_corr, &mut launch, attribution);
     }
     launch
 }
 
 /// Per GPU slice: the op behind its launch, and whether a graph replay ran it.
 fn gpu_ops(
-    t: &Trace,
+    t: &Tables,
     launch: &[u32],
     launcher: &[u32],
     attribution: &mut Attribution,
@@ -419,17 +424,17 @@ fn gpu_ops(
     let mut graph = vec![false; gpu.len()];
     let mut graph_launches = hashbrown::HashSet::new();
     for g in 0..gpu.len() {
-        if !gpu.kind[g].is_gpu_op() {
+        if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
         attribution.gpu_ops += 1;
         let r = launch[g];
         if r == NO {
             attribution.without_launch += 1;
-            attribution.unattributed_us += gpu.dur.get(g) as f64 / 1e3;
+            attribution.unattributed_us += gpu.dur().get(g) as f64 / 1e3;
             continue;
         }
-        let sym = cpu.name[r as usize];
+        let sym = cpu.name()[r as usize];
         let is_graph = *is_graph_sym
             .entry(sym)
             .or_insert_with(|| is_graph_launch(t.name(sym)));
@@ -452,37 +457,38 @@ fn gpu_ops(
 /// where the parser dropped the start (it repeated the runtime call's
 /// correlation), the runtime call with the flow's id as its correlation.
 fn flow_fallback(
-    t: &Trace,
+    t: &Tables,
+    ids: &LaunchIds,
     by_corr: &ByCorrelation,
     launch: &mut [u32],
     attribution: &mut Attribution,
 ) {
-    let f = &t.flows;
+    let f = ids.flows();
     let mut start_at: HashMap<i64, (u32, i64)> = HashMap::new();
     let mut end_at: HashMap<(u32, i64), i64> = HashMap::new();
-    for k in 0..f.id.len() {
-        if f.is_start[k] {
-            start_at.insert(f.id.get(k), (f.track[k], f.ts.get(k)));
+    for k in 0..f.id().len() {
+        if f.is_start()[k] {
+            start_at.insert(f.id().get(k), (f.track()[k], f.ts().get(k)));
         } else {
-            end_at.insert((f.track[k], f.ts.get(k)), f.id.get(k));
+            end_at.insert((f.track()[k], f.ts().get(k)), f.id().get(k));
         }
     }
     let cpu = &t.cpu;
     let mut runtime_at: HashMap<(u32, i64), u32> = HashMap::new();
     for i in 0..cpu.len() {
-        if cpu.kind[i].is_runtime() {
+        if cpu.kind()[i].is_runtime() {
             runtime_at
-                .entry((cpu.track.get(i), cpu.ts.get(i)))
+                .entry((cpu.track().get(i), cpu.ts().get(i)))
                 .or_insert(i as u32);
         }
     }
     let gpu = &t.gpu;
     for g in 0..gpu.len() {
-        if launch[g] != NO || !gpu.kind[g].is_gpu_op() || gpu.correlation.get(g) != NONE {
+        if launch[g] != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE {
             continue;
         }
         let found = end_at
-            .get(&(gpu.track.get(g), gpu.ts.get(g)))
+            .get(&(gpu.track().get(g), gpu.ts().get(g)))
             .and_then(|id| {
                 start_at
                     .get(id)

@@ -40,7 +40,7 @@ pub mod shapes;
 pub mod steps;
 mod trace_info;
 
-use crate::import::store::{IntColumn, Sym, Trace};
+use crate::import::store::{Sym, Tables, Trace};
 use kinetoscope_types::*;
 use links::Links;
 use steps::StepSpan;
@@ -59,7 +59,7 @@ const MAX_KERNEL_GROUPS: usize = 8;
 
 /// Everything the analysis derives once and the table builders share.
 pub(crate) struct Context<'a> {
-    pub t: &'a Trace,
+    pub t: &'a Tables,
     pub links: Links,
     pub steps: Vec<StepSpan>,
     /// Per GPU slice: index of the step its launch falls in.
@@ -151,25 +151,24 @@ impl StoredAnalysis {
 /// found, `External id` once launches are linked to ops), and
 /// the index's rows are compressed one by one rather than held. The same
 /// summary, and the same index once read back.
-pub fn analyze_stored(mut t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
+pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
+    // The launch ids apart from the tables: only finding the launches reads
+    // them, and once they are dropped no pass can (the compiler keeps it so).
+    let (t, ids) = t.into_parts();
     // The op tree needs only the CPU slices' times, the launches only the
     // ids, the steps and the Python frames' tree only the trace: the tree on
     // one core, the rest on the other (the op tree takes longest).
     let (launches, early, tree) = std::thread::scope(|scope| {
         let tree = scope.spawn(|| links::OpTree::build(&t));
-        let launches = links::Launches::find(&t);
+        let launches = links::Launches::find(&t, &ids);
         let early = Early::find(&t, opts);
         (launches, early, joined(tree))
     });
-    // What nothing reads once launches are found: the ids that link them.
-    t.cpu.correlation = IntColumn::default();
-    t.gpu.correlation = IntColumn::default();
-    t.flows = Default::default();
-    if !launches.needs_external_id() {
-        t.cpu.external_id = IntColumn::default();
-    }
-    let links = launches.link_tree(&t, tree);
-    t.cpu.external_id = IntColumn::default();
+    // What nothing reads once launches are found: the ids that link them,
+    // `External id` aside where it names ops (the links read it once more).
+    let external_id = launches.needs_external_id().then(|| ids.into_external_id());
+    let links = launches.link_tree(&t, external_id.as_ref(), tree);
+    drop(external_id);
     let Summarized { summary, timeline } = summarize(
         &t,
         links,
@@ -196,7 +195,7 @@ struct Early {
 }
 
 impl Early {
-    fn find(t: &Trace, opts: &AnalysisOptions) -> Early {
+    fn find(t: &Tables, opts: &AnalysisOptions) -> Early {
         Early {
             steps: steps::find_steps(t, opts.step_marker.as_deref()),
             frames: python::Frames::new(t),
@@ -223,7 +222,7 @@ fn joined<T>(thread: std::thread::ScopedJoinHandle<'_, T>) -> T {
 /// timeline index's inputs (the index itself, or its stored form; nothing
 /// for the summary alone).
 fn summarize<R>(
-    t: &Trace,
+    t: &Tables,
     mut links: links::Links,
     early: Early,
     opts: &AnalysisOptions,

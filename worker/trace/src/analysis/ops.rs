@@ -90,7 +90,8 @@ impl FoldedCalls {
         let cpu = &cx.t.cpu;
         loop {
             let p = cx.links.parent[i];
-            if p == NO || self.children[p as usize] != 1 || cpu.name[p as usize] != cpu.name[i] {
+            if p == NO || self.children[p as usize] != 1 || cpu.name()[p as usize] != cpu.name()[i]
+            {
                 return i;
             }
             i = p as usize;
@@ -109,15 +110,15 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
     // their own).
     for g in 0..t.gpu.len() {
         let op = cx.links.op[g];
-        if op != NO && !cx.links.graph[g] && cpu.kind[op as usize] != CpuKind::Module {
-            acc[cpu.name[op as usize] as usize].gpu_ops += 1;
+        if op != NO && !cx.links.graph[g] && cpu.kind()[op as usize] != CpuKind::Module {
+            acc[cpu.name()[op as usize] as usize].gpu_ops += 1;
         }
     }
     let have_steps = !cx.steps.is_empty();
     let mut step = StepCursor::new(&cx.steps);
     let folded = FoldedCalls::new(cx);
     for i in 0..cpu.len() {
-        let kind = cpu.kind[i];
+        let kind = cpu.kind()[i];
         if kind == CpuKind::Module {
             continue;
         }
@@ -125,26 +126,26 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
         // child is the parent's (one call, its time the parent's self time).
         let call = folded.call_of(cx, i);
         let whole = call == i;
-        let a = &mut acc[cpu.name[i] as usize];
+        let a = &mut acc[cpu.name()[i] as usize];
         a.seen = true;
         a.kind = Some(a.kind.map_or(kind, |k| k.min(kind)));
-        let self_cpu = (cpu.dur.get(i) - sums.child_ns.get(i)).max(0);
+        let self_cpu = (cpu.dur().get(i) - sums.child_ns.get(i)).max(0);
         a.self_cpu += self_cpu;
         a.self_dev += sums.self_dev.get(i);
         // Device totals stay a sum over every slice of the name, as the
         // independent reference checks them (tests/expected.rs).
         a.total_dev += sums.total_dev.get(i);
-        let in_step = have_steps && step.at(cpu.ts.get(i)).is_some();
+        let in_step = have_steps && step.at(cpu.ts().get(i)).is_some();
         if whole {
             a.calls += 1;
-            a.cpu_total += cpu.dur.get(i);
+            a.cpu_total += cpu.dur().get(i);
             if in_step {
                 a.calls_in_steps += 1;
             }
         }
         let (shapes, dtypes) = (cpu.shapes(call), cpu.dtypes(call));
         if shapes != 0 || dtypes != 0 {
-            let gacc = groups.entry((cpu.name[i], shapes, dtypes)).or_default();
+            let gacc = groups.entry((cpu.name()[i], shapes, dtypes)).or_default();
             if whole {
                 gacc.calls += 1;
                 gacc.calls_in_steps += in_step as u64;
@@ -277,11 +278,11 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
             continue;
         }
         let a = acc.entry(ctx).or_default();
-        a.dev += gpu.dur.get(g);
+        a.dev += gpu.dur().get(g);
         a.gpu_ops += 1;
         let r = cx.links.launch[g];
         if a.launches.insert(r) {
-            a.launch_ns += cpu.dur.get(r as usize);
+            a.launch_ns += cpu.dur().get(r as usize);
             if cx.gpu_step[g] != NO {
                 a.launches_in_steps += 1;
             }

@@ -7,7 +7,7 @@
 //! into a short, readable stack: innermost frames kept (they name the model
 //! code), bounded depth, consecutive repeats folded.
 
-use crate::import::store::{sort_by_start, CpuKind, Sym, Trace};
+use crate::import::store::{sort_by_start, CpuKind, Sym, Tables};
 use hashbrown::HashMap;
 
 use super::links::{Links, NO};
@@ -26,23 +26,23 @@ pub struct Frames {
 
 impl Frames {
     /// Builds the frame tree (empty when the trace has no Python frames).
-    pub fn new(t: &Trace) -> Frames {
+    pub fn new(t: &Tables) -> Frames {
         let py = &t.python;
         let mut by_track: HashMap<u32, Vec<u32>> = HashMap::new();
         for i in 0..py.len() {
-            by_track.entry(py.track[i]).or_default().push(i as u32);
+            by_track.entry(py.track()[i]).or_default().push(i as u32);
         }
         let mut parent = vec![NO; py.len()];
         let mut stack: Vec<u32> = Vec::new();
         for frames in by_track.values_mut() {
             // Start, then longer first, then row (pushed in row order).
-            sort_by_start(frames, &py.ts, &py.dur, |_, _| std::cmp::Ordering::Equal);
+            sort_by_start(frames, py.ts(), py.dur(), |_, _| std::cmp::Ordering::Equal);
             stack.clear();
             for &f in frames.iter() {
-                let ts = py.ts.get(f as usize);
+                let ts = py.ts().get(f as usize);
                 while let Some(&top) = stack.last() {
                     let top = top as usize;
-                    if ts < py.ts.get(top) + py.dur.get(top) || ts == py.ts.get(top) {
+                    if ts < py.ts().get(top) + py.dur().get(top) || ts == py.ts().get(top) {
                         break;
                     }
                     stack.pop();
@@ -61,7 +61,7 @@ impl Frames {
 
     /// For each query `(track, ts)`: the innermost frame whose span holds
     /// `ts` on that track, or [`NO`].
-    pub fn innermost(&self, t: &Trace, queries: &[(u32, i64)]) -> Vec<u32> {
+    pub fn innermost(&self, t: &Tables, queries: &[(u32, i64)]) -> Vec<u32> {
         let mut out = vec![NO; queries.len()];
         if self.is_empty() {
             return out;
@@ -79,12 +79,12 @@ impl Frames {
             while k < order.len() && queries[order[k] as usize].0 == track {
                 let q = order[k] as usize;
                 let ts = queries[q].1;
-                while next < frames.len() && py.ts.get(frames[next] as usize) <= ts {
+                while next < frames.len() && py.ts().get(frames[next] as usize) <= ts {
                     let f = frames[next] as usize;
                     while let Some(&top) = stack.last() {
                         let top = top as usize;
-                        if py.ts.get(f) < py.ts.get(top) + py.dur.get(top)
-                            || py.ts.get(f) == py.ts.get(top)
+                        if py.ts().get(f) < py.ts().get(top) + py.dur().get(top)
+                            || py.ts().get(f) == py.ts().get(top)
                         {
                             break;
                         }
@@ -99,7 +99,7 @@ impl Frames {
                     .rev()
                     .find(|&&f| {
                         let f = f as usize;
-                        ts < py.ts.get(f) + py.dur.get(f) || ts == py.ts.get(f)
+                        ts < py.ts().get(f) + py.dur().get(f) || ts == py.ts().get(f)
                     })
                     .copied()
                     .unwrap_or(NO);
@@ -111,11 +111,11 @@ impl Frames {
 
     /// The names of the frames from `frame` outwards, outermost first:
     /// the innermost [`MAX_DEPTH`] after folding consecutive repeats.
-    pub fn stack(&self, t: &Trace, mut frame: u32) -> Vec<Sym> {
+    pub fn stack(&self, t: &Tables, mut frame: u32) -> Vec<Sym> {
         let mut out: Vec<Sym> = Vec::new();
         let mut guard = 0;
         while frame != NO && out.len() < MAX_DEPTH && guard < 10_000 {
-            let name = t.python.name[frame as usize];
+            let name = t.python.name()[frame as usize];
             if out.last() != Some(&name) {
                 out.push(name);
             }
@@ -128,11 +128,11 @@ impl Frames {
 
     /// The innermost frame from `frame` outwards that is model or engine
     /// code rather than torch's own machinery or a built-in.
-    pub fn innermost_user(&self, t: &Trace, mut frame: u32) -> Option<Sym> {
-        let first = (frame != NO).then(|| t.python.name[frame as usize]);
+    pub fn innermost_user(&self, t: &Tables, mut frame: u32) -> Option<Sym> {
+        let first = (frame != NO).then(|| t.python.name()[frame as usize]);
         let mut guard = 0;
         while frame != NO && guard < 10_000 {
-            let sym = t.python.name[frame as usize];
+            let sym = t.python.name()[frame as usize];
             if is_user_frame(t.name(sym)) {
                 return Some(sym);
             }
@@ -163,7 +163,7 @@ pub(crate) struct Stacks {
 
 impl Stacks {
     /// Resolves the stacks above the outermost ops and above graph launches.
-    pub fn resolve(t: &Trace, links: &Links, frames: &Frames) -> Stacks {
+    pub fn resolve(t: &Tables, links: &Links, frames: &Frames) -> Stacks {
         let mut out = Stacks {
             stacks: vec![Vec::new()],
             ..Default::default()
@@ -186,7 +186,7 @@ impl Stacks {
         slices.dedup();
         let queries: Vec<(u32, i64)> = slices
             .iter()
-            .map(|&i| (cpu.track.get(i as usize), cpu.ts.get(i as usize)))
+            .map(|&i| (cpu.track().get(i as usize), cpu.ts().get(i as usize)))
             .collect();
         let inner = frames.innermost(t, &queries);
         let mut ids: HashMap<u32, u32> = HashMap::new();
@@ -209,7 +209,7 @@ impl Stacks {
                 next
             });
             out.stack_of.insert(slice, id);
-            if cpu.kind[slice as usize].is_runtime() {
+            if cpu.kind()[slice as usize].is_runtime() {
                 if let Some(sym) = frames.innermost_user(t, f) {
                     out.replay_frame.insert(slice, sym);
                 }
@@ -221,14 +221,14 @@ impl Stacks {
 
 /// Per CPU slice: the outermost `cpu_op` around it or itself, or [`NO`]
 /// (parents come first in the preorder).
-fn outermost_ops(t: &Trace, links: &Links) -> Vec<u32> {
+fn outermost_ops(t: &Tables, links: &Links) -> Vec<u32> {
     let mut top_op = vec![NO; t.cpu.len()];
     for &o in &links.preorder {
         let o = o as usize;
         let p = links.parent[o];
         top_op[o] = if p != NO && top_op[p as usize] != NO {
             top_op[p as usize]
-        } else if t.cpu.kind[o] == CpuKind::Op {
+        } else if t.cpu.kind()[o] == CpuKind::Op {
             o as u32
         } else {
             NO

@@ -3,7 +3,7 @@
 
 use super::links::NO;
 use super::{us, Context};
-use crate::import::store::{CpuKind, Sym, Trace};
+use crate::import::store::{CpuKind, Sym, Tables};
 use hashbrown::HashMap;
 use kinetoscope_types::{StepKindStats, StepRow, StepsStats};
 
@@ -155,7 +155,7 @@ pub struct FoundSteps {
 /// frameworks' step annotations, most preferred kind first; then engine
 /// frames. Steps nested in another step are dropped; the result is in time
 /// order, with each step's kind from its own name or the names inside it.
-pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> FoundSteps {
+pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
     let (mut steps, source) = match user_marker.filter(|m| !m.is_empty()) {
         Some(m) => {
             let spans = spans_named(t, |name| name.contains(m));
@@ -166,7 +166,7 @@ pub fn find_steps(t: &Trace, user_marker: Option<&str>) -> FoundSteps {
             _ => {
                 let mut best: Option<u8> = None;
                 let mut class: HashMap<Sym, Option<u8>> = HashMap::new();
-                for &sym in &t.python.name {
+                for &sym in t.python.name() {
                     let c = *class
                         .entry(sym)
                         .or_insert_with(|| engine_frame_rank(t.name(sym)));
@@ -274,7 +274,7 @@ fn input_dims(shapes: &str, k: usize) -> Option<Vec<u64>> {
 /// embedding's indices, or the first GEMM's rows), those are prefills and
 /// the rest decodes. Needs no names, so it holds for engines that mark
 /// steps with a bare `execute_model` frame.
-fn kinds_from_shapes(t: &Trace, steps: &mut [StepSpan]) {
+fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan]) {
     if steps.len() < 2 || steps.iter().any(|s| s.kind.is_some()) {
         return;
     }
@@ -284,17 +284,17 @@ fn kinds_from_shapes(t: &Trace, steps: &mut [StepSpan]) {
     let mut telling: HashMap<Sym, bool> = HashMap::new();
     let mut cursor = StepCursor::new(steps);
     for i in 0..cpu.len() {
-        if cpu.kind[i] != CpuKind::Op || cpu.shapes(i) == 0 {
+        if cpu.kind()[i] != CpuKind::Op || cpu.shapes(i) == 0 {
             continue;
         }
-        let name = cpu.name[i];
+        let name = cpu.name()[i];
         if !*telling
             .entry(name)
             .or_insert_with(|| token_input(t.name(name)).is_some())
         {
             continue;
         }
-        let ts = cpu.ts.get(i);
+        let ts = cpu.ts().get(i);
         let Some(s) = cursor.at(ts) else { continue };
         if first[s].is_some_and(|(at, _)| at <= ts) {
             continue;
@@ -336,7 +336,7 @@ fn frame_function(name: &str) -> String {
 }
 
 /// Every op, annotation and Python frame whose name passes `keep`.
-fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
+fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
     let mut class: HashMap<Sym, bool> = HashMap::new();
     let mut out = Vec::new();
     let mut visit = |name: Sym, ts: i64, dur: i64| {
@@ -351,20 +351,20 @@ fn spans_named(t: &Trace, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
     };
     let cpu = &t.cpu;
     for i in 0..cpu.len() {
-        if cpu.kind[i].is_op() {
-            visit(cpu.name[i], cpu.ts.get(i), cpu.dur.get(i));
+        if cpu.kind()[i].is_op() {
+            visit(cpu.name()[i], cpu.ts().get(i), cpu.dur().get(i));
         }
     }
     let py = &t.python;
     for i in 0..py.len() {
-        visit(py.name[i], py.ts.get(i), py.dur.get(i));
+        visit(py.name()[i], py.ts().get(i), py.dur().get(i));
     }
     out
 }
 
 /// Steps without a kind of their own take it from the annotations and
 /// frames inside them (`forward_decode` inside `execute_model`, say).
-fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
+fn kinds_from_inside(t: &Tables, steps: &mut [StepSpan]) {
     if steps.iter().all(|s| s.kind.is_some()) {
         return;
     }
@@ -376,12 +376,12 @@ fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
         }
     };
     for i in 0..t.cpu.len() {
-        if t.cpu.kind[i].is_op() {
-            visit(t.cpu.name[i], t.cpu.ts.get(i));
+        if t.cpu.kind()[i].is_op() {
+            visit(t.cpu.name()[i], t.cpu.ts().get(i));
         }
     }
     for i in 0..t.python.len() {
-        visit(t.python.name[i], t.python.ts.get(i));
+        visit(t.python.name()[i], t.python.ts().get(i));
     }
     hints.sort_unstable();
     for s in steps.iter_mut().filter(|s| s.kind.is_none()) {
@@ -395,16 +395,16 @@ fn kinds_from_inside(t: &Trace, steps: &mut [StepSpan]) {
 }
 
 /// Steps marked by annotations (or ops) of the most preferred marker kind.
-fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
+fn annotated(t: &Tables) -> (Vec<StepSpan>, Option<StepMarker>) {
     let cpu = &t.cpu;
     // Classify each distinct name once.
     let mut class: Vec<u8> = vec![0; t.names.len()];
     let mut found: Vec<(StepMarker, u32)> = Vec::new();
     for i in 0..cpu.len() {
-        if !matches!(cpu.kind[i], CpuKind::Annotation | CpuKind::Op) {
+        if !matches!(cpu.kind()[i], CpuKind::Annotation | CpuKind::Op) {
             continue;
         }
-        let sym = cpu.name[i] as usize;
+        let sym = cpu.name()[i] as usize;
         if class[sym] == 0 {
             class[sym] = match StepMarker::of(t.name(sym as Sym)) {
                 None => 1,
@@ -430,10 +430,10 @@ fn annotated(t: &Trace) -> (Vec<StepSpan>, Option<StepMarker>) {
         .map(|&(_, i)| {
             let i = i as usize;
             StepSpan {
-                name: cpu.name[i],
-                ts: cpu.ts.get(i),
-                end: cpu.ts.get(i) + cpu.dur.get(i),
-                kind: kind_of(t.name(cpu.name[i])),
+                name: cpu.name()[i],
+                ts: cpu.ts().get(i),
+                end: cpu.ts().get(i) + cpu.dur().get(i),
+                kind: kind_of(t.name(cpu.name()[i])),
             }
         })
         .collect();
@@ -520,10 +520,10 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
             continue;
         }
         let s = s as usize;
-        rows[s].device_us += us(gpu.dur.get(g));
+        rows[s].device_us += us(gpu.dur().get(g));
         rows[s].kernels += 1;
-        span[s].0 = span[s].0.min(gpu.ts.get(g));
-        span[s].1 = span[s].1.max(gpu.ts.get(g) + gpu.dur.get(g));
+        span[s].0 = span[s].0.min(gpu.ts().get(g));
+        span[s].1 = span[s].1.max(gpu.ts().get(g) + gpu.dur().get(g));
     }
     for (row, (a, b)) in rows.iter_mut().zip(span) {
         if a <= b {

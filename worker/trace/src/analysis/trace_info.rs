@@ -3,11 +3,11 @@
 //! trace lacks (no launches, a graph capture, no kernel timing).
 
 use super::{us, Context};
-use crate::import::store::{GpuKind, IntColumn, TimeColumn, Trace};
+use crate::import::store::{GpuKind, IntColumn, Tables, TimeColumn};
 use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo, TraceLayout};
 
 /// First start and last end over all stored slices, ns.
-pub(crate) fn window(t: &Trace) -> Option<(i64, i64)> {
+pub(crate) fn window(t: &Tables) -> Option<(i64, i64)> {
     let mut lo = i64::MAX;
     let mut hi = i64::MIN;
     let mut visit = |ts: &TimeColumn, dur: &IntColumn| {
@@ -16,9 +16,9 @@ pub(crate) fn window(t: &Trace) -> Option<(i64, i64)> {
             hi = hi.max(a + d);
         }
     };
-    visit(&t.cpu.ts, &t.cpu.dur);
-    visit(&t.gpu.ts, &t.gpu.dur);
-    visit(&t.other.ts, &t.other.dur);
+    visit(t.cpu.ts(), t.cpu.dur());
+    visit(t.gpu.ts(), t.gpu.dur());
+    visit(t.other.ts(), t.other.dur());
     (lo <= hi).then_some((lo, hi))
 }
 
@@ -26,7 +26,7 @@ pub(crate) fn window(t: &Trace) -> Option<(i64, i64)> {
 pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
     let t = cx.t;
     let c = &t.counters;
-    let count_gpu = |k: GpuKind| t.gpu.kind.iter().filter(|&&x| x == k).count() as u64;
+    let count_gpu = |k: GpuKind| t.gpu.kind().iter().filter(|&&x| x == k).count() as u64;
     let (lo, hi) = window(t).unwrap_or((0, 0));
     let start_epoch_ns = match t.meta.base_time_ns {
         Some(base) => Some(base.saturating_add(lo)),
@@ -55,9 +55,9 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
         .collect();
     let mut active: Vec<i64> = t
         .gpu
-        .device
+        .device()
         .iter()
-        .zip(&t.gpu.kind)
+        .zip(t.gpu.kind())
         .filter(|(_, k)| k.is_gpu_op())
         .map(|(d, _)| d)
         .collect();
@@ -81,12 +81,12 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
             "GPU work appears only as {profiler_ranges} cuda_profiler_range counter ranges (CUPTI range profiler): there is no kernel timing"
         ));
     }
-    let runtime_calls = t.cpu.kind.iter().filter(|k| k.is_runtime()).count() as u64;
+    let runtime_calls = t.cpu.kind().iter().filter(|k| k.is_runtime()).count() as u64;
     let launches = t
         .cpu
-        .name
+        .name()
         .iter()
-        .zip(&t.cpu.kind)
+        .zip(t.cpu.kind())
         .filter(|(n, k)| k.is_runtime() && t.name(**n).contains("Launch"))
         .count() as u64;
     if launches > 100 && a.gpu_ops * 10 < launches {
@@ -107,7 +107,7 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
         kernels: count_gpu(GpuKind::Kernel),
         memcpys: count_gpu(GpuKind::Memcpy),
         memsets: count_gpu(GpuKind::Memset),
-        cpu_ops: t.cpu.kind.iter().filter(|k| k.is_op()).count() as u64,
+        cpu_ops: t.cpu.kind().iter().filter(|k| k.is_op()).count() as u64,
         runtime_calls,
         span_us: us(hi - lo),
         start_epoch_ns,

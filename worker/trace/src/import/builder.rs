@@ -281,11 +281,12 @@ impl TraceBuilder {
                 // Every frame goes to the lean Python table (launch chains
                 // reach the model code through it); `nn.Module` frames also
                 // go to the CPU table, where layer detection reads them.
-                let py = &mut self.trace.python;
-                py.ts.push(ts);
-                py.dur.push(dur);
-                py.name.push(s.name);
-                py.track.push(s.track);
+                self.trace.push_python(&PlainRow {
+                    ts,
+                    dur,
+                    name: s.name,
+                    track: s.track,
+                });
                 if self.trace.names.get(s.name).starts_with("nn.Module: ") {
                     self.push_cpu(s, CpuKind::Module, ts, dur);
                 }
@@ -302,25 +303,30 @@ impl TraceBuilder {
                     (None, Some(t)) => t,
                     _ => self.trace.tracks[s.track as usize].tid,
                 };
-                let g = &mut self.trace.gpu;
-                g.ts.push(ts);
-                g.dur.push(dur);
-                g.name.push(s.name);
-                g.kind.push(kind);
-                g.device.push(device);
-                g.stream.push(stream);
-                g.correlation.push(a.correlation.unwrap_or(NONE));
-                g.push_geometry(a.grid.unwrap_or_default(), a.block.unwrap_or_default());
-                g.bytes.push(a.bytes.unwrap_or(0).max(0));
-                g.track.push(s.track);
+                let row = GpuRow {
+                    ts,
+                    dur,
+                    name: s.name,
+                    kind,
+                    device,
+                    stream,
+                    grid: a.grid.unwrap_or_default(),
+                    block: a.block.unwrap_or_default(),
+                    bytes: a.bytes.unwrap_or(0).max(0),
+                    track: s.track,
+                };
+                self.trace.push_gpu(&row, a.correlation.unwrap_or(NONE));
             }
             CatClass::KeptKnown | CatClass::Unknown => {
-                let o = &mut self.trace.other;
-                o.cat.push(s.cat);
-                o.ts.push(ts);
-                o.dur.push(dur);
-                o.name.push(s.name);
-                o.track.push(s.track);
+                self.trace.push_other(
+                    s.cat,
+                    &PlainRow {
+                        ts,
+                        dur,
+                        name: s.name,
+                        track: s.track,
+                    },
+                );
             }
             CatClass::LaunchFlow | CatClass::Ignored => {}
         }
@@ -337,19 +343,22 @@ impl TraceBuilder {
     fn push_cpu(&mut self, s: &Slice, kind: CpuKind, ts: i64, dur: i64) {
         let shapes = s.args.input_dims.map_or(0, |t| self.inputs(t));
         let dtypes = s.args.input_type.map_or(0, |t| self.inputs(t));
-        let c = &mut self.trace.cpu;
-        c.ts.push(ts);
-        c.dur.push(dur);
-        c.name.push(s.name);
-        c.track.push(s.track);
-        c.kind.push(kind);
-        c.correlation.push(if kind.is_runtime() {
+        let row = CpuRow {
+            ts,
+            dur,
+            name: s.name,
+            track: s.track,
+            kind,
+            shapes,
+            dtypes,
+        };
+        let correlation = if kind.is_runtime() {
             s.args.correlation.unwrap_or(NONE)
         } else {
             NONE
-        });
-        c.external_id.push(s.args.external_id.unwrap_or(NONE));
-        c.push_inputs(shapes, dtypes);
+        };
+        self.trace
+            .push_cpu(&row, correlation, s.args.external_id.unwrap_or(NONE));
     }
 
     /// Interns an op's shapes or dtypes in a canonical spacing: whitespace
@@ -380,11 +389,12 @@ impl TraceBuilder {
         if self.flow_is_redundant(start, id, track, ts) {
             return;
         }
-        let flows = &mut self.trace.flows;
-        flows.is_start.push(start);
-        flows.id.push(id);
-        flows.track.push(track);
-        flows.ts.push(ts);
+        self.trace.push_flow(&FlowRow {
+            is_start: start,
+            id,
+            track,
+            ts,
+        });
     }
 
     /// Whether a launch flow end says nothing the slice just stored does
@@ -396,17 +406,18 @@ impl TraceBuilder {
     /// with that correlation (`links::flow_fallback`).
     #[inline]
     fn flow_is_redundant(&self, start: bool, id: i64, track: u32, ts: i64) -> bool {
+        let ids = self.trace.ids();
         if start {
             let c = &self.trace.cpu;
-            c.kind.last().is_some_and(|k| k.is_runtime())
-                && c.track.last() == Some(track)
-                && c.ts.last() == Some(ts)
-                && c.correlation.last() == Some(id)
+            c.kind().last().is_some_and(|k| k.is_runtime())
+                && c.track().last() == Some(track)
+                && c.ts().last() == Some(ts)
+                && ids.cpu_correlation().last() == Some(id)
         } else {
             let g = &self.trace.gpu;
-            g.track.last() == Some(track)
-                && g.ts.last() == Some(ts)
-                && g.correlation.last() == Some(id)
+            g.track().last() == Some(track)
+                && g.ts().last() == Some(ts)
+                && ids.gpu_correlation().last() == Some(id)
         }
     }
 

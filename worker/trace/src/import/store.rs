@@ -567,33 +567,74 @@ impl CpuKind {
     }
 }
 
-/// CPU-side slices (`X` events on CPU threads), one column per field.
+/// CPU-side slices (`X` events on CPU threads), one column per field. The
+/// columns are private: rows go in whole ([`Trace::push_cpu`]), so every
+/// column has the table's length; readers get each column by its method.
 #[derive(Default)]
 pub struct CpuTable {
-    /// Start.
-    pub ts: TimeColumn,
-    /// Duration.
-    pub dur: IntColumn,
-    /// Name.
-    pub name: Vec<Sym>,
-    /// Track (a thread: few distinct).
-    pub track: DistinctColumn<u32>,
-    /// Kind.
-    pub kind: Vec<CpuKind>,
-    /// `args.correlation` (runtime and driver calls), else [`NONE`].
-    pub correlation: IntColumn,
-    /// `args.External id` / `external id`, else [`NONE`].
-    pub external_id: IntColumn,
+    ts: TimeColumn,
+    dur: IntColumn,
+    name: Vec<Sym>,
+    /// A thread: few distinct.
+    track: DistinctColumn<u32>,
+    kind: Vec<CpuKind>,
     /// Interned `Input Dims` and `Input type` text (0 when absent): ops
     /// repeat a few thousand distinct pairs.
     inputs: DistinctColumn<(Sym, Sym)>,
 }
 
+/// One CPU-side slice, as it is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuRow {
+    /// Start, ns.
+    pub ts: i64,
+    /// Duration, ns.
+    pub dur: i64,
+    /// Name.
+    pub name: Sym,
+    /// Track (a thread).
+    pub track: u32,
+    /// What it is.
+    pub kind: CpuKind,
+    /// Interned `Input Dims` text (0 when absent).
+    pub shapes: Sym,
+    /// Interned `Input type` text (0 when absent).
+    pub dtypes: Sym,
+}
+
 impl CpuTable {
-    /// Appends the interned `Input Dims` and `Input type` text of the next
-    /// row (0 when absent).
-    pub fn push_inputs(&mut self, shapes: Sym, dtypes: Sym) {
-        self.inputs.push((shapes, dtypes));
+    fn push(&mut self, r: &CpuRow) {
+        self.ts.push(r.ts);
+        self.dur.push(r.dur);
+        self.name.push(r.name);
+        self.track.push(r.track);
+        self.kind.push(r.kind);
+        self.inputs.push((r.shapes, r.dtypes));
+    }
+    /// Starts, ns.
+    #[inline]
+    pub fn ts(&self) -> &TimeColumn {
+        &self.ts
+    }
+    /// Durations, ns.
+    #[inline]
+    pub fn dur(&self) -> &IntColumn {
+        &self.dur
+    }
+    /// Names.
+    #[inline]
+    pub fn name(&self) -> &[Sym] {
+        &self.name
+    }
+    /// Tracks (threads).
+    #[inline]
+    pub fn track(&self) -> &DistinctColumn<u32> {
+        &self.track
+    }
+    /// Kinds.
+    #[inline]
+    pub fn kind(&self) -> &[CpuKind] {
+        &self.kind
     }
     /// Interned `Input Dims` text of row `i` (0 when absent).
     pub fn shapes(&self, i: usize) -> Sym {
@@ -653,37 +694,100 @@ impl GpuKind {
     }
 }
 
-/// GPU-side slices, one column per field.
+/// GPU-side slices, one column per field, private as [`CpuTable`]'s are
+/// ([`Trace::push_gpu`]).
 #[derive(Default)]
 pub struct GpuTable {
-    /// Start.
-    pub ts: TimeColumn,
-    /// Duration.
-    pub dur: IntColumn,
-    /// Name.
-    pub name: Vec<Sym>,
-    /// Kind.
-    pub kind: Vec<GpuKind>,
-    /// Device.
-    pub device: IntColumn,
-    /// Stream.
-    pub stream: IntColumn,
-    /// Correlation (`args.correlation`), else [`NONE`]. (`External id` is
-    /// not kept for GPU ops: a GPU op reaches its op through its launch.)
-    pub correlation: IntColumn,
+    ts: TimeColumn,
+    dur: IntColumn,
+    name: Vec<Sym>,
+    kind: Vec<GpuKind>,
+    device: IntColumn,
+    stream: IntColumn,
     /// Launch grid and block: a trace launches few distinct shapes.
     geometry: DistinctColumn<([u32; 3], [u32; 3])>,
     /// `args.bytes` of memcpy/memset, else 0.
-    pub bytes: IntColumn,
-    /// Track (a stream: few distinct).
-    pub track: DistinctColumn<u32>,
+    bytes: IntColumn,
+    /// A stream: few distinct.
+    track: DistinctColumn<u32>,
+}
+
+/// One GPU-side slice, as it is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuRow {
+    /// Start, ns.
+    pub ts: i64,
+    /// Duration, ns.
+    pub dur: i64,
+    /// Name.
+    pub name: Sym,
+    /// What it is.
+    pub kind: GpuKind,
+    /// Device.
+    pub device: i64,
+    /// Stream.
+    pub stream: i64,
+    /// Launch grid (`[0, 0, 0]` when absent).
+    pub grid: [u32; 3],
+    /// Launch block (`[0, 0, 0]` when absent).
+    pub block: [u32; 3],
+    /// Bytes of a copy or set, else 0.
+    pub bytes: i64,
+    /// Track (a stream).
+    pub track: u32,
 }
 
 impl GpuTable {
-    /// Appends the launch grid and block of the next row (`[0, 0, 0]` when
-    /// absent).
-    pub fn push_geometry(&mut self, grid: [u32; 3], block: [u32; 3]) {
-        self.geometry.push((grid, block));
+    fn push(&mut self, r: &GpuRow) {
+        self.ts.push(r.ts);
+        self.dur.push(r.dur);
+        self.name.push(r.name);
+        self.kind.push(r.kind);
+        self.device.push(r.device);
+        self.stream.push(r.stream);
+        self.geometry.push((r.grid, r.block));
+        self.bytes.push(r.bytes);
+        self.track.push(r.track);
+    }
+    /// Starts, ns.
+    #[inline]
+    pub fn ts(&self) -> &TimeColumn {
+        &self.ts
+    }
+    /// Durations, ns.
+    #[inline]
+    pub fn dur(&self) -> &IntColumn {
+        &self.dur
+    }
+    /// Names.
+    #[inline]
+    pub fn name(&self) -> &[Sym] {
+        &self.name
+    }
+    /// Kinds.
+    #[inline]
+    pub fn kind(&self) -> &[GpuKind] {
+        &self.kind
+    }
+    /// Devices.
+    #[inline]
+    pub fn device(&self) -> &IntColumn {
+        &self.device
+    }
+    /// Streams.
+    #[inline]
+    pub fn stream(&self) -> &IntColumn {
+        &self.stream
+    }
+    /// Bytes of copies and sets (0 for kernels).
+    #[inline]
+    pub fn bytes(&self) -> &IntColumn {
+        &self.bytes
+    }
+    /// Tracks (streams).
+    #[inline]
+    pub fn track(&self) -> &DistinctColumn<u32> {
+        &self.track
     }
     /// Launch grid of row `g`, `[0, 0, 0]` when absent.
     pub fn grid(&self, g: usize) -> [u32; 3] {
@@ -703,18 +807,98 @@ impl GpuTable {
     }
 }
 
-/// Launch flow ends (`ac2g`, `async_cpu_to_gpu`, `async`): only used when a GPU
+/// Launch flows (`ac2g`, `async_cpu_to_gpu`, `async`): only used when a GPU
 /// op lacks `args.correlation`.
 #[derive(Default)]
 pub struct FlowTable {
+    is_start: Vec<bool>,
+    id: IntColumn,
+    track: Vec<u32>,
+    ts: TimeColumn,
+}
+
+/// One launch flow's start or end.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowRow {
     /// `true` for a start (`s`, at the launch), `false` for an end (`f`).
-    pub is_start: Vec<bool>,
-    /// Id.
-    pub id: IntColumn,
+    pub is_start: bool,
+    /// The flow's id.
+    pub id: i64,
     /// Track.
-    pub track: Vec<u32>,
-    /// Start.
-    pub ts: TimeColumn,
+    pub track: u32,
+    /// Time, ns.
+    pub ts: i64,
+}
+
+impl FlowTable {
+    /// Starts (`true`) and ends.
+    pub fn is_start(&self) -> &[bool] {
+        &self.is_start
+    }
+    /// Ids.
+    pub fn id(&self) -> &IntColumn {
+        &self.id
+    }
+    /// Tracks.
+    pub fn track(&self) -> &[u32] {
+        &self.track
+    }
+    /// Times, ns.
+    pub fn ts(&self) -> &TimeColumn {
+        &self.ts
+    }
+    /// Number of flow events.
+    pub fn len(&self) -> usize {
+        self.is_start.len()
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.is_start.is_empty()
+    }
+}
+
+/// The ids that link a GPU op to its launch and a launch to its op: per CPU
+/// slice its `args.correlation` (runtime and driver calls, else [`NONE`])
+/// and `External id`, per GPU op its correlation, and the launch flows.
+/// Only finding the launches reads them; they are kept apart from the
+/// tables ([`Trace::into_parts`]) so that a pass after that step, which
+/// gets the [`Tables`] alone, cannot read them, and the job can free them
+/// by dropping them.
+#[derive(Default)]
+pub struct LaunchIds {
+    cpu_correlation: IntColumn,
+    cpu_external_id: IntColumn,
+    gpu_correlation: IntColumn,
+    flows: FlowTable,
+}
+
+impl LaunchIds {
+    /// Per CPU slice: `args.correlation` of runtime and driver calls, else
+    /// [`NONE`].
+    #[inline]
+    pub fn cpu_correlation(&self) -> &IntColumn {
+        &self.cpu_correlation
+    }
+    /// Per CPU slice: `args.External id` / `external id`, else [`NONE`].
+    #[inline]
+    pub fn cpu_external_id(&self) -> &IntColumn {
+        &self.cpu_external_id
+    }
+    /// Per GPU slice: `args.correlation`, else [`NONE`]. (`External id` is
+    /// not kept for GPU ops: a GPU op reaches its op through its launch.)
+    #[inline]
+    pub fn gpu_correlation(&self) -> &IntColumn {
+        &self.gpu_correlation
+    }
+    /// The launch flows.
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+    /// `External id` alone, when the links still need it (the job frees
+    /// the rest once the launches are found).
+    pub fn into_external_id(self) -> IntColumn {
+        self.cpu_external_id
+    }
 }
 
 /// `python_function` frames (`with_stack=True` traces): the Python call
@@ -722,17 +906,46 @@ pub struct FlowTable {
 /// events of such traces, and only their nesting and names matter.
 #[derive(Default)]
 pub struct PythonTable {
-    /// Start.
-    pub ts: TimeColumn,
-    /// Duration.
-    pub dur: IntColumn,
+    ts: TimeColumn,
+    dur: IntColumn,
+    name: Vec<Sym>,
+    track: Vec<u32>,
+}
+
+/// A Python frame, or a slice of the "other" table.
+#[derive(Clone, Copy, Debug)]
+pub struct PlainRow {
+    /// Start, ns.
+    pub ts: i64,
+    /// Duration, ns.
+    pub dur: i64,
     /// Name.
-    pub name: Vec<Sym>,
+    pub name: Sym,
     /// Track.
-    pub track: Vec<u32>,
+    pub track: u32,
 }
 
 impl PythonTable {
+    /// Starts, ns.
+    #[inline]
+    pub fn ts(&self) -> &TimeColumn {
+        &self.ts
+    }
+    /// Durations, ns.
+    #[inline]
+    pub fn dur(&self) -> &IntColumn {
+        &self.dur
+    }
+    /// Names.
+    #[inline]
+    pub fn name(&self) -> &[Sym] {
+        &self.name
+    }
+    /// Tracks.
+    #[inline]
+    pub fn track(&self) -> &[u32] {
+        &self.track
+    }
     /// Number of frames.
     pub fn len(&self) -> usize {
         self.ts.len()
@@ -747,16 +960,42 @@ impl PythonTable {
 /// `cuda_profiler_range`, `mtia_runtime`, ...): kept so nothing is lost.
 #[derive(Default)]
 pub struct OtherTable {
-    /// Cat.
-    pub cat: Vec<Sym>,
-    /// Start.
-    pub ts: TimeColumn,
-    /// Duration.
-    pub dur: IntColumn,
-    /// Name.
-    pub name: Vec<Sym>,
-    /// Track.
-    pub track: Vec<u32>,
+    cat: Vec<Sym>,
+    ts: TimeColumn,
+    dur: IntColumn,
+    name: Vec<Sym>,
+    track: Vec<u32>,
+}
+
+impl OtherTable {
+    /// Categories.
+    pub fn cat(&self) -> &[Sym] {
+        &self.cat
+    }
+    /// Starts, ns.
+    pub fn ts(&self) -> &TimeColumn {
+        &self.ts
+    }
+    /// Durations, ns.
+    pub fn dur(&self) -> &IntColumn {
+        &self.dur
+    }
+    /// Names.
+    pub fn name(&self) -> &[Sym] {
+        &self.name
+    }
+    /// Tracks.
+    pub fn track(&self) -> &[u32] {
+        &self.track
+    }
+    /// Number of slices.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
 }
 
 /// One entry of `deviceProperties`.
@@ -810,8 +1049,9 @@ pub struct Counters {
     pub json_bytes: u64,
 }
 
-/// A parsed trace: the input of the analysis.
-pub struct Trace {
+/// What the analysis passes read of a trace: every table but the launch
+/// ids.
+pub struct Tables {
     /// Meta.
     pub meta: TraceMeta,
     /// Names.
@@ -822,8 +1062,6 @@ pub struct Trace {
     pub cpu: CpuTable,
     /// GPU.
     pub gpu: GpuTable,
-    /// Flows.
-    pub flows: FlowTable,
     /// Python.
     pub python: PythonTable,
     /// Other.
@@ -832,22 +1070,7 @@ pub struct Trace {
     pub counters: Counters,
 }
 
-impl Trace {
-    /// An empty trace.
-    pub fn new() -> Self {
-        Trace {
-            meta: TraceMeta::default(),
-            names: Interner::new(),
-            tracks: Vec::new(),
-            cpu: CpuTable::default(),
-            gpu: GpuTable::default(),
-            flows: FlowTable::default(),
-            python: PythonTable::default(),
-            other: OtherTable::default(),
-            counters: Counters::default(),
-        }
-    }
-
+impl Tables {
     /// The name of a string id.
     pub fn name(&self, sym: Sym) -> &str {
         self.names.get(sym)
@@ -860,6 +1083,105 @@ impl Trace {
         } else {
             id.to_string()
         }
+    }
+}
+
+/// A parsed trace: the input of the analysis. Its [`Tables`] (what it
+/// dereferences to) and its [`LaunchIds`]; rows go in through the `push_`
+/// methods, which keep every column of a table, and the ids beside it, the
+/// same length.
+pub struct Trace {
+    tables: Tables,
+    ids: LaunchIds,
+}
+
+impl std::ops::Deref for Trace {
+    type Target = Tables;
+    #[inline]
+    fn deref(&self) -> &Tables {
+        &self.tables
+    }
+}
+
+impl std::ops::DerefMut for Trace {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Tables {
+        &mut self.tables
+    }
+}
+
+impl Trace {
+    /// An empty trace.
+    pub fn new() -> Self {
+        Trace {
+            tables: Tables {
+                meta: TraceMeta::default(),
+                names: Interner::new(),
+                tracks: Vec::new(),
+                cpu: CpuTable::default(),
+                gpu: GpuTable::default(),
+                python: PythonTable::default(),
+                other: OtherTable::default(),
+                counters: Counters::default(),
+            },
+            ids: LaunchIds::default(),
+        }
+    }
+
+    /// Appends a CPU-side slice with its correlation and `External id`
+    /// ([`NONE`] when absent).
+    #[inline]
+    pub fn push_cpu(&mut self, row: &CpuRow, correlation: i64, external_id: i64) {
+        self.tables.cpu.push(row);
+        self.ids.cpu_correlation.push(correlation);
+        self.ids.cpu_external_id.push(external_id);
+    }
+
+    /// Appends a GPU-side slice with its correlation ([`NONE`] when absent).
+    #[inline]
+    pub fn push_gpu(&mut self, row: &GpuRow, correlation: i64) {
+        self.tables.gpu.push(row);
+        self.ids.gpu_correlation.push(correlation);
+    }
+
+    /// Appends a Python frame.
+    #[inline]
+    pub fn push_python(&mut self, row: &PlainRow) {
+        let p = &mut self.tables.python;
+        p.ts.push(row.ts);
+        p.dur.push(row.dur);
+        p.name.push(row.name);
+        p.track.push(row.track);
+    }
+
+    /// Appends a slice of a category the analysis does not interpret.
+    pub fn push_other(&mut self, cat: Sym, row: &PlainRow) {
+        let o = &mut self.tables.other;
+        o.cat.push(cat);
+        o.ts.push(row.ts);
+        o.dur.push(row.dur);
+        o.name.push(row.name);
+        o.track.push(row.track);
+    }
+
+    /// Appends a launch flow's start or end.
+    pub fn push_flow(&mut self, row: &FlowRow) {
+        let f = &mut self.ids.flows;
+        f.is_start.push(row.is_start);
+        f.id.push(row.id);
+        f.track.push(row.track);
+        f.ts.push(row.ts);
+    }
+
+    /// The launch ids, for finding launches on a trace the caller keeps.
+    pub fn ids(&self) -> &LaunchIds {
+        &self.ids
+    }
+
+    /// The tables and the launch ids apart: the job finds the launches
+    /// with both, then drops the ids, and no pass after can read them.
+    pub fn into_parts(self) -> (Tables, LaunchIds) {
+        (self.tables, self.ids)
     }
 }
 

@@ -12,14 +12,14 @@ struct Pool {
 }
 
 impl Pool {
-    fn new(t: &Trace) -> Pool {
+    fn new(t: &Tables) -> Pool {
         Pool {
             ids: vec![NONE; t.names.len()],
             names: Vec::new(),
         }
     }
 
-    fn id(&mut self, t: &Trace, sym: u32) -> u32 {
+    fn id(&mut self, t: &Tables, sym: u32) -> u32 {
         let id = &mut self.ids[sym as usize];
         if *id == NONE {
             *id = self.names.len() as u32;
@@ -55,7 +55,7 @@ impl Names {
 
     /// The index's id of the analysis's Python stack `st` (its frames' trace
     /// name ids in `frames`).
-    fn stack(&mut self, t: &Trace, frames: &[u32], st: u32) -> u32 {
+    fn stack(&mut self, t: &Tables, frames: &[u32], st: u32) -> u32 {
         if let Some(&id) = self.stack_ids.get(&st) {
             return id;
         }
@@ -270,7 +270,7 @@ impl TimelineIndex {
             if slices.is_empty() {
                 continue;
             }
-            let key = |i: u32| (cpu.ts.get(i as usize), cpu.dur.get(i as usize));
+            let key = |i: u32| (cpu.ts().get(i as usize), cpu.dur().get(i as usize));
             let mut lo = 0;
             while lo < slices.len() {
                 let k = key(slices[lo]);
@@ -286,17 +286,17 @@ impl TimelineIndex {
         let mut gpu_tracks: Vec<((i64, i64, u32), Vec<u32>)> = Vec::new();
         let mut gpu_track_of: HashMap<(i64, i64, u32), usize> = HashMap::new();
         let mut gpu_order: Vec<u32> = (0..gpu.len() as u32)
-            .filter(|&g| gpu.kind[g as usize].is_gpu_op())
+            .filter(|&g| gpu.kind()[g as usize].is_gpu_op())
             .collect();
         // Start, then longer first, then row (the rows are in row order).
-        sort_by_start(&mut gpu_order, &gpu.ts, &gpu.dur, |_, _| {
+        sort_by_start(&mut gpu_order, gpu.ts(), gpu.dur(), |_, _| {
             std::cmp::Ordering::Equal
         });
         for g in gpu_order {
             let key = (
-                gpu.device.get(g as usize),
-                gpu.stream.get(g as usize),
-                gpu.track.get(g as usize),
+                gpu.device().get(g as usize),
+                gpu.stream().get(g as usize),
+                gpu.track().get(g as usize),
             );
             let k = *gpu_track_of.entry(key).or_insert_with(|| {
                 gpu_tracks.push((key, Vec::new()));
@@ -334,7 +334,7 @@ impl TimelineIndex {
                 }
             }
             let lens = layout(&mut slices, &mut slot, |i| {
-                (cpu.ts.get(i), cpu.ts.get(i) + cpu.dur.get(i))
+                (cpu.ts().get(i), cpu.ts().get(i) + cpu.dur().get(i))
             });
             let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
@@ -367,7 +367,7 @@ impl TimelineIndex {
         for ((device, stream, tr), mut ops) in gpu_tracks {
             let track = &t.tracks[tr as usize];
             let lens = layout(&mut ops, &mut gpu_slot, |g| {
-                (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
+                (gpu.ts().get(g), gpu.ts().get(g) + gpu.dur().get(g))
             });
             let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
@@ -556,16 +556,16 @@ impl Slices for Laid<'_, '_, Cpu> {
     }
     fn span(&self, k: usize) -> (i64, i64) {
         let (cpu, i) = (&self.inp.trace.cpu, self.slice(k));
-        (cpu.ts.get(i), cpu.ts.get(i) + cpu.dur.get(i))
+        (cpu.ts().get(i), cpu.ts().get(i) + cpu.dur().get(i))
     }
     fn name(&mut self, k: usize) -> u32 {
         let (t, i) = (self.inp.trace, self.slice(k));
-        let kind = match t.cpu.kind[i] {
+        let kind = match t.cpu.kind()[i] {
             CpuKind::Annotation => SliceKind::Annotation,
             CpuKind::Op => SliceKind::Op,
             _ => SliceKind::Runtime,
         };
-        self.names.pool.id(t, t.cpu.name[i]) | (kind as u32) << KIND_SHIFT
+        self.names.pool.id(t, t.cpu.name()[i]) | (kind as u32) << KIND_SHIFT
     }
     fn link(&self, k: usize) -> u32 {
         match self.inp.parent[self.slice(k)] {
@@ -610,16 +610,16 @@ impl Slices for Laid<'_, '_, Gpu> {
     }
     fn span(&self, k: usize) -> (i64, i64) {
         let (gpu, g) = (&self.inp.trace.gpu, self.slice(k));
-        (gpu.ts.get(g), gpu.ts.get(g) + gpu.dur.get(g))
+        (gpu.ts().get(g), gpu.ts().get(g) + gpu.dur().get(g))
     }
     fn name(&mut self, k: usize) -> u32 {
         let (t, g) = (self.inp.trace, self.slice(k));
-        let kind = match t.gpu.kind[g] {
+        let kind = match t.gpu.kind()[g] {
             GpuKind::Memcpy => SliceKind::Memcpy,
             GpuKind::Memset => SliceKind::Memset,
             _ => SliceKind::Kernel,
         };
-        self.names.pool.id(t, t.gpu.name[g]) | (kind as u32) << KIND_SHIFT
+        self.names.pool.id(t, t.gpu.name()[g]) | (kind as u32) << KIND_SHIFT
     }
     fn link(&self, k: usize) -> u32 {
         match self.inp.launch[self.slice(k)] {
@@ -629,7 +629,7 @@ impl Slices for Laid<'_, '_, Gpu> {
     }
     fn args(&mut self, k: usize) -> u32 {
         let (gpu, g) = (&self.inp.trace.gpu, self.slice(k));
-        let (grid, block, bytes) = (gpu.grid(g), gpu.block(g), gpu.bytes.get(g) as u64);
+        let (grid, block, bytes) = (gpu.grid(g), gpu.block(g), gpu.bytes().get(g) as u64);
         if grid == [0; 3] && block == [0; 3] && bytes == 0 {
             return NONE;
         }

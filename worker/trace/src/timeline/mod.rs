@@ -35,7 +35,7 @@ use codec::write_row;
 use query::ReverseLinks;
 pub use query::{EventColumns, MAX_RELATED};
 
-use crate::import::store::{sort_by_start, CpuKind, GpuKind, Trace};
+use crate::import::store::{sort_by_start, CpuKind, GpuKind, Tables};
 use hashbrown::HashMap;
 use std::io::{self, Read, Write};
 
@@ -333,7 +333,7 @@ pub struct TimelineIndex {
 /// What the analysis hands the index builder.
 pub struct Inputs<'a> {
     /// The parsed trace.
-    pub trace: &'a Trace,
+    pub trace: &'a Tables,
     /// Per CPU slice: its parent op, or `u32::MAX`.
     pub parent: &'a [u32],
     /// Per track (by id): its CPU slices (module frames aside) in start

@@ -673,10 +673,10 @@ mod tests {
         let mut p = Parser::new(Limits::default());
         p.feed(doc, true).unwrap();
         let t = p.finish().unwrap();
-        let names: Vec<&str> = (0..t.cpu.len()).map(|i| t.name(t.cpu.name[i])).collect();
+        let names: Vec<&str> = (0..t.cpu.len()).map(|i| t.name(t.cpu.name()[i])).collect();
         assert_eq!(names, ["a", "b", "c", "d", "e"]);
-        assert_eq!(t.cpu.ts.to_vec(), [1000, 3000, 5000, 9000, 11000]);
-        assert_eq!(t.cpu.external_id.to_vec(), [5, 6, 8, NONE, 10]);
+        assert_eq!(t.cpu.ts().to_vec(), [1000, 3000, 5000, 9000, 11000]);
+        assert_eq!(t.ids().cpu_external_id().to_vec(), [5, 6, 8, NONE, 10]);
     }
 
     #[test]
@@ -712,11 +712,11 @@ mod tests {
             assert_eq!(m, rest.len());
             let t = p.finish().unwrap();
             assert_eq!(t.counters.events, 2, "cut {cut}");
-            assert_eq!(t.cpu.ts.to_vec(), vec![10_500]);
+            assert_eq!(t.cpu.ts().to_vec(), vec![10_500]);
             assert_eq!(t.name(t.cpu.shapes(0)), "[[2, 3], [2, 3], []]");
-            assert_eq!(t.name(t.gpu.name[0]), "k\"1");
-            assert_eq!(t.gpu.dur.to_vec(), vec![1250]);
-            assert_eq!(t.gpu.stream.to_vec(), vec![7]);
+            assert_eq!(t.name(t.gpu.name()[0]), "k\"1");
+            assert_eq!(t.gpu.dur().to_vec(), vec![1250]);
+            assert_eq!(t.gpu.stream().to_vec(), vec![7]);
             assert_eq!(t.gpu.grid(0), [1, 2, 3]);
             assert_eq!(t.meta.base_time_ns, Some(1751410836000000000));
         }
@@ -745,8 +745,8 @@ mod tests {
         let t = p.finish().unwrap();
         // Kept: the start without a correlation beside it (8) and the ends
         // at ops without one; dropped: start 7 and the end at kernel c.
-        assert_eq!(t.flows.id.to_vec(), vec![8, 7, 8]);
-        assert_eq!(t.flows.is_start, vec![true, false, false]);
+        assert_eq!(t.ids().flows().id().to_vec(), vec![8, 7, 8]);
+        assert_eq!(t.ids().flows().is_start(), [true, false, false]);
         let links = crate::analysis::links::link(&t);
         assert_eq!(links.launch, vec![1, 2, 1]);
         assert_eq!(links.attribution.by_flow, 2);
