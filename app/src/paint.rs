@@ -212,7 +212,7 @@ pub fn slices(
             });
         }
         if selected.is_some_and(|e| e == s.event && s.count == 1) {
-            ctx.set_stroke_style_str("#000");
+            ctx.set_stroke_style_str(&ink());
             ctx.stroke_rect(GUTTER + x0, y + 1.0, wpx, p.row_h - 2.0);
         }
         if wpx > 50.0 && p.row_h >= 12.0 {
@@ -229,13 +229,42 @@ pub fn slices(
     }
 }
 
+/// A colour of the page's theme: a CSS custom property of the root, as
+/// `style/` sets it for the light and the dark theme, so that canvas text
+/// reads as the page's text does (a fixed grey was about 1.5:1 on the dark
+/// theme's panels).
+pub fn theme_color(var: &str, fallback: &str) -> String {
+    let read = || -> Option<String> {
+        let w = web_sys::window()?;
+        let root = w.document()?.document_element()?;
+        let v = w
+            .get_computed_style(&root)
+            .ok()??
+            .get_property_value(var)
+            .ok()?;
+        let v = v.trim();
+        (!v.is_empty()).then(|| v.to_string())
+    };
+    read().unwrap_or_else(|| fallback.to_string())
+}
+
+/// The theme's muted text colour (labels, ticks).
+pub fn muted() -> String {
+    theme_color("--muted", "#888")
+}
+
+/// The theme's text colour (the selected slice's outline).
+pub fn ink() -> String {
+    theme_color("--text", "#000")
+}
+
 /// The ruler along the top: ticks 1-2-5 apart, labelled from `origin_ns`
 /// (in the view's clock).
 pub fn ruler(ctx: &Ctx, v: View, pw: f64, ruler_h: f64, origin_ns: f64) {
     let step = tick_step(v.span(), pw, 110.0);
     // Ticks at round distances from the origin, so labels read 0, 2 ms, ...
     let mut k = ((v.start - origin_ns) / step).ceil();
-    ctx.set_fill_style_str("#888");
+    ctx.set_fill_style_str(&muted());
     loop {
         let t = origin_ns + k * step;
         if t >= v.end {
@@ -262,7 +291,7 @@ pub fn band(
     color: &dyn Fn(usize) -> &'static str,
     text: &dyn Fn(usize) -> String,
 ) {
-    ctx.set_fill_style_str("#888");
+    ctx.set_fill_style_str(&muted());
     let _ = ctx.fill_text(label, 4.0, y + 11.0);
     for k in 0..n {
         let (x0, x1) = span(k);

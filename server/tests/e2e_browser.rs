@@ -279,6 +279,51 @@ async fn the_dashboard_sends_its_token_on_a_protected_server() {
         LONG,
     )
     .await;
+    // The page follows the re-analysis it started: the status polls start
+    // again, and once the run is done the summary is read again, so the
+    // override's layer shows without a reload.
+    b.wait_js(
+        "document.querySelector('#layers-summary') && document.querySelector('#layers-summary').innerText.includes('found by override')",
+        LONG,
+    )
+    .await;
+    let run = srv.wait(&id, LONG).await;
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Done);
+    // The tabs say which one is shown, for assistive technology.
+    let selected = js(
+        &b,
+        "[...document.querySelectorAll('.tabs [role=tab][aria-selected=true]')].map(t => t.dataset.tab).join(',')",
+    )
+    .await;
+    assert_eq!(selected.as_str(), Some("layers"));
+    // The actions' Re-analyze (default options: no override) is followed
+    // the same way: the layers tab returns to "no layers" by itself.
+    b.client
+        .find(Locator::Css("#reanalyze"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_js(
+        "document.querySelector('#layers-summary') === null && document.body.innerText.includes('No layers found')",
+        LONG,
+    )
+    .await;
+    let run = srv.wait(&id, LONG).await;
+    assert_eq!(run.status, kinetoscope_types::RunStatus::Done);
+    b.wait_js(
+        "document.querySelector('.run-title .status') && document.querySelector('.run-title .status').innerText.trim() === 'done'",
+        LONG,
+    )
+    .await;
+    assert!(
+        js(&b, "document.querySelector('#reanalyze-error') === null")
+            .await
+            .as_bool()
+            .unwrap(),
+        "Re-analyze failed"
+    );
     b.close().await;
     srv.stop().await;
 }

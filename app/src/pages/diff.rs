@@ -59,9 +59,9 @@ pub fn DiffPage() -> impl IntoView {
         <section class="diff" id="diff-page">
             <div class="toolbar">
                 <h1>"Diff"</h1>
-                <nav class="tabs">
-                    <button class="tab" class:active=move || !timeline.get() data-view="tables" on:click=move |_| show(false)>"Tables"</button>
-                    <button class="tab" class:active=move || timeline.get() data-view="timeline" id="view-timeline" on:click=move |_| show(true)>"Timeline"</button>
+                <nav class="tabs" role="tablist" aria-label="Diff views">
+                    <button class="tab" class:active=move || !timeline.get() data-view="tables" role="tab" aria-selected=move || (!timeline.get()).to_string() on:click=move |_| show(false)>"Tables"</button>
+                    <button class="tab" class:active=move || timeline.get() data-view="timeline" id="view-timeline" role="tab" aria-selected=move || timeline.get().to_string() on:click=move |_| show(true)>"Timeline"</button>
                 </nav>
                 <span class="spacer"></span>
                 <button class="ghost" id="swap" on:click=move |_| { let (a, b) = ids.get_untracked(); url.go(&format!("/diff/{b}/{a}")); }>"⇄ Swap"</button>

@@ -79,22 +79,29 @@ pub fn RunPage() -> impl IntoView {
             run.set(Some(api::get::<RunInfo>(&format!("/api/runs/{id}")).await));
         });
     });
+    // A re-analysis started from this page (the actions' button, the layers
+    // override): the run shows its new status at once, the status polls
+    // start again, and the summary is read again once it is done.
+    let generation = RwSignal::new(0u32);
+    let polls = RwSignal::new(0u32);
+    provide_context(Reanalyzed(Callback::new(move |r: RunInfo| {
+        generation.update(|g| *g += 1);
+        polls.set(0);
+        run.set(Some(Ok(r)));
+    })));
     // While the run is queued or analyzing, ask for its status every 250 ms
     // for the first 20 s (most analyses end by then: the findings show as
     // soon as they exist), then every second.
-    let polls = std::cell::Cell::new(0u32);
     let handle = set_interval_with_handle(
         move || {
             let busy = run.with_untracked(|r| match r {
-                Some(Ok(r)) => {
-                    !matches!(r.status.as_str(), "done" | "failed") || !r.stage.is_empty()
-                }
+                Some(Ok(r)) => !r.status.is_final() || !r.stage.is_empty(),
                 _ => true,
             });
             if !busy {
                 return;
             }
-            let n = polls.get() + 1;
+            let n = polls.get_untracked() + 1;
             polls.set(n);
             if n <= 80 || n.is_multiple_of(4) {
                 tick.update(|t| *t += 1);
@@ -116,7 +123,13 @@ pub fn RunPage() -> impl IntoView {
             return;
         }
         let rank = url.get("rank").unwrap_or_else(|| "0".into());
-        let key = format!("{}:{rank}:{}:{}", r.id, r.stage, r.progress_bytes);
+        let key = format!(
+            "{}:{rank}:{}:{}:{}",
+            r.id,
+            r.stage,
+            r.progress_bytes,
+            generation.get_untracked()
+        );
         if loaded.get_untracked() == key {
             return;
         }
@@ -157,6 +170,34 @@ pub fn RunPage() -> impl IntoView {
             })}
         </section>
     }
+}
+
+/// How a part of the run page reports a re-analysis it started: with the
+/// run as the server answered (queued again).
+#[derive(Clone, Copy)]
+struct Reanalyzed(Callback<RunInfo>);
+
+/// Starts a re-analysis of run `id` with `options`; on success the page
+/// follows it (`reanalyzed`, the page's [`Reanalyzed`] taken from the
+/// context by the calling component), on failure `error` says why.
+fn start_reanalysis(
+    reanalyzed: Option<Reanalyzed>,
+    id: String,
+    options: AnalysisOptions,
+    error: RwSignal<Option<String>>,
+) {
+    spawn_local(async move {
+        match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &options).await
+        {
+            Ok(r) => {
+                error.set(None);
+                if let Some(Reanalyzed(follow)) = reanalyzed {
+                    follow.run(r);
+                }
+            }
+            Err(e) => error.set(Some(e)),
+        }
+    });
 }
 
 #[component]
@@ -200,6 +241,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             let k = *k;
             view! {
                 <button class="tab" class:active=move || tab() == k data-tab=k
+                    role="tab" aria-selected=move || (tab() == k).to_string() aria-controls="tab-body"
                     on:click=move |_| url.set(&[("tab", k.to_string()), ("page", String::new())], false)>{*label}</button>
             }
         })
@@ -231,8 +273,8 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     view! {
         {stats}
         <div class="toolbar">{rank_picker}{actions}</div>
-        <nav class="tabs">{tabs}</nav>
-        <div class="tab-body" id="tab-body">{body}</div>
+        <nav class="tabs" role="tablist" aria-label="Run views">{tabs}</nav>
+        <div class="tab-body" id="tab-body" role="tabpanel">{body}</div>
     }
 }
 
@@ -276,16 +318,15 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
         }
     };
     let id_r = id.clone();
+    let reanalyze_error = RwSignal::new(None::<String>);
+    let reanalyzed = use_context::<Reanalyzed>();
     let reanalyze = move |_| {
-        let id = id_r.clone();
-        spawn_local(async move {
-            let _ = api::send::<_, RunInfo>(
-                "POST",
-                &format!("/api/runs/{id}/reanalyze"),
-                &AnalysisOptions::default(),
-            )
-            .await;
-        });
+        start_reanalysis(
+            reanalyzed,
+            id_r.clone(),
+            AnalysisOptions::default(),
+            reanalyze_error,
+        );
     };
     let id_o = id.clone();
     view! {
@@ -299,7 +340,8 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
                     view! { <option value=r.id.clone()>{format!("{} ({})", r.name, r.created_at)}</option> }
                 }).collect_view()}
             </select>
-            <button class="ghost" on:click=reanalyze title="Analyze the stored trace again">"Re-analyze"</button>
+            <button class="ghost" id="reanalyze" on:click=reanalyze title="Analyze the stored trace again">"Re-analyze"</button>
+            {move || reanalyze_error.get().map(|e| view! { <span class="error" id="reanalyze-error">"Re-analyze failed: " {e}</span> })}
         </span>
     }
 }
@@ -667,6 +709,8 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     });
     let period = RwSignal::new(l.period.map(|p| p.to_string()).unwrap_or_default());
     let note = RwSignal::new(None::<String>);
+    let failed = RwSignal::new(None::<String>);
+    let reanalyzed = use_context::<Reanalyzed>();
     let apply = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let id = id.clone();
@@ -676,15 +720,10 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
             ..Default::default()
         }
         .normalized();
-        spawn_local(async move {
-            match api::send::<_, RunInfo>("POST", &format!("/api/runs/{id}/reanalyze"), &body).await
-            {
-                Ok(_) => note.set(Some(
-                    "Re-analyzing with these settings; the page updates when done.".into(),
-                )),
-                Err(e) => note.set(Some(e)),
-            }
-        });
+        note.set(Some(
+            "Re-analyzing with these settings; the page updates when done.".into(),
+        ));
+        start_reanalysis(reanalyzed, id, body, failed);
     };
     let form = view! {
         <form class="override" id="layers-override" on:submit=apply>
@@ -692,7 +731,7 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
             <input type="text" id="layer-marker" placeholder="kernel or op that starts a layer" title="A kernel (full or short name) or the op that launches it; each occurrence starts a layer" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
             <input type="number" id="layer-period" min="1" placeholder="GPU ops per layer" title="The repetition period: GPU ops per layer" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
             <button type="submit">"Re-analyze"</button>
-            {move || note.get().map(|n| view! { <span class="note">{n}</span> })}
+            {move || failed.get().or_else(|| note.get()).map(|n| view! { <span class="note">{n}</span> })}
         </form>
     };
     if l.items.is_empty() {

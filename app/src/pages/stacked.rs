@@ -333,7 +333,7 @@ fn Stacked(
             // index's change from run a.
             let mut strip_drawn = Vec::new();
             if let (Some(y), Some(b)) = (strip, sides.get(1)) {
-                ctx.set_fill_style_str("#888");
+                ctx.set_fill_style_str(&paint::muted());
                 let _ = ctx.fill_text("layer change", 4.0, y + 11.0);
                 let p = Place {
                     view: v,

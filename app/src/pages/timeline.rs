@@ -271,7 +271,7 @@ pub fn TimelineTab(
         // The search density strip.
         if let Some(s) = &found {
             let y = RULER_H + BAND_H * 2.0;
-            ctx.set_fill_style_str("#888");
+            ctx.set_fill_style_str(&paint::muted());
             let _ = ctx.fill_text(&format!("{} matches", s.matches), 4.0, y + 11.0);
             let n = s.tracks.first().map_or(0, |t| t.density.len()).max(1);
             let mut total = vec![0u32; n];

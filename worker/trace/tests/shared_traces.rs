@@ -34,10 +34,15 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
         let (c, g, ids) = (&t.cpu, &t.gpu, t.ids());
         let n = c.len();
         assert!(
-            [c.dur().len(), c.name().len(), c.track().len(), c.kind().len()]
-                .iter()
-                .chain([&ids.cpu_correlation().len(), &ids.cpu_external_id().len()])
-                .all(|&len| len == n),
+            [
+                c.dur().len(),
+                c.name().len(),
+                c.track().len(),
+                c.kind().len()
+            ]
+            .iter()
+            .chain([&ids.cpu_correlation().len(), &ids.cpu_external_id().len()])
+            .all(|&len| len == n),
             "{name}: CPU columns"
         );
         let n = g.len();
