@@ -343,13 +343,41 @@ pub fn alternate(k: usize) -> &'static str {
     }
 }
 
-/// The 2D context of a canvas sized `w` x `h`, cleared, with the font set.
+/// The 2D context of a canvas `w` x `h` CSS pixels, cleared, with the font
+/// set. Its backing store has the screen's device pixels
+/// (`devicePixelRatio`), so text and edges are sharp on a high-density
+/// screen; drawing is in CSS pixels all the same.
 pub fn context(cv: &web_sys::HtmlCanvasElement, w: f64, h: f64) -> Option<Ctx> {
     use wasm_bindgen::JsCast;
-    cv.set_width(w as u32);
-    cv.set_height(h as u32);
+    let dpr = web_sys::window()
+        .map_or(1.0, |w| w.device_pixel_ratio())
+        .clamp(1.0, 4.0);
+    cv.set_width((w * dpr).round() as u32);
+    cv.set_height((h * dpr).round() as u32);
+    let style = cv.style();
+    let _ = style.set_property("width", &format!("{w}px"));
+    let _ = style.set_property("height", &format!("{h}px"));
     let ctx = cv.get_context("2d").ok()??.dyn_into::<Ctx>().ok()?;
+    let _ = ctx.set_transform(dpr, 0.0, 0.0, dpr, 0.0, 0.0);
     ctx.clear_rect(0.0, 0.0, w, h);
     ctx.set_font("11px sans-serif");
     Some(ctx)
+}
+
+/// Keeps `width` (a canvas's CSS width) fitted to the window, now and on
+/// every resize, for as long as the calling component lives. The timeline
+/// tab and the stacked views share it.
+pub fn fit_to_window(width: leptos::prelude::RwSignal<f64>) {
+    use leptos::prelude::*;
+    let fit = move || {
+        if let Some(w) = web_sys::window()
+            .and_then(|w| w.inner_width().ok())
+            .and_then(|v| v.as_f64())
+        {
+            width.set((w - 64.0).clamp(400.0, 4000.0));
+        }
+    };
+    fit();
+    let handle = window_event_listener(leptos::ev::resize, move |_| fit());
+    on_cleanup(move || handle.remove());
 }

@@ -210,6 +210,39 @@ pub fn layer_changes(
         .collect()
 }
 
+/// Which window request is the latest for each key (a track; a side and a
+/// track): a response is drawn only when no newer request for its key was
+/// made since, so a slow answer to an old view never replaces a newer one.
+/// The timeline tab and the stacked views share it.
+#[derive(Debug)]
+pub struct Latest<K> {
+    next: u64,
+    latest: std::collections::HashMap<K, u64>,
+}
+
+impl<K> Default for Latest<K> {
+    fn default() -> Self {
+        Latest {
+            next: 0,
+            latest: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Latest<K> {
+    /// A ticket for a new request for `key`, which makes any older one stale.
+    pub fn ask(&mut self, key: K) -> u64 {
+        self.next += 1;
+        self.latest.insert(key, self.next);
+        self.next
+    }
+
+    /// Whether the response to `ticket` is still the latest for `key`.
+    pub fn is_latest(&self, key: &K, ticket: u64) -> bool {
+        self.latest.get(key) == Some(&ticket)
+    }
+}
+
 /// The colour of a layer's change ([`Change::of`], the one rule): green
 /// faster, red slower, grey the same.
 pub fn change_color(change: f64) -> &'static str {
@@ -232,6 +265,18 @@ pub fn step_offsets(infos: &[&kinetoscope_types::TimelineInfo], k: usize) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_latest_request_of_a_key_is_drawn() {
+        let mut l = Latest::default();
+        let old = l.ask(3u32);
+        let other = l.ask(4u32);
+        let new = l.ask(3u32);
+        assert!(!l.is_latest(&3, old), "an older view's answer is stale");
+        assert!(l.is_latest(&3, new));
+        assert!(l.is_latest(&4, other), "another track's answer is not");
+        assert!(!l.is_latest(&5, new));
+    }
 
     #[test]
     fn zoom_keeps_the_point_under_the_cursor() {

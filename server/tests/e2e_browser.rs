@@ -1032,6 +1032,35 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
         .unwrap();
     let matches = b.wait_js("document.querySelector('#timeline-matches') && document.querySelector('#timeline-matches').innerText", LONG).await;
     assert_eq!(matches.as_str().unwrap(), format!("{} matches", k.calls));
+
+    // A window that cannot be fetched says so on the page (the run was
+    // deleted meanwhile), where it used to leave the old picture silently.
+    assert!(js(&b, "document.querySelector('#window-error') === null")
+        .await
+        .as_bool()
+        .unwrap());
+    let del = srv
+        .http
+        .delete(format!("{}/api/runs/{id}", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 204);
+    js(
+        &b,
+        "[...document.querySelectorAll('#timeline button')].find(x => x.innerText === 'Whole trace').click() || true",
+    )
+    .await;
+    let shown = b
+        .wait_js(
+            "document.querySelector('#window-error') && document.querySelector('#window-error').innerText",
+            LONG,
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().contains("could not be loaded"),
+        "{shown}"
+    );
     b.close().await;
 }
 

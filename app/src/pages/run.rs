@@ -84,6 +84,10 @@ pub fn RunPage() -> impl IntoView {
     // start again, and the summary is read again once it is done.
     let generation = RwSignal::new(0u32);
     let polls = RwSignal::new(0u32);
+    // The layers override's note outlives the body it is shown in: the body
+    // is made anew when the re-analysis it started is read back.
+    let note = RwSignal::new(None::<String>);
+    provide_context(OverrideNote(note));
     provide_context(Reanalyzed(Callback::new(move |r: RunInfo| {
         generation.update(|g| *g += 1);
         polls.set(0);
@@ -134,6 +138,9 @@ pub fn RunPage() -> impl IntoView {
             return;
         }
         loaded.set(key);
+        if note.get_untracked().is_some() {
+            note.set(Some(REANALYZED.into()));
+        }
         let id = r.id.clone();
         spawn_local(async move {
             data.set(Some(
@@ -176,6 +183,15 @@ pub fn RunPage() -> impl IntoView {
 /// run as the server answered (queued again).
 #[derive(Clone, Copy)]
 struct Reanalyzed(Callback<RunInfo>);
+
+/// The note beside the layers override (the page keeps it).
+#[derive(Clone, Copy)]
+struct OverrideNote(RwSignal<Option<String>>);
+
+/// The override's note while its re-analysis runs...
+const REANALYZING: &str = "Re-analyzing with these settings; the page updates when done.";
+/// ...and once the page shows it.
+const REANALYZED: &str = "Re-analyzing with these settings… done: the page shows the new analysis.";
 
 /// Starts a re-analysis of run `id` with `options`; on success the page
 /// follows it (`reanalyzed`, the page's [`Reanalyzed`] taken from the
@@ -708,7 +724,8 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
         String::new()
     });
     let period = RwSignal::new(l.period.map(|p| p.to_string()).unwrap_or_default());
-    let note = RwSignal::new(None::<String>);
+    let note = use_context::<OverrideNote>()
+        .map_or_else(|| RwSignal::new(None::<String>), |OverrideNote(n)| n);
     let failed = RwSignal::new(None::<String>);
     let reanalyzed = use_context::<Reanalyzed>();
     let apply = move |ev: leptos::ev::SubmitEvent| {
@@ -720,9 +737,7 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
             ..Default::default()
         }
         .normalized();
-        note.set(Some(
-            "Re-analyzing with these settings; the page updates when done.".into(),
-        ));
+        note.set(Some(REANALYZING.into()));
         start_reanalysis(reanalyzed, id, body, failed);
     };
     let form = view! {

@@ -18,7 +18,7 @@ use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
     change_color, covers, fetch_plan, key, layer_changes, step_offsets, terms, time_label, wheel,
-    View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
+    Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::units::change_pct;
@@ -195,15 +195,14 @@ fn Stacked(
 
     // Fetch what the view needs for every lane of every side; the old
     // picture stays until the new one arrives.
-    let generation = StoredValue::new(0u64);
+    let requests = StoredValue::new(Latest::<(usize, u32)>::default());
+    let window_error = RwSignal::new(None::<String>);
     let fetch = {
         let sides = sides.clone();
         let boxes = boxes.clone();
         move |v: View| {
             let w = plot_w();
             let have = data.get_untracked();
-            generation.update_value(|g| *g += 1);
-            let gen = generation.get_value();
             for (k, (s, b)) in sides.iter().zip(boxes.iter()).enumerate() {
                 // The same span on this side's trace clock.
                 let abs = View {
@@ -223,9 +222,17 @@ fn Stacked(
                         s.run, s.rank, lane.track
                     );
                     let key = (k, lane.track);
+                    let mut ticket = 0;
+                    requests.update_value(|r| ticket = r.ask(key));
                     spawn_local(async move {
-                        if let Ok(win) = api::get::<TimelineColumns>(&target).await {
-                            if generation.get_value() >= gen {
+                        let answer = api::get::<TimelineColumns>(&target).await;
+                        // A newer view may have asked for this lane meanwhile.
+                        if !requests.with_value(|r| r.is_latest(&key, ticket)) {
+                            return;
+                        }
+                        match answer {
+                            Ok(win) => {
+                                window_error.set(None);
                                 data.update(|d| {
                                     d.insert(
                                         key,
@@ -233,6 +240,9 @@ fn Stacked(
                                     );
                                 });
                             }
+                            Err(e) => window_error.set(Some(format!(
+                                "a part of the timeline could not be loaded: {e}"
+                            ))),
                         }
                     });
                 }
@@ -514,14 +524,7 @@ fn Stacked(
             view.set(next);
         }
     };
-    Effect::new(move |_| {
-        if let Some(w) = web_sys::window()
-            .and_then(|w| w.inner_width().ok())
-            .and_then(|v| v.as_f64())
-        {
-            width.set((w - 64.0).clamp(400.0, 4000.0));
-        }
-    });
+    paint::fit_to_window(width);
     view! {
         <div class="toolbar">
             <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in, an event to highlight its name"</span>
@@ -529,6 +532,7 @@ fn Stacked(
             <button class="ghost" id="stacked-reset" on:click=move |_| view.set(initial.clamped(lo, hi))>"Reset view"</button>
             <button class="ghost" on:click=move |_| view.set(View { start: lo, end: hi })>"Whole traces"</button>
         </div>
+        {move || window_error.get().map(|e| view! { <p class="error" id="window-error" role="alert">{e}</p> })}
         <div class="timeline-canvas-wrap">
             <canvas node_ref=canvas id="stacked-canvas" tabindex="0"
                 on:wheel=on_wheel on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up

@@ -8,7 +8,8 @@
 use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    covers, fetch_plan, key, time_label, wheel, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
+    covers, fetch_plan, key, time_label, wheel, Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H,
+    RULER_H,
 };
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
@@ -106,7 +107,8 @@ pub fn TimelineTab(
 
     // Fetch what the view needs, track by track; the old picture stays on
     // screen until the new one arrives.
-    let generation = StoredValue::new(0u64);
+    let requests = StoredValue::new(Latest::<u32>::default());
+    let window_error = RwSignal::new(None::<String>);
     let url_pending = StoredValue::new(false);
     let fetch = {
         let base = base.clone();
@@ -118,8 +120,6 @@ pub fn TimelineTab(
             let (res, start, end, px) = fetch_plan(v, w);
             let have = data.get_untracked();
             let hidden = collapsed.get_untracked();
-            generation.update_value(|g| *g += 1);
-            let gen = generation.get_value();
             for t in i
                 .tracks
                 .iter()
@@ -136,10 +136,17 @@ pub fn TimelineTab(
                     t.id
                 );
                 let track = t.id;
+                let mut ticket = 0;
+                requests.update_value(|r| ticket = r.ask(track));
                 spawn_local(async move {
-                    if let Ok(win) = api::get::<TimelineColumns>(&url_w).await {
-                        // A newer view may have asked for better data meanwhile.
-                        if generation.get_value() >= gen {
+                    let answer = api::get::<TimelineColumns>(&url_w).await;
+                    // A newer view may have asked for this track meanwhile.
+                    if !requests.with_value(|r| r.is_latest(&track, ticket)) {
+                        return;
+                    }
+                    match answer {
+                        Ok(win) => {
+                            window_error.set(None);
                             data.update(|d| {
                                 d.insert(
                                     track,
@@ -147,6 +154,9 @@ pub fn TimelineTab(
                                 );
                             });
                         }
+                        Err(e) => window_error.set(Some(format!(
+                            "a part of the timeline could not be loaded: {e}"
+                        ))),
                     }
                 });
             }
@@ -556,15 +566,8 @@ pub fn TimelineTab(
         ));
     };
 
-    // Fit the canvas to the page.
-    Effect::new(move |_| {
-        if let Some(w) = web_sys::window()
-            .and_then(|w| w.inner_width().ok())
-            .and_then(|v| v.as_f64())
-        {
-            width.set((w - 64.0).clamp(400.0, 4000.0));
-        }
-    });
+    // Fit the canvas to the page, and again when the window is resized.
+    paint::fit_to_window(width);
 
     let search_box = {
         let run_search = run_search.clone();
@@ -611,6 +614,7 @@ pub fn TimelineTab(
                 Some(Err(e)) => view! { <p class="error" id="timeline-error">{e}</p> }.into_any(),
                 Some(Ok(_)) => ().into_any(),
             }}
+            {move || window_error.get().map(|e| view! { <p class="error" id="window-error" role="alert">{e}</p> })}
             <div class="toolbar">
                 {search_box}
                 <span class="spacer"></span>
