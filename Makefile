@@ -26,9 +26,9 @@ run: tools app server
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
 ## Chromium, and the browser end-to-end tests against the built app. The gates
 ## (formatting first, then lints) run before the app's long release build, so
-## a red result comes early.
+## a red result comes early; the gates' clippy --all-targets also compiles the
+## benches, so they are not checked again.
 test: tools gates browser s3-emulator app
-	cargo check --benches --locked
 	cargo test --locked
 	cargo test -p app --lib --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
