@@ -16,6 +16,7 @@ pub mod logic;
 pub mod pages;
 pub mod paint;
 pub mod timeline;
+pub mod viewport;
 pub mod widgets;
 
 use leptos::prelude::*;

@@ -1033,6 +1033,56 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
     let matches = b.wait_js("document.querySelector('#timeline-matches') && document.querySelector('#timeline-matches').innerText", LONG).await;
     assert_eq!(matches.as_str().unwrap(), format!("{} matches", k.calls));
 
+    // The canvas follows the window's size (the shared viewport refits it
+    // on every resize and the view is drawn again at the new width).
+    let before = b
+        .wait_js(
+            "window.__timelineLayout && JSON.parse(window.__timelineLayout).width",
+            LONG,
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    let inner = js(&b, "window.innerWidth").await.as_f64().unwrap();
+    let narrower = (inner as u32).saturating_sub(300).max(700);
+    let (_, _, _, outer_h) = b.client.get_window_rect().await.unwrap();
+    b.client
+        .set_window_size(
+            narrower
+                + (js(&b, "window.outerWidth - window.innerWidth")
+                    .await
+                    .as_f64()
+                    .unwrap() as u32),
+            outer_h as u32,
+        )
+        .await
+        .unwrap();
+    let after = b
+        .wait_js(
+            &format!(
+                "window.innerWidth !== {inner} && window.__timelineLayout && JSON.parse(window.__timelineLayout).width !== {before} && JSON.parse(window.__timelineLayout).width"
+            ),
+            LONG,
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        after < before,
+        "the plot narrowed with the window: {before} -> {after}"
+    );
+    let css_width = js(
+        &b,
+        "document.getElementById('timeline-canvas').getBoundingClientRect().width",
+    )
+    .await
+    .as_f64()
+    .unwrap();
+    assert!(
+        (css_width - after - 170.0).abs() < 2.0,
+        "the canvas is the plot and its gutter wide: {css_width} vs {after}"
+    );
+
     // A window that cannot be fetched says so on the page (the run was
     // deleted meanwhile), where it used to leave the old picture silently.
     assert!(js(&b, "document.querySelector('#window-error') === null")

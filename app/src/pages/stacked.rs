@@ -17,9 +17,10 @@
 use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    change_color, covers, fetch_plan, key, layer_changes, step_offsets, terms, time_label, wheel,
-    Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
+    change_color, covers, fetch_plan, layer_changes, step_offsets, terms, time_label, Latest, View,
+    BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
+use crate::viewport::Viewport;
 use crate::widgets::UrlState;
 use kinetoscope_types::units::change_pct;
 use kinetoscope_types::*;
@@ -173,19 +174,17 @@ fn Stacked(
         start: parse_f64(url.get_untracked("start_ns")).unwrap_or(initial.start),
         end: parse_f64(url.get_untracked("end_ns")).unwrap_or(initial.end),
     };
-    let view = RwSignal::new(
-        View {
-            start: start.start,
-            end: start.end.max(start.start + 1.0),
-        }
-        .clamped(lo, hi),
-    );
+    let view = Viewport::new();
+    view.set_bounds(lo, hi);
+    view.set(View {
+        start: start.start,
+        end: start.end.max(start.start + 1.0),
+    });
     let data: RwSignal<HashMap<(usize, u32), Arc<Fetched>>> = RwSignal::new(HashMap::new());
     let canvas: NodeRef<Canvas> = NodeRef::new();
-    let width = RwSignal::new(1200.0f64);
-    let tooltip = RwSignal::new(None::<(f64, f64, String)>);
-    let drag = StoredValue::new(None::<(f64, View)>);
-    let plot_w = move || (width.get_untracked() - GUTTER).max(100.0);
+    let width = view.width;
+    let tooltip = view.tooltip;
+    let plot_w = move || view.plot_w();
     let changes = Arc::new(match how {
         Stacking::Diff if sides.len() == 2 => {
             layer_changes(&sides[0].info.layers, &sides[1].info.layers)
@@ -249,29 +248,9 @@ fn Stacked(
             }
         }
     };
-    let url_pending = StoredValue::new(false);
-    Effect::new(move |_| {
-        let v = view.get();
-        fetch(v);
-        // The URL follows the view, at most every 300 ms.
-        if !url_pending.get_value() {
-            url_pending.set_value(true);
-            set_timeout(
-                move || {
-                    url_pending.set_value(false);
-                    let v = view.get_untracked();
-                    url.set(
-                        &[
-                            ("start_ns", format!("{}", v.start.round() as i64)),
-                            ("end_ns", format!("{}", v.end.round() as i64)),
-                        ],
-                        true,
-                    );
-                },
-                std::time::Duration::from_millis(300),
-            );
-        }
-    });
+    // Every view change: fetch; the URL follows the view.
+    Effect::new(move |_| fetch(view.get()));
+    view.follow_in_url(url);
 
     let draw = {
         let sides = sides.clone();
@@ -440,7 +419,7 @@ fn Stacked(
         let sides = sides.clone();
         move |ev: web_sys::MouseEvent| {
             let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
-            if drag.get_value().is_some_and(|(x0, _)| (x0 - x).abs() > 3.0) || x < GUTTER {
+            if view.dragged(x) || x < GUTTER {
                 return;
             }
             let Some((k, s)) = hit(x, y) else { return };
@@ -448,46 +427,23 @@ fn Stacked(
                 // A merged block: zoom into it.
                 let off = sides[k].offset;
                 let pad = s.dur_ns as f64 * 0.1;
-                view.set(
-                    View {
-                        start: s.start_ns as f64 - off - pad,
-                        end: (s.start_ns + s.dur_ns) as f64 - off + pad,
-                    }
-                    .clamped(lo, hi),
-                );
+                view.set(View {
+                    start: s.start_ns as f64 - off - pad,
+                    end: (s.start_ns + s.dur_ns) as f64 - off + pad,
+                });
             } else {
                 // A single event: highlight its name on every side.
                 hl.set(s.name.clone());
             }
         }
     };
-    let on_wheel = move |ev: web_sys::WheelEvent| {
-        ev.prevent_default();
-        let v = view.get_untracked();
-        let pw = plot_w();
-        let x = ev.offset_x() as f64 - GUTTER;
-        view.set(wheel(
-            v,
-            ev.delta_x(),
-            ev.delta_y(),
-            ev.shift_key(),
-            x,
-            pw,
-            lo,
-            hi,
-        ));
-    };
-    let on_down = move |ev: web_sys::MouseEvent| {
-        drag.set_value(Some((ev.offset_x() as f64, view.get_untracked())));
-    };
+    let on_wheel = move |ev: web_sys::WheelEvent| view.on_wheel(&ev);
+    let on_down = move |ev: web_sys::MouseEvent| view.on_down(&ev);
     let on_move = {
         let sides = sides.clone();
         move |ev: web_sys::MouseEvent| {
             let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
-            if ev.buttons() & 1 == 1 {
-                if let Some((x0, v0)) = drag.get_value() {
-                    view.set(v0.pan((x0 - x) / plot_w() * v0.span(), lo, hi));
-                }
+            if view.on_move(&ev) {
                 return;
             }
             tooltip.set(hit(x, y).map(|(k, s)| {
@@ -511,20 +467,8 @@ fn Stacked(
             }));
         }
     };
-    let on_up = move |_| {
-        set_timeout(
-            move || drag.set_value(None),
-            std::time::Duration::from_millis(0),
-        );
-    };
-    let on_key = move |ev: web_sys::KeyboardEvent| {
-        let v = view.get_untracked();
-        if let Some(next) = key(v, &ev.key(), lo, hi) {
-            ev.prevent_default();
-            view.set(next);
-        }
-    };
-    paint::fit_to_window(width);
+    let on_up = move |_| view.on_up();
+    let on_key = move |ev: web_sys::KeyboardEvent| view.on_key(&ev);
     view! {
         <div class="toolbar">
             <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in, an event to highlight its name"</span>

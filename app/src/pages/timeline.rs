@@ -8,9 +8,9 @@
 use crate::api;
 use crate::paint::{self, Fetched, Place};
 use crate::timeline::{
-    covers, fetch_plan, key, time_label, wheel, Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H,
-    RULER_H,
+    covers, fetch_plan, time_label, Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
 };
+use crate::viewport::Viewport;
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
 use leptos::html::Canvas;
@@ -60,17 +60,17 @@ pub fn TimelineTab(
     url: UrlState,
 ) -> impl IntoView {
     let info = RwSignal::new(None::<Result<Arc<TimelineInfo>, String>>);
-    let view = RwSignal::new(None::<View>);
+    let vp = Viewport::new();
+    let view = vp.view;
     let data: RwSignal<HashMap<u32, Arc<Fetched>>> = RwSignal::new(HashMap::new());
     let collapsed: RwSignal<HashSet<u32>> = RwSignal::new(HashSet::new());
     let selected = RwSignal::new(None::<TimelineEvent>);
     let search = RwSignal::new(None::<TimelineSearch>);
     let query = RwSignal::new(url.get("q").unwrap_or_default());
-    let tooltip = RwSignal::new(None::<(f64, f64, String)>);
-    let drag = StoredValue::new(None::<(f64, View)>);
+    let tooltip = vp.tooltip;
     let match_cursor = StoredValue::new(0usize);
     let canvas: NodeRef<Canvas> = NodeRef::new();
-    let width = RwSignal::new(1200.0f64);
+    let width = vp.width;
     let base = format!("/api/runs/{id}/timeline");
 
     // The timeline's tracks and bands; then the view from the URL.
@@ -82,6 +82,7 @@ pub fn TimelineTab(
                 .map(Arc::new);
             if let Ok(i) = &got {
                 let (lo, hi) = (i.start_ns as f64, i.end_ns as f64);
+                vp.set_bounds(lo, hi);
                 let s = parse_i64(url.get("start_ns"))
                     .map(|v| v as f64)
                     .unwrap_or(lo);
@@ -109,7 +110,6 @@ pub fn TimelineTab(
     // screen until the new one arrives.
     let requests = StoredValue::new(Latest::<u32>::default());
     let window_error = RwSignal::new(None::<String>);
-    let url_pending = StoredValue::new(false);
     let fetch = {
         let base = base.clone();
         move |v: View| {
@@ -162,35 +162,16 @@ pub fn TimelineTab(
             }
         }
     };
-    // Every view change: fetch, and put the view in the URL.
+    // Every view change: fetch; the URL follows the view.
     Effect::new({
         let fetch = fetch.clone();
         move |_| {
             let Some(v) = view.get() else { return };
             collapsed.track();
             fetch(v);
-            // The URL follows the view, at most every 300 ms: writing it on
-            // every frame of a zoom would make the router work each frame.
-            if !url_pending.get_value() {
-                url_pending.set_value(true);
-                set_timeout(
-                    move || {
-                        url_pending.set_value(false);
-                        if let Some(v) = view.get_untracked() {
-                            url.set(
-                                &[
-                                    ("start_ns", format!("{}", v.start.round() as i64)),
-                                    ("end_ns", format!("{}", v.end.round() as i64)),
-                                ],
-                                true,
-                            );
-                        }
-                    },
-                    std::time::Duration::from_millis(300),
-                );
-            }
         }
     });
+    vp.follow_in_url(url);
 
     // Search: highlight, count, density, and go to the first match when the
     // URL gave no view.
@@ -414,7 +395,7 @@ pub fn TimelineTab(
         let base = base.clone();
         move |ev: web_sys::MouseEvent| {
             let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
-            if drag.get_value().is_some_and(|(x0, _)| (x0 - x).abs() > 3.0) {
+            if vp.dragged(x) {
                 return;
             }
             if x < GUTTER {
@@ -458,38 +439,11 @@ pub fn TimelineTab(
             }
         }
     };
-    let on_wheel = move |ev: web_sys::WheelEvent| {
-        ev.prevent_default();
-        let Some(v) = view.get_untracked() else {
-            return;
-        };
-        let (lo, hi) = bounds();
-        let pw = plot_w();
-        let x = ev.offset_x() as f64 - GUTTER;
-        view.set(Some(wheel(
-            v,
-            ev.delta_x(),
-            ev.delta_y(),
-            ev.shift_key(),
-            x,
-            pw,
-            lo,
-            hi,
-        )));
-    };
-    let on_down = move |ev: web_sys::MouseEvent| {
-        if let Some(v) = view.get_untracked() {
-            drag.set_value(Some((ev.offset_x() as f64, v)));
-        }
-    };
+    let on_wheel = move |ev: web_sys::WheelEvent| vp.on_wheel(&ev);
+    let on_down = move |ev: web_sys::MouseEvent| vp.on_down(&ev);
     let on_move = move |ev: web_sys::MouseEvent| {
         let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
-        if ev.buttons() & 1 == 1 {
-            if let Some((x0, v0)) = drag.get_value() {
-                let (lo, hi) = bounds();
-                let dt = (x0 - x) / plot_w() * v0.span();
-                view.set(Some(v0.pan(dt, lo, hi)));
-            }
+        if vp.on_move(&ev) {
             return;
         }
         tooltip.set(hit(x, y).map(|s| {
@@ -518,23 +472,8 @@ pub fn TimelineTab(
             (x, y, text)
         }));
     };
-    let on_up = move |_| {
-        // Keep the drag origin until the click handler has seen it.
-        set_timeout(
-            move || drag.set_value(None),
-            std::time::Duration::from_millis(0),
-        );
-    };
-    let on_key = move |ev: web_sys::KeyboardEvent| {
-        let Some(v) = view.get_untracked() else {
-            return;
-        };
-        let (lo, hi) = bounds();
-        if let Some(next) = key(v, &ev.key(), lo, hi) {
-            ev.prevent_default();
-            view.set(Some(next));
-        }
-    };
+    let on_up = move |_| vp.on_up();
+    let on_key = move |ev: web_sys::KeyboardEvent| vp.on_key(&ev);
     // Step through the matches: the density buckets that hold one.
     let step_match = move |dir: i64| {
         let Some(s) = search.get_untracked() else {
@@ -565,9 +504,6 @@ pub fn TimelineTab(
             .clamped(lo, hi),
         ));
     };
-
-    // Fit the canvas to the page, and again when the window is resized.
-    paint::fit_to_window(width);
 
     let search_box = {
         let run_search = run_search.clone();
