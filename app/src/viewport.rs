@@ -189,3 +189,86 @@ impl Default for Viewport {
         Viewport::new()
     }
 }
+
+/// The windows a canvas has fetched, by key (a track; a side and a track),
+/// with the rule for what to fetch again and which answers to keep: an
+/// answer is kept only while it is the latest request for its key, and a
+/// failed fetch is reported (`error`) instead of leaving the old picture
+/// silently. Shared by the timeline tab and the stacked views.
+pub struct WindowCache<K: 'static> {
+    /// The windows drawn, by key.
+    pub data: RwSignal<std::collections::HashMap<K, std::sync::Arc<crate::paint::Fetched>>>,
+    /// Why the last fetch failed, until one succeeds.
+    pub error: RwSignal<Option<String>>,
+    requests: StoredValue<crate::timeline::Latest<K>>,
+}
+
+impl<K: 'static> Clone for WindowCache<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: 'static> Copy for WindowCache<K> {}
+
+impl<K> WindowCache<K>
+where
+    K: std::hash::Hash + Eq + Copy + Send + Sync + 'static,
+{
+    /// An empty cache.
+    pub fn new() -> Self {
+        WindowCache {
+            data: RwSignal::new(std::collections::HashMap::new()),
+            error: RwSignal::new(None),
+            requests: StoredValue::new(crate::timeline::Latest::default()),
+        }
+    }
+
+    /// Whether the window held for `key` already serves view `v` at plot
+    /// width `w` (`timeline::covers`).
+    pub fn covers(&self, key: &K, v: View, w: f64) -> bool {
+        self.data.with_untracked(|d| {
+            d.get(key)
+                .is_some_and(|f| crate::timeline::covers((f.res, f.start, f.end), v, w))
+        })
+    }
+
+    /// Fetches the window at `target` (its `res`, `start` and `end`) for
+    /// `key`, and keeps it if no newer request for `key` was made meanwhile.
+    pub fn request(&self, key: K, target: String, res: f64, start: i64, end: i64) {
+        let (data, error, requests) = (self.data, self.error, self.requests);
+        let mut ticket = 0;
+        requests.update_value(|r| ticket = r.ask(key));
+        leptos::task::spawn_local(async move {
+            let answer = crate::api::get::<kinetoscope_types::TimelineColumns>(&target).await;
+            if !requests.with_value(|r| r.is_latest(&key, ticket)) {
+                return;
+            }
+            match answer {
+                Ok(win) => {
+                    error.set(None);
+                    data.update(|d| {
+                        d.insert(
+                            key,
+                            std::sync::Arc::new(crate::paint::Fetched::from_columns(
+                                res, start, end, win,
+                            )),
+                        );
+                    });
+                }
+                Err(e) => error.set(Some(format!(
+                    "a part of the timeline could not be loaded: {e}"
+                ))),
+            }
+        });
+    }
+}
+
+impl<K> Default for WindowCache<K>
+where
+    K: std::hash::Hash + Eq + Copy + Send + Sync + 'static,
+{
+    fn default() -> Self {
+        WindowCache::new()
+    }
+}

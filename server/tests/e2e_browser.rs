@@ -1015,6 +1015,34 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
     );
     b.screenshot("timeline").await;
 
+    // The keyboard selects too (the canvas has the focus): up goes from the
+    // kernel to the op around its launch, down back to a GPU op of that op,
+    // and Escape clears the selection.
+    let press = |k: &str| {
+        format!(
+            "(() => {{ const c = document.getElementById('timeline-canvas'); c.focus();
+               c.dispatchEvent(new KeyboardEvent('keydown', {{key: '{k}', bubbles: true}})); return true; }})()"
+        )
+    };
+    js(&b, &press("ArrowUp")).await;
+    b.wait_js(
+        &format!(
+            "document.querySelector('#timeline-details h3') && document.querySelector('#timeline-details h3').title === {}",
+            serde_json::to_string(&op).unwrap()
+        ),
+        LONG,
+    )
+    .await;
+    js(&b, &press("ArrowDown")).await;
+    b.wait_js(
+        "document.querySelector('#timeline-details h3') && /^(kernel|memcpy|memset) /.test(document.querySelector('#timeline-details p').innerText)",
+        LONG,
+    )
+    .await;
+    js(&b, &press("Escape")).await;
+    b.wait_js("document.querySelector('#timeline-details') === null", LONG)
+        .await;
+
     // Show on timeline from the kernels table: the name highlighted, the count shown.
     b.client
         .goto(&format!(

@@ -15,12 +15,12 @@
 //! alignment, and the highlight (`hl`) are in the URL.
 
 use crate::api;
-use crate::paint::{self, Fetched, Place};
+use crate::paint::{self, Place};
 use crate::timeline::{
-    change_color, covers, fetch_plan, layer_changes, step_offsets, terms, time_label, Latest, View,
-    BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
+    change_color, fetch_plan, layer_changes, step_offsets, terms, time_label, View, BAND_H, GUTTER,
+    HEADER_H, ROW_H, RULER_H,
 };
-use crate::viewport::Viewport;
+use crate::viewport::{Viewport, WindowCache};
 use crate::widgets::UrlState;
 use kinetoscope_types::units::change_pct;
 use kinetoscope_types::*;
@@ -180,7 +180,8 @@ fn Stacked(
         start: start.start,
         end: start.end.max(start.start + 1.0),
     });
-    let data: RwSignal<HashMap<(usize, u32), Arc<Fetched>>> = RwSignal::new(HashMap::new());
+    let windows = WindowCache::<(usize, u32)>::new();
+    let data = windows.data;
     let canvas: NodeRef<Canvas> = NodeRef::new();
     let width = view.width;
     let tooltip = view.tooltip;
@@ -194,14 +195,12 @@ fn Stacked(
 
     // Fetch what the view needs for every lane of every side; the old
     // picture stays until the new one arrives.
-    let requests = StoredValue::new(Latest::<(usize, u32)>::default());
-    let window_error = RwSignal::new(None::<String>);
+    let window_error = windows.error;
     let fetch = {
         let sides = sides.clone();
         let boxes = boxes.clone();
         move |v: View| {
             let w = plot_w();
-            let have = data.get_untracked();
             for (k, (s, b)) in sides.iter().zip(boxes.iter()).enumerate() {
                 // The same span on this side's trace clock.
                 let abs = View {
@@ -210,40 +209,15 @@ fn Stacked(
                 };
                 let (res, start, end, px) = fetch_plan(abs, w);
                 for lane in &b.lanes {
-                    if have
-                        .get(&(k, lane.track))
-                        .is_some_and(|f| covers((f.res, f.start, f.end), abs, w))
-                    {
+                    let key = (k, lane.track);
+                    if windows.covers(&key, abs, w) {
                         continue;
                     }
                     let target = format!(
                         "/api/runs/{}/timeline/window?rank={}&track={}&start_ns={start}&end_ns={end}&px={px}&format=columns",
                         s.run, s.rank, lane.track
                     );
-                    let key = (k, lane.track);
-                    let mut ticket = 0;
-                    requests.update_value(|r| ticket = r.ask(key));
-                    spawn_local(async move {
-                        let answer = api::get::<TimelineColumns>(&target).await;
-                        // A newer view may have asked for this lane meanwhile.
-                        if !requests.with_value(|r| r.is_latest(&key, ticket)) {
-                            return;
-                        }
-                        match answer {
-                            Ok(win) => {
-                                window_error.set(None);
-                                data.update(|d| {
-                                    d.insert(
-                                        key,
-                                        Arc::new(Fetched::from_columns(res, start, end, win)),
-                                    );
-                                });
-                            }
-                            Err(e) => window_error.set(Some(format!(
-                                "a part of the timeline could not be loaded: {e}"
-                            ))),
-                        }
-                    });
+                    windows.request(key, target, res, start, end);
                 }
             }
         }

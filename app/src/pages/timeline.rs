@@ -6,17 +6,15 @@
 //! `event`, `q`).
 
 use crate::api;
-use crate::paint::{self, Fetched, Place};
-use crate::timeline::{
-    covers, fetch_plan, time_label, Latest, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H,
-};
-use crate::viewport::Viewport;
+use crate::paint::{self, Place};
+use crate::timeline::{fetch_plan, time_label, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H};
+use crate::viewport::{Viewport, WindowCache};
 use crate::widgets::UrlState;
 use kinetoscope_types::*;
 use leptos::html::Canvas;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Where a track is drawn.
@@ -62,7 +60,8 @@ pub fn TimelineTab(
     let info = RwSignal::new(None::<Result<Arc<TimelineInfo>, String>>);
     let vp = Viewport::new();
     let view = vp.view;
-    let data: RwSignal<HashMap<u32, Arc<Fetched>>> = RwSignal::new(HashMap::new());
+    let windows = WindowCache::<u32>::new();
+    let data = windows.data;
     let collapsed: RwSignal<HashSet<u32>> = RwSignal::new(HashSet::new());
     let selected = RwSignal::new(None::<TimelineEvent>);
     let search = RwSignal::new(None::<TimelineSearch>);
@@ -108,8 +107,7 @@ pub fn TimelineTab(
 
     // Fetch what the view needs, track by track; the old picture stays on
     // screen until the new one arrives.
-    let requests = StoredValue::new(Latest::<u32>::default());
-    let window_error = RwSignal::new(None::<String>);
+    let window_error = windows.error;
     let fetch = {
         let base = base.clone();
         move |v: View| {
@@ -118,47 +116,20 @@ pub fn TimelineTab(
             };
             let w = plot_w();
             let (res, start, end, px) = fetch_plan(v, w);
-            let have = data.get_untracked();
             let hidden = collapsed.get_untracked();
             for t in i
                 .tracks
                 .iter()
                 .filter(|t| t.events > 0 && !hidden.contains(&t.id))
             {
-                if have
-                    .get(&t.id)
-                    .is_some_and(|f| covers((f.res, f.start, f.end), v, w))
-                {
+                if windows.covers(&t.id, v, w) {
                     continue;
                 }
                 let url_w = format!(
                     "{base}/window?rank={rank}&track={}&start_ns={start}&end_ns={end}&px={px}&format=columns",
                     t.id
                 );
-                let track = t.id;
-                let mut ticket = 0;
-                requests.update_value(|r| ticket = r.ask(track));
-                spawn_local(async move {
-                    let answer = api::get::<TimelineColumns>(&url_w).await;
-                    // A newer view may have asked for this track meanwhile.
-                    if !requests.with_value(|r| r.is_latest(&track, ticket)) {
-                        return;
-                    }
-                    match answer {
-                        Ok(win) => {
-                            window_error.set(None);
-                            data.update(|d| {
-                                d.insert(
-                                    track,
-                                    Arc::new(Fetched::from_columns(res, start, end, win)),
-                                );
-                            });
-                        }
-                        Err(e) => window_error.set(Some(format!(
-                            "a part of the timeline could not be loaded: {e}"
-                        ))),
-                    }
-                });
+                windows.request(t.id, url_w, res, start, end);
             }
         }
     };
@@ -473,7 +444,6 @@ pub fn TimelineTab(
         }));
     };
     let on_up = move |_| vp.on_up();
-    let on_key = move |ev: web_sys::KeyboardEvent| vp.on_key(&ev);
     // Step through the matches: the density buckets that hold one.
     let step_match = move |dir: i64| {
         let Some(s) = search.get_untracked() else {
@@ -539,6 +509,57 @@ pub fn TimelineTab(
             select(event, &base, rank, selected);
         }
     });
+    // Keyboard selection on the focused canvas: the arrows step from the
+    // selected event to its neighbours in its row (left, right), to the op
+    // around it (up) and to the first GPU op below it (down); Escape
+    // clears the selection. W/A/S/D and the rest are the viewport's.
+    let neighbour_in_row = move |dir: i64| -> Option<(u32, i64)> {
+        let e = selected.get_untracked()?;
+        data.with_untracked(|d| {
+            let f = d.get(&e.track)?;
+            let row: Vec<&paint::DrawSlice> = f
+                .slices
+                .iter()
+                .filter(|s| s.row == e.row && s.count == 1)
+                .collect();
+            let k = row.iter().position(|s| s.event == e.event)? as i64 + dir;
+            let s = row.get(usize::try_from(k).ok()?)?;
+            Some((s.event, s.start_ns))
+        })
+    };
+    let base_k = base.clone();
+    let on_key = move |ev: web_sys::KeyboardEvent| {
+        let target = match ev.key().as_str() {
+            "ArrowLeft" => neighbour_in_row(-1),
+            "ArrowRight" => neighbour_in_row(1),
+            "ArrowUp" => selected
+                .get_untracked()
+                .and_then(|e| e.parents.first().map(|p| (p.event, p.start_ns))),
+            "ArrowDown" => selected
+                .get_untracked()
+                .and_then(|e| e.kernels.first().map(|k| (k.event, k.start_ns))),
+            "Escape" => {
+                ev.prevent_default();
+                selected.set(None);
+                url.set(&[("event", String::new())], true);
+                return;
+            }
+            _ => return vp.on_key(&ev),
+        };
+        ev.prevent_default();
+        if let Some((event, start)) = target {
+            // Within the view the view stays; past it, it moves to the event.
+            let inside = view
+                .get_untracked()
+                .is_some_and(|v| (start as f64) >= v.start && (start as f64) <= v.end);
+            if inside {
+                url.set(&[("event", event.to_string())], true);
+                select(event, &base_k, rank, selected);
+            } else {
+                pick.run((event, start));
+            }
+        }
+    };
     let reset = move |_| {
         let (lo, hi) = bounds();
         view.set(Some(View { start: lo, end: hi }));
@@ -554,7 +575,7 @@ pub fn TimelineTab(
             <div class="toolbar">
                 {search_box}
                 <span class="spacer"></span>
-                <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in"</span>
+                <span class="hint">"wheel: zoom · shift+wheel or drag: pan · W/A/S/D · click a block to zoom in · arrows: from the selected event to its neighbours, its op, its GPU ops · Esc"</span>
                 <button class="ghost" on:click=reset>"Whole trace"</button>
                 {move || info.with(|i| matches!(i, Some(Ok(i)) if i.ranks.len() > 1)).then(|| view! {
                     <button class="ghost" id="all-ranks" on:click=move |_| url.set(&[
