@@ -25,7 +25,7 @@ pub mod ranks;
 pub mod timeline;
 
 pub use analysis::{
-    analyze, analyze_all, analyze_stored, Analysis, AnalysisOptions, StoredAnalysis,
+    analyze, analyze_all, analyze_owned, analyze_stored, Analysis, AnalysisOptions, StoredAnalysis,
     StoredArtifact, ANALYZER_VERSION,
 };
 pub use import::{read_trace, read_trace_file, sniff, Encoding, ReadOptions, Trace, TraceError};
@@ -38,5 +38,5 @@ pub fn analyze_file(
     opts: &AnalysisOptions,
 ) -> Result<Summary, TraceError> {
     let t = read_trace_file(path, read)?;
-    Ok(analyze(&t, opts))
+    Ok(analyze_owned(t, opts))
 }

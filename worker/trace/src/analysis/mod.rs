@@ -152,6 +152,31 @@ impl StoredAnalysis {
 /// the index's rows are compressed one by one rather than held. The same
 /// summary, and the same index once read back.
 pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
+    let Summarized { summary, timeline } =
+        summarize_owned(t, opts, crate::timeline::TimelineIndex::build_stored);
+    Ok(StoredAnalysis {
+        summary,
+        artifacts: vec![StoredArtifact {
+            name: ArtifactName::Timeline,
+            bytes: timeline?,
+        }],
+    })
+}
+
+/// [`analyze`] for a trace the caller is done with (the CLI's `analyze`):
+/// the job's schedule and its memory, each column freed once the passes
+/// that read it are done, and no timeline index. The same summary.
+pub fn analyze_owned(t: Trace, opts: &AnalysisOptions) -> Summary {
+    summarize_owned(t, opts, |_| ()).summary
+}
+
+/// The job's schedule over a trace it owns: the launch ids apart, dropped
+/// once the launches are found; then [`summarize`] with `timeline`.
+fn summarize_owned<R>(
+    t: Trace,
+    opts: &AnalysisOptions,
+    timeline: impl FnOnce(crate::timeline::Inputs) -> R,
+) -> Summarized<R> {
     // The launch ids apart from the tables: only finding the launches reads
     // them, and once they are dropped no pass can (the compiler keeps it so).
     let (t, ids) = t.into_parts();
@@ -169,20 +194,7 @@ pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<Store
     let external_id = launches.needs_external_id().then(|| ids.into_external_id());
     let links = launches.link_tree(&t, external_id.as_ref(), tree);
     drop(external_id);
-    let Summarized { summary, timeline } = summarize(
-        &t,
-        links,
-        early,
-        opts,
-        crate::timeline::TimelineIndex::build_stored,
-    );
-    Ok(StoredAnalysis {
-        summary,
-        artifacts: vec![StoredArtifact {
-            name: ArtifactName::Timeline,
-            bytes: timeline?,
-        }],
-    })
+    summarize(&t, links, early, opts, timeline)
 }
 
 /// What the analysis finds from the trace alone, before the op tree and
