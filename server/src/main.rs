@@ -41,6 +41,13 @@ enum Command {
         /// Op, annotation or Python frame name (a substring) that spans one step.
         #[arg(long)]
         step_marker: Option<String>,
+        /// The device's peak memory bandwidth in GB/s, for a GPU the device
+        /// table does not know (or to measure against another).
+        #[arg(long, value_name = "GBPS")]
+        peak_gbps: Option<f64>,
+        /// The device's dense BF16 tensor peak in TFLOP/s.
+        #[arg(long, value_name = "TFLOPS")]
+        peak_tflops: Option<f64>,
     },
     /// Compare two local traces: baseline A against patch B.
     Diff {
@@ -137,6 +144,8 @@ fn main() -> anyhow::Result<()> {
             layer_marker,
             layer_period,
             step_marker,
+            peak_gbps,
+            peak_tflops,
         }) => cli::analyze::run(
             &file,
             json,
@@ -145,6 +154,8 @@ fn main() -> anyhow::Result<()> {
                 layer_marker,
                 layer_period,
                 step_marker,
+                peak_gbps,
+                peak_tflops,
             },
         ),
         Some(Command::Diff { a, b, json, rows }) => cli::analyze::diff(&a, &b, json, rows),

@@ -426,6 +426,28 @@ string_enum! {
         Straggler => "straggler",
         /// Across ranks: the spread of time in collectives.
         Collectives => "collectives",
+        /// A copy or cast of the same whole tensor on every call while the
+        /// steps use a growing part of it.
+        WholeTensor => "whole_tensor",
+        /// Kernels whose grid leaves SMs empty, or whose launch takes
+        /// longer than their run (eager, no graphs).
+        LaunchGeometry => "launch_geometry",
+        /// A GEMM far below the device's FLOP peak because its shape is
+        /// small (decode batch sizes).
+        SmallGemm => "small_gemm",
+    }
+}
+
+string_enum! {
+    /// Where a run's device peaks come from.
+    PeakSource ("peak source") {
+        /// The built-in device table, matched from `deviceProperties`.
+        Table => "table",
+        /// The user's `--peak-gbps` / `--peak-tflops` (or the same options
+        /// on re-analysis).
+        Override => "override",
+        /// The device is not in the table: no peaks.
+        Unknown => "unknown",
     }
 }
 

@@ -32,6 +32,14 @@ pub struct AnalysisOptions {
     /// Op, annotation or Python frame name (a substring) that spans one step
     /// (overrides step detection).
     pub step_marker: Option<String>,
+    /// The device's peak memory bandwidth, GB/s (overrides the device
+    /// table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_gbps: Option<f64>,
+    /// The device's dense BF16 tensor peak, TFLOP/s (overrides the device
+    /// table).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_tflops: Option<f64>,
 }
 
 impl AnalysisOptions {
@@ -39,20 +47,31 @@ impl AnalysisOptions {
     pub const MAX_MARKER: usize = 500;
     /// Largest layer period accepted.
     pub const MAX_PERIOD: u64 = 10_000;
+    /// Largest peak bandwidth accepted, GB/s (ten times today's fastest).
+    pub const MAX_PEAK_GBPS: f64 = 100_000.0;
+    /// Largest peak FLOP rate accepted, TFLOP/s.
+    pub const MAX_PEAK_TFLOPS: f64 = 100_000.0;
 
     /// Blank markers and a zero period mean "not set".
     pub fn normalized(self) -> Self {
         let text = |m: Option<String>| m.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        let peak = |p: Option<f64>| p.filter(|&p| p > 0.0);
         AnalysisOptions {
             layer_marker: text(self.layer_marker),
             layer_period: self.layer_period.filter(|&p| p > 0),
             step_marker: text(self.step_marker),
+            peak_gbps: peak(self.peak_gbps),
+            peak_tflops: peak(self.peak_tflops),
         }
     }
 
     /// Whether nothing is set (the analysis detects everything itself).
     pub fn is_empty(&self) -> bool {
-        self.layer_marker.is_none() && self.layer_period.is_none() && self.step_marker.is_none()
+        self.layer_marker.is_none()
+            && self.layer_period.is_none()
+            && self.step_marker.is_none()
+            && self.peak_gbps.is_none()
+            && self.peak_tflops.is_none()
     }
 
     /// Checks the values a user sent; the error names the field.
@@ -76,6 +95,14 @@ impl AnalysisOptions {
                 "layer_period must be between 1 and {}",
                 Self::MAX_PERIOD
             ));
+        }
+        for (name, p, max) in [
+            ("peak_gbps", self.peak_gbps, Self::MAX_PEAK_GBPS),
+            ("peak_tflops", self.peak_tflops, Self::MAX_PEAK_TFLOPS),
+        ] {
+            if p.is_some_and(|p| !(p.is_finite() && p > 0.0 && p <= max)) {
+                return Err(format!("{name} must be a number above 0 and at most {max}"));
+            }
         }
         Ok(())
     }
@@ -115,6 +142,53 @@ pub struct Summary {
     pub graphs: GraphStats,
     /// Ranked findings, most important first.
     pub findings: Vec<Finding>,
+    /// The GPU the trace ran on and its peaks, when the trace names one or
+    /// the user gave peaks; the `% of peak` and `ideal` numbers are
+    /// measured against it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<Device>,
+}
+
+/// A GPU and what it can do at most: the ceilings a kernel's bandwidth and
+/// FLOP rate are measured against.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Device {
+    /// The device's name: the table's (`NVIDIA H200`), or as the trace
+    /// writes it when the table does not know it (`unknown device` when
+    /// the trace names none).
+    pub name: String,
+    /// Peak memory bandwidth, GB/s.
+    pub peak_gbps: Option<f64>,
+    /// Dense BF16 (FP16 where the device has no BF16) tensor peak, TFLOP/s.
+    pub peak_tflops_bf16: Option<f64>,
+    /// Dense FP8 tensor peak, TFLOP/s (none on devices without FP8).
+    pub peak_tflops_fp8: Option<f64>,
+    /// Dense FP32 peak (tensor or matrix cores where they take FP32), TFLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_tflops_fp32: Option<f64>,
+    /// Streaming multiprocessors (compute units on AMD), from
+    /// `deviceProperties`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sms: Option<u32>,
+    /// Where the peaks come from.
+    pub source: PeakSource,
+}
+
+impl Device {
+    /// The peak FLOP rate for a dtype as profiler writes it: FP8 dtypes
+    /// against the FP8 peak, 32-bit floats against the FP32 peak, the rest
+    /// (BF16, FP16) against the BF16 peak.
+    pub fn peak_tflops_for(&self, dtype: &str) -> Option<f64> {
+        let d = dtype.strip_prefix("c10::").unwrap_or(dtype);
+        if d.starts_with("Float8") {
+            self.peak_tflops_fp8
+        } else if d == "float" {
+            self.peak_tflops_fp32
+        } else {
+            self.peak_tflops_bf16
+        }
+    }
 }
 
 /// Whether a value is its type's default: fields added to the stored
@@ -361,6 +435,46 @@ pub struct ShapeGroup {
     /// Python frames above the outermost of those ops (innermost last),
     /// where the trace has them.
     pub python: Vec<String>,
+    /// `achieved_gbps` as a share of the device's peak bandwidth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pct_of_peak_bw: Option<f64>,
+    /// `bytes_per_call` at the device's peak bandwidth, µs: the least a
+    /// call can take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_us: Option<f64>,
+    /// Floating-point operations per call, from the GEMM's shapes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops_per_call: Option<f64>,
+    /// FLOPs over device time, TFLOP/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved_tflops: Option<f64>,
+    /// `achieved_tflops` as a share of the device's peak for the dtype.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pct_of_peak_flops: Option<f64>,
+    /// For a copy or cast of the same tensor on every call of every step
+    /// while a tensor of its layout grows from step to step: which part the
+    /// steps use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partly_used: Option<PartlyUsed>,
+}
+
+/// A tensor converted whole while the steps use a growing part of it: the
+/// KV cache cast every layer where a decode step reads only its active
+/// entries.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PartlyUsed {
+    /// The dimension (0-based, of the first input) that holds the rows.
+    pub dim: u32,
+    /// Its length in the converted tensor (`20000`).
+    pub rows: u64,
+    /// The most rows a tensor of the same layout elsewhere in the trace
+    /// holds (`206`); its length grows from step to step.
+    pub used_rows: u64,
+    /// The op whose inputs grow (`aten::bmm`).
+    pub seen_in: String,
+    /// The growing signature with the most rows (`[206, 4, 64]`).
+    pub seen_shape: String,
 }
 
 impl ShapeGroup {
@@ -439,6 +553,19 @@ pub struct KernelGroup {
     pub bytes_per_call: Option<f64>,
     /// Bytes moved over device time, GB/s.
     pub achieved_gbps: Option<f64>,
+    /// `achieved_gbps` as a share of the device's peak bandwidth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pct_of_peak_bw: Option<f64>,
+    /// `bytes_per_call` at the device's peak bandwidth, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_us: Option<f64>,
+    /// FLOPs over device time, TFLOP/s, where the launching op is a GEMM
+    /// with recorded shapes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub achieved_tflops: Option<f64>,
+    /// `achieved_tflops` as a share of the device's peak for the dtype.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pct_of_peak_flops: Option<f64>,
 }
 
 impl KernelRow {
@@ -1120,6 +1247,18 @@ pub mod units {
             format!("{} GB/s", sig3(bps / 1e9))
         } else {
             format!("{} MB/s", sig3(bps / 1e6))
+        }
+    }
+
+    /// A FLOP rate given in TFLOP/s: `55.2 TFLOP/s`, `1.98 PFLOP/s`,
+    /// `310 GFLOP/s`.
+    pub fn rate_tflops(tflops: f64) -> String {
+        if tflops >= 1e3 {
+            format!("{} PFLOP/s", sig3(tflops / 1e3))
+        } else if tflops >= 1.0 {
+            format!("{} TFLOP/s", sig3(tflops))
+        } else {
+            format!("{} GFLOP/s", sig3(tflops * 1e3))
         }
     }
 

@@ -13,6 +13,31 @@ fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
         .with_context(|| format!("{}", file.display()))
 }
 
+/// `NVIDIA H200: 4.80 TB/s, 989 TFLOP/s BF16, 1.98 PFLOP/s FP8 (device table)`.
+pub fn device_line(d: &kinetoscope_types::Device) -> String {
+    use kinetoscope_types::units::{rate_gbps, rate_tflops};
+    let mut peaks = Vec::new();
+    if let Some(b) = d.peak_gbps {
+        peaks.push(rate_gbps(b));
+    }
+    if let Some(t) = d.peak_tflops_bf16 {
+        peaks.push(format!("{} BF16", rate_tflops(t)));
+    }
+    if let Some(t) = d.peak_tflops_fp8 {
+        peaks.push(format!("{} FP8", rate_tflops(t)));
+    }
+    let source = match d.source {
+        kinetoscope_types::PeakSource::Table => "device table",
+        kinetoscope_types::PeakSource::Override => "given peaks",
+        kinetoscope_types::PeakSource::Unknown => "not in the device table: no peaks",
+    };
+    if peaks.is_empty() {
+        format!("{} ({source})", d.name)
+    } else {
+        format!("{}: {} ({source})", d.name, peaks.join(", "))
+    }
+}
+
 /// Cuts a name to `n` characters, marking the cut.
 fn cut(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -26,6 +51,7 @@ fn cut(s: &str, n: usize) -> String {
 
 /// Runs `analyze`.
 pub fn run(file: &Path, json: bool, rows: usize, opts: &AnalysisOptions) -> anyhow::Result<()> {
+    opts.validate().map_err(anyhow::Error::msg)?;
     let s = load(file, opts)?;
     if json {
         let out = serde_json::to_string(&s)?;
@@ -57,6 +83,9 @@ pub fn render(s: &Summary, rows: usize) -> String {
             _ => String::new(),
         }
     );
+    if let Some(d) = &s.device {
+        let _ = writeln!(o, "Device: {}", device_line(d));
+    }
     if s.steps_stats.count > 0 {
         let st = &s.steps_stats;
         let _ = writeln!(

@@ -778,13 +778,31 @@ fn gather(dur_us: f64) -> Op {
 /// A layer's op groups, each with the Python module path it runs in.
 type Groups = Vec<(&'static str, Vec<Op>)>;
 
-/// The op groups of one layer of the plan's kind.
-fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
+/// The KV entries the batch's decode step `step` reads: one more per
+/// request each step.
+fn step_kv_tokens(step: u32) -> u64 {
+    ACTIVE_TOKENS + BATCH * step as u64
+}
+
+/// The op groups of one layer of the plan's kind, in decode step `step`.
+fn layer_groups(p: &DecodeParams, plan: LayerPlan, step: u32) -> Groups {
     let variant = p.variant;
     let moe = plan.moe;
     let act = format!("[[{BATCH}, {HIDDEN}], [{HIDDEN}], []]");
     let h = format!("[{BATCH}, {HIDDEN}]");
     let kv_dims = |tokens: u64| format!("[2, {tokens}, 1, {HEAD_DIM}]");
+    // The attention backend takes the view of the cache the step reads: its
+    // length grows with the sequence, one entry per request per step.
+    let step_keys = op(
+        "aten::slice",
+        &format!(
+            "[[2, {}, 1, {HEAD_DIM}], [], [], [], []]",
+            step_kv_tokens(step)
+        ),
+        r#"["c10::BFloat16", "Scalar", "Scalar", "Scalar", "Scalar"]"#,
+    )
+    .cpu(0.8)
+    .eager();
     let mut attention = vec![custom(
         "_C_cache_ops::reshape_and_cache_flash",
         "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*, __nv_bfloat16 const*, unsigned char*, unsigned char*, long const*, long, long, long, long, int, int, int, float const*, float const*)",
@@ -835,6 +853,7 @@ fn layer_groups(p: &DecodeParams, plan: LayerPlan) -> Groups {
     } else {
         (64, 1.0)
     };
+    attention.push(step_keys);
     attention.push(match p.attention {
         Attention::MlaFlash => op("vllm::unified_attention_with_output", &format!("[[{BATCH}, 16, {HEAD_DIM}], [], []]"), r#"["c10::BFloat16", "c10::BFloat16", ""]"#)
             .with(vec![
@@ -1548,7 +1567,7 @@ impl<W: Write> Sim<'_, W> {
         for layer in 0..self.p.layers {
             let kind = plan[layer as usize];
             if !built.iter().any(|b| b.0 == kind) {
-                built.push((kind, layer_groups(self.p, kind)));
+                built.push((kind, layer_groups(self.p, kind, n)));
             }
             let groups = &built.iter().find(|b| b.0 == kind).expect("built above").1;
             let layer_start = self.cpu;
@@ -1815,7 +1834,7 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
         buf: String::new(),
     };
     let device = r#"{
-      "id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912,
+      "id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150754820096,
       "computeMajor": 9, "computeMinor": 0,
       "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
       "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,

@@ -66,6 +66,22 @@ fn check(seed: u64) -> Result<(), String> {
             truth.casts_per_step
         ));
     }
+    // The cast converts the whole pool while the steps read a growing
+    // part of it: found on every model with at least three steps and two
+    // attention layers (the rule needs a pattern, not one call a step).
+    let whole = s
+        .ops
+        .iter()
+        .filter(|o| o.name == "aten::copy_")
+        .flat_map(|o| &o.input_shapes)
+        .find(|g| g.conversion.as_deref() == Some("Float8_e4m3fn -> BFloat16"))
+        .and_then(|g| g.partly_used.as_ref());
+    if truth.step_us.len() >= 3 && truth.casts_per_step >= 2 && whole.is_none() {
+        wrong.push("the cast of the whole pool is not marked".to_string());
+    }
+    if s.device.as_ref().and_then(|d| d.peak_gbps) != Some(4800.0) {
+        wrong.push(format!("device {:?}", s.device));
+    }
     // Where the cast dominates (every model but the sparsest hybrids), the
     // first finding names it with its calls per step.
     let first = s.findings.first().map(|f| f.text.as_str()).unwrap_or("");

@@ -692,3 +692,54 @@ fn cpu_captures_have_their_layers() {
         );
     }
 }
+
+/// The shared CPU captures of the FP8 decoder: the cast converts the whole
+/// `[2, 20000, 4, 64]` KV pool on every call while the attention inputs
+/// grow with the sequence (`[201..206, 4, 64]`), so the whole-tensor
+/// finding fires, and the first finding carries its advice; after the
+/// gather-then-cast patch the cast follows the sequence and nothing fires.
+/// A CPU-only capture names no GPU: no device, no peaks.
+#[test]
+fn the_whole_kv_pool_cast_on_cpu_captures() {
+    use kinetoscope_types::FindingKind;
+    let s = summary("torch-cpu-decode-fp8cast-3dense-moe.json.gz");
+    assert_eq!(s.device, None);
+    let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
+    let g = &copy.input_shapes[0];
+    let used = g.partly_used.as_ref().expect("the whole pool");
+    // The model's truth: a 20000-entry pool, 6 steps after a 200-token
+    // prompt, so the last step reads 206 entries.
+    assert_eq!((used.dim, used.rows, used.used_rows), (1, 20000, 206));
+    assert_eq!(g.pct_of_peak_bw, None);
+    let whole = s
+        .findings
+        .iter()
+        .find(|f| f.kind == FindingKind::WholeTensor)
+        .expect("whole-tensor finding");
+    assert!(
+        whole.text.contains("in every layer of every step"),
+        "{}",
+        whole.text
+    );
+    assert!(
+        whole.text.contains("206 of its 20000 rows"),
+        "{}",
+        whole.text
+    );
+    assert!(
+        s.findings[0].text.contains("gather, then cast"),
+        "{}",
+        s.findings[0].text
+    );
+
+    let patched = summary("torch-cpu-decode-gathercast-3dense-moe.json.gz");
+    assert!(patched
+        .ops
+        .iter()
+        .flat_map(|o| &o.input_shapes)
+        .all(|g| g.partly_used.is_none()));
+    assert!(patched
+        .findings
+        .iter()
+        .all(|f| f.kind != FindingKind::WholeTensor && !f.text.contains("gather, then cast")));
+}

@@ -357,3 +357,103 @@ fn piecewise_graph_replays() {
         .all(|f| f.kind != kinetoscope_types::FindingKind::LaunchBound));
     assert_eq!(s.layers.count, 10, "{}", s.layers.detail);
 }
+
+/// Against the hardware: the generated trace names an H200, so the cast is
+/// measured against the H200's 4.8 TB/s: its share of the peak and the
+/// time its bytes take at the peak, worked out here from the generator's
+/// own numbers; the first finding carries both and the whole-tensor advice
+/// (the cast converts the whole KV pool while the steps read a growing
+/// part of it). The gather-then-cast variant casts what the step reads and
+/// gets no such advice. An override replaces the table's peak.
+#[test]
+fn the_cast_against_the_h200() {
+    use kinetoscope_types::{FindingKind, PeakSource};
+    let p = DecodeParams {
+        steps: 4,
+        layers: 6,
+        ..Default::default()
+    };
+    let (truth, s) = run(&p);
+    let d = s.device.as_ref().expect("the trace names its GPU");
+    assert_eq!(
+        (d.name.as_str(), d.source, d.peak_gbps, d.sms),
+        ("NVIDIA H200", PeakSource::Table, Some(4800.0), Some(132))
+    );
+    let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
+    let cast = &copy.input_shapes[0];
+    let calls = (p.steps * p.layers) as f64;
+    let bytes = truth.cast_bytes_per_call as f64;
+    let per_call_s = truth.cast_us / calls / 1e6;
+    let want_pct = 100.0 * (bytes / per_call_s) / 4.8e12;
+    let want_ideal_us = bytes / 4.8e12 * 1e6;
+    let pct = cast.pct_of_peak_bw.unwrap();
+    let ideal = cast.ideal_us.unwrap();
+    assert!((pct - want_pct).abs() < 0.1, "{pct} vs {want_pct}");
+    assert!(
+        (ideal - want_ideal_us).abs() < 0.01,
+        "{ideal} vs {want_ideal_us}"
+    );
+    // The H200's 4.8 TB/s moves the 856 MB in 178 µs; the cast takes 828.
+    assert!((ideal - 178.3).abs() < 0.5, "{ideal}");
+    let used = cast
+        .partly_used
+        .as_ref()
+        .expect("the whole pool, every layer");
+    assert_eq!((used.rows, used.dim), (1_114_112, 1));
+    assert!(used.used_rows < used.rows / 2, "{used:?}");
+    // The kernel's geometry group carries the same shares.
+    let k = &s.kernels[0];
+    let kg = &k.groups[0];
+    assert!((kg.pct_of_peak_bw.unwrap() - want_pct).abs() < 0.1);
+    assert!((kg.ideal_us.unwrap() - want_ideal_us).abs() < 0.01);
+
+    let first = &s.findings[0];
+    assert_eq!(first.kind, FindingKind::TopOp, "{}", first.text);
+    for want in [
+        format!("= {} of the NVIDIA H200's 4.80 TB/s", units::pct(pct)),
+        format!("at peak {}", units::time_us(ideal)),
+        "converts the same [2, 1114112, 1, 128] tensor in every layer of every step".to_string(),
+        "gather, then cast".to_string(),
+    ] {
+        assert!(first.text.contains(&want), "{want:?} not in {}", first.text);
+    }
+    assert!(s
+        .findings
+        .iter()
+        .any(|f| f.kind == FindingKind::WholeTensor));
+
+    let (_, patched) = run(&DecodeParams {
+        variant: Variant::GatherCast,
+        ..p.clone()
+    });
+    assert!(
+        patched
+            .findings
+            .iter()
+            .all(|f| f.kind != FindingKind::WholeTensor && !f.text.contains("gather, then cast")),
+        "{:?}",
+        patched.findings
+    );
+
+    // The user's peak wins, and says so.
+    let mut json = Vec::new();
+    write_decode_trace(&p, &mut json).unwrap();
+    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let opts = AnalysisOptions {
+        peak_gbps: Some(1800.0),
+        ..Default::default()
+    };
+    let o = analyze(&t, &opts);
+    let d = o.device.as_ref().unwrap();
+    assert_eq!(
+        (d.source, d.peak_gbps),
+        (PeakSource::Override, Some(1800.0))
+    );
+    let g = &o
+        .ops
+        .iter()
+        .find(|o| o.name == "aten::copy_")
+        .unwrap()
+        .input_shapes[0];
+    assert!((g.pct_of_peak_bw.unwrap() - want_pct * 4800.0 / 1800.0).abs() < 0.2);
+}

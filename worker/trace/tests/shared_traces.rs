@@ -3,6 +3,7 @@
 
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
+use kinetoscope_types::{FindingKind, PeakSource};
 use std::path::PathBuf;
 
 fn shared_traces() -> Vec<PathBuf> {
@@ -113,6 +114,56 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             s.gpu_time.busy_pct
         );
 
+        // The device: the table's part for the GPU the file names, unknown
+        // for a name the table lacks or an empty one, none without
+        // `deviceProperties`.
+        let want = expected_device(&name);
+        let got = s.device.as_ref().map(|d| (d.name.as_str(), d.source));
+        assert_eq!(got, want, "{name}: device");
+        if let Some(d) = &s.device {
+            let known = d.source == PeakSource::Table;
+            assert_eq!(
+                d.peak_gbps.is_some(),
+                known,
+                "{name}: peaks only from the table"
+            );
+        }
+        // Shares of a peak are shares.
+        for g in s.ops.iter().flat_map(|o| &o.input_shapes) {
+            for v in [g.pct_of_peak_bw, g.pct_of_peak_flops]
+                .into_iter()
+                .flatten()
+            {
+                assert!(v.is_finite() && v >= 0.0, "{name}: {v}");
+            }
+            assert!(
+                g.ideal_us.is_none() || s.device.as_ref().is_some_and(|d| d.peak_gbps.is_some())
+            );
+        }
+        // No sentence where it does not apply: the whole-tensor advice only
+        // on a copy or cast, no launch geometry on graph replays.
+        for f in &s.findings {
+            if f.kind == FindingKind::WholeTensor {
+                let op = f.name.as_deref().unwrap_or("");
+                assert!(
+                    kinetoscope_trace::analysis::shapes::is_copy_like(op),
+                    "{name}: whole tensor on {op}"
+                );
+            }
+            if f.kind == FindingKind::LaunchGeometry {
+                assert_eq!(s.graphs.replays, 0, "{name}: {}", f.text);
+            }
+        }
+        let whole = s
+            .findings
+            .iter()
+            .any(|f| f.kind == FindingKind::WholeTensor);
+        assert_eq!(
+            whole,
+            name.contains("fp8cast") || name.contains("stack-memory"),
+            "{name}: whole-tensor finding"
+        );
+
         // The summary survives a JSON round trip unchanged.
         let json = serde_json::to_string(&s).unwrap();
         let back: kinetoscope_trace::Summary = serde_json::from_str(&json).unwrap();
@@ -136,4 +187,59 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             s.findings.first().map(|f| f.text.as_str()).unwrap_or("-")
         );
     }
+}
+
+/// The device each shared trace ran on, by its file name and `SOURCES.md`
+/// (what the table should make of `deviceProperties[].name`), with the
+/// peaks' source.
+fn expected_device(file: &str) -> Option<(&'static str, PeakSource)> {
+    use PeakSource::{Table, Unknown};
+    let rules: &[(&str, Option<(&str, PeakSource)>)] = &[
+        // Meta's A100-PG509-200 boards are the 40 GB SXM4 part.
+        ("hta-a100-80g", Some(("NVIDIA A100 SXM4 80GB", Table))),
+        ("hta-a100", Some(("NVIDIA A100 SXM4 40GB", Table))),
+        ("hta-cpu-only", None),
+        ("hta-gp100", Some(("NVIDIA Quadro GP100", Table))),
+        // ROCm 6.2 names the MI250's die "AMD Radeon Graphics": not a name
+        // the table can trust.
+        ("hta-mi250", Some(("AMD Radeon Graphics", Unknown))),
+        ("hta-mtia", Some(("ARTEMIS", Unknown))),
+        ("hta-v100", Some(("NVIDIA V100 SXM2", Table))),
+        ("kineto-resnet50-2021", None),
+        ("kineto-v100", Some(("NVIDIA V100 SXM2", Table))),
+        ("param-dlrm-v100", Some(("NVIDIA V100 SXM2", Table))),
+        (
+            "param-linear-rtx2080ti",
+            Some(("NVIDIA GeForce RTX 2080 Ti", Table)),
+        ),
+        (
+            "param-resnet-rtx2080ti",
+            Some(("NVIDIA GeForce RTX 2080 Ti", Table)),
+        ),
+        ("torch-cpu", None),
+        ("tracelens-h100-bert", Some(("NVIDIA H100 SXM", Table))),
+        // Their `deviceProperties` come after the events.
+        ("tracelens-h100-owlv2", Some(("NVIDIA H100 SXM", Table))),
+        ("tracelens-h100-qwen", Some(("NVIDIA H100 SXM", Table))),
+        ("tracelens-mi210", Some(("AMD Instinct MI210", Table))),
+        // vLLM's graph capture wrote an empty name: unknown, not a guess.
+        (
+            "tracelens-mi300x-vllm-decode-graph-capture",
+            Some(("unknown device", Unknown)),
+        ),
+        (
+            "tracelens-mi300x-vllm-prefilldecode",
+            Some(("unknown device", Unknown)),
+        ),
+        (
+            "tracelens-mi300x-qwen",
+            Some(("AMD Instinct MI300X", Table)),
+        ),
+        ("tracelens-mi300x", Some(("AMD Instinct MI300X", Table))),
+    ];
+    rules
+        .iter()
+        .find(|(prefix, _)| file.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{file}: no expected device"))
+        .1
 }

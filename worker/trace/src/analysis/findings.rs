@@ -1,11 +1,13 @@
 //! Findings: ranked plain sentences with their numbers, derived only from
 //! the summary's tables. No rule looks for a particular op, kernel or trace
-//! name: each one looks at shares, counts, shapes and timings.
+//! name: each one looks at shares, counts, shapes and timings, and (where
+//! the device is known) at the device's peaks.
 
-use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
+use super::shapes;
+use kinetoscope_types::units::{bytes, count, pct, rate_gbps, rate_tflops, time_us};
 use kinetoscope_types::{
-    Finding, FindingKind, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind, OpKind,
-    OpRow, ShapeGroup, Summary, TimeBasis,
+    Device, Finding, FindingKind, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind,
+    OpKind, OpRow, PartlyUsed, ShapeGroup, Summary, TimeBasis,
 };
 
 /// Ops whose self device share makes them a finding on their own.
@@ -41,6 +43,8 @@ struct Facts<'a> {
     gpu_total: f64,
     /// Whether the trace has steps (per-step numbers make sense).
     has_steps: bool,
+    /// The device with at least one known peak.
+    device: Option<&'a Device>,
 }
 
 /// One finding kind: pushes its findings, if the summary shows any.
@@ -61,6 +65,9 @@ const RULES: &[Rule] = &[
     step_kinds,
     slow_step,
     unattributed,
+    whole_tensor,
+    launch_geometry,
+    small_gemm,
 ];
 
 /// Derives the findings of a summary, most important first.
@@ -71,6 +78,10 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         clock: Clock::new(s, basis),
         gpu_total: s.gpu_time.gpu_op_us,
         has_steps: s.steps_stats.count > 0,
+        device: s
+            .device
+            .as_ref()
+            .filter(|d| d.peak_gbps.is_some() || d.peak_tflops_bf16.is_some()),
     };
     let mut out = Vec::new();
     for rule in RULES {
@@ -97,7 +108,7 @@ fn top_ops(f: &Facts, out: &mut Vec<Finding>) {
         if (k > 0 && share < OP_SHARE_MIN) || share < 1.0 {
             break;
         }
-        let (text, share) = op_sentence(op, clock, f.has_steps, s.steps_stats.count);
+        let (text, share) = op_sentence(op, f);
         out.push(finding(
             FindingKind::TopOp,
             text,
@@ -658,7 +669,8 @@ impl Clock {
 
 /// The sentence on an op and its share: led by the input signature that
 /// carries most of its time, never by an average over unlike calls.
-fn op_sentence(op: &OpRow, clock: &Clock, has_steps: bool, steps: u64) -> (String, f64) {
+fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
+    let (clock, has_steps, steps) = (&f.clock, f.has_steps, f.s.steps_stats.count);
     let per_step = |calls: u64| {
         if has_steps && steps > 0 {
             format!("{} calls per step", count(calls as f64 / steps as f64))
@@ -717,10 +729,11 @@ fn op_sentence(op: &OpRow, clock: &Clock, has_steps: bool, steps: u64) -> (Strin
     ));
     match (g.bytes_per_call, g.achieved_gbps, clock.basis) {
         (Some(b), Some(r), TimeBasis::Device) => text.push_str(&format!(
-            ", {} per call in {} each ({})",
+            ", {} per call in {} each ({}{})",
             bytes(b),
             time_us(per_call_us),
-            rate_gbps(r)
+            rate_gbps(r),
+            against_bandwidth(g.pct_of_peak_bw, g.ideal_us, f.device),
         )),
         (Some(b), _, TimeBasis::Cpu) => text.push_str(&format!(
             ", {} per call in {} each",
@@ -761,6 +774,9 @@ fn op_sentence(op: &OpRow, clock: &Clock, has_steps: bool, steps: u64) -> (Strin
     {
         text.push_str(&format!(" in {frame}"));
     }
+    if let Some(p) = &g.partly_used {
+        text.push_str(&format!("; {}", whole_tensor_advice(g, p, f)));
+    }
     let others = op.calls.saturating_sub(g.calls);
     if others > 0 {
         let rest = op_pct - g_pct;
@@ -781,6 +797,298 @@ fn op_sentence(op: &OpRow, clock: &Clock, has_steps: bool, steps: u64) -> (Strin
         ));
     }
     (text, g_pct)
+}
+
+/// ` = 21% of the NVIDIA H200's 4.80 TB/s; at peak 178 µs`: a rate against
+/// the device's peak bandwidth, and the time at the peak.
+fn against_bandwidth(pct_of_peak: Option<f64>, ideal: Option<f64>, d: Option<&Device>) -> String {
+    match (
+        pct_of_peak,
+        ideal,
+        d.and_then(|d| d.peak_gbps.map(|p| (d, p))),
+    ) {
+        (Some(share), Some(ideal), Some((d, peak))) => format!(
+            " = {} of the {}'s {}; at peak {}",
+            pct(share),
+            d.name,
+            rate_gbps(peak),
+            time_us(ideal)
+        ),
+        _ => String::new(),
+    }
+}
+
+/// How many times a step a signature runs, in the user's words: `in every
+/// layer of every step` when that is what its count is.
+fn per_step_words(g: &ShapeGroup, f: &Facts) -> String {
+    let per_step = g.calls_per_step.unwrap_or(0.0);
+    let layers = f.s.layers.count as f64;
+    if layers >= 2.0 && per_step == layers {
+        "in every layer of every step".to_string()
+    } else {
+        format!("{} times in every step", count(per_step))
+    }
+}
+
+/// What to do about a whole tensor converted on every call.
+fn whole_tensor_advice(g: &ShapeGroup, p: &PartlyUsed, f: &Facts) -> String {
+    let (verb, fix) = match &g.conversion {
+        Some(_) => (
+            "converts",
+            "cast only the entries the step uses (gather, then cast), or keep the cache in the attention kernel's dtype",
+        ),
+        None => ("copies", "copy only the entries the step uses"),
+    };
+    let shape = shapes::dims(&g.shapes)
+        .into_iter()
+        .next()
+        .map(|d| format!("{d:?}"))
+        .unwrap_or_else(|| g.shapes.clone());
+    format!(
+        "it {verb} the same {shape} tensor {}, though a step uses at most {} of its {} rows ({} {} grows from step to step): {fix}",
+        per_step_words(g, f),
+        count(p.used_rows as f64),
+        count(p.rows as f64),
+        p.seen_in,
+        p.seen_shape,
+    )
+}
+
+/// Copies and casts of a whole tensor on every call while the steps use a
+/// growing part of it: what converting only that part would save.
+fn whole_tensor(f: &Facts, out: &mut Vec<Finding>) {
+    let clock = &f.clock;
+    for op in f.s.ops.iter().filter(|o| o.kind == OpKind::Op) {
+        for g in &op.input_shapes {
+            let Some(p) = &g.partly_used else { continue };
+            let share = clock.group_pct(g);
+            if share < 1.0 || p.rows == 0 {
+                continue;
+            }
+            let unused = 1.0 - p.used_rows as f64 / p.rows as f64;
+            let per_step = clock.group_us(g) / f.s.steps_stats.count.max(1) as f64;
+            let what = match &g.conversion {
+                Some(c) => format!("{} ({c}, {})", op.name, g.shapes),
+                None => format!("{} ({})", op.name, g.shapes),
+            };
+            out.push(finding(
+                FindingKind::WholeTensor,
+                format!(
+                    "{} only the rows a step uses would cut {what} from {} to about {} of {} per step: it {} the whole tensor {} ({} of {}), while a step uses at most {} of its {} rows ({} {} grows from step to step){}",
+                    match &g.conversion {
+                        Some(_) => "Casting",
+                        None => "Copying",
+                    },
+                    time_us(per_step),
+                    time_us(per_step * (1.0 - unused)),
+                    clock.basis.words(),
+                    if g.conversion.is_some() { "converts" } else { "copies" },
+                    per_step_words(g, f),
+                    pct(share),
+                    clock.basis.words(),
+                    count(p.used_rows as f64),
+                    count(p.rows as f64),
+                    p.seen_in,
+                    p.seen_shape,
+                    match &g.conversion {
+                        Some(_) => "; or keep the cache in the attention kernel's dtype",
+                        None => "",
+                    },
+                ),
+                share * unused * 0.8,
+                FindingTab::Ops,
+                Some(&op.name),
+            ));
+        }
+    }
+}
+
+/// The runtime calls that launch a kernel.
+fn is_kernel_launch(name: &str) -> bool {
+    matches!(
+        name,
+        "cudaLaunchKernel"
+            | "cudaLaunchKernelExC"
+            | "cuLaunchKernel"
+            | "cuLaunchKernelEx"
+            | "hipLaunchKernel"
+            | "hipExtLaunchKernel"
+            | "hipModuleLaunchKernel"
+    )
+}
+
+/// Kernels share of GPU time above which a kernel's geometry is worth a
+/// sentence.
+const GEOMETRY_SHARE_MIN: f64 = 5.0;
+
+/// A grid with at most this share of the device's SMs in blocks leaves
+/// enough of them empty to say so (a grid a little short of a full wave is
+/// the wave's quantization, not a thin launch).
+const THIN_GRID: f64 = 0.75;
+/// Calls a kernel group needs for its geometry to be a pattern.
+const GEOMETRY_CALLS_MIN: u64 = 10;
+
+/// Launch geometry on an eager trace (graph replays launch differently and
+/// have their own finding): a kernel whose grid has fewer blocks than the
+/// device has SMs, and kernels shorter than the runtime call that launches
+/// them.
+fn launch_geometry(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
+    if s.graphs.replays > 0 || f.gpu_total <= 0.0 {
+        return;
+    }
+    if let Some((d, sms)) = s.device.as_ref().and_then(|d| d.sms.map(|n| (d, n as u64))) {
+        let thin = s
+            .kernels
+            .iter()
+            // Collectives run on a few channels by design.
+            .filter(|k| k.kind == GpuOpKind::Kernel && k.category != KernelCategory::Communication)
+            .flat_map(|k| k.groups.iter().map(move |g| (k, g)))
+            .filter_map(|(k, g)| {
+                let [x, y, z] = g.grid?;
+                let blocks = x as u64 * y as u64 * z as u64;
+                let thin = blocks > 0 && blocks as f64 <= THIN_GRID * sms as f64;
+                (thin && g.pct >= GEOMETRY_SHARE_MIN && g.calls >= GEOMETRY_CALLS_MIN)
+                    .then_some((k, g, blocks))
+            })
+            .max_by(|a, b| a.1.pct.total_cmp(&b.1.pct));
+        if let Some((k, g, blocks)) = thin {
+            let idle = 1.0 - blocks as f64 / sms as f64;
+            out.push(finding(
+                FindingKind::LaunchGeometry,
+                format!(
+                    "{} runs with grid {} ({} block{}) on the {}'s {} SMs, {} of GPU time in {} calls: {} of the SMs have no block while it runs; more blocks per call (split the work, or batch these calls) would use them",
+                    k.short_name,
+                    dim3(g.grid),
+                    blocks,
+                    if blocks == 1 { "" } else { "s" },
+                    match d.source {
+                        kinetoscope_types::PeakSource::Unknown => "device",
+                        _ => d.name.as_str(),
+                    },
+                    sms,
+                    pct(g.pct),
+                    g.calls,
+                    pct(100.0 * idle),
+                ),
+                g.pct * idle * 0.5,
+                FindingTab::Kernels,
+                Some(&k.name),
+            ));
+        }
+    }
+    // Kernels shorter than their launch: the host cannot issue work as fast
+    // as the GPU finishes it. Where the GPU idles the launch-bound finding
+    // says so already.
+    if idle_pct(f).is_some() {
+        return;
+    }
+    let (launches, launch_us) = s
+        .ops
+        .iter()
+        .filter(|o| o.kind == OpKind::Runtime && is_kernel_launch(&o.name))
+        .fold((0u64, 0.0), |(n, us), o| (n + o.calls, us + o.cpu_total_us));
+    if launches == 0 {
+        return;
+    }
+    let launch_avg = launch_us / launches as f64;
+    let (short, short_us, all) = s
+        .kernels
+        .iter()
+        .filter(|k| k.kind == GpuOpKind::Kernel)
+        .fold((0u64, 0.0, 0u64), |(n, us, all), k| {
+            if k.avg_us < launch_avg {
+                (n + k.calls, us + k.total_us, all + k.calls)
+            } else {
+                (n, us, all + k.calls)
+            }
+        });
+    if all >= 100 && short * 2 > all {
+        out.push(finding(
+            FindingKind::LaunchGeometry,
+            format!(
+                "{} of the {} kernels run shorter than the {} a launch takes on the CPU (they average {}): in eager mode the host barely keeps ahead of the GPU; CUDA graphs or fusion would take the launches off the step",
+                pct(100.0 * short as f64 / all as f64),
+                all,
+                time_us(launch_avg),
+                time_us(short_us / short.max(1) as f64),
+            ),
+            (100.0 * short_us / f.gpu_total) * 0.2,
+            FindingTab::Kernels,
+            None,
+        ));
+    }
+}
+
+/// Share of the FLOP peak below which a GEMM is "far below".
+const GEMM_PEAK_PCT_MAX: f64 = 15.0;
+/// Rows (tokens) at or under which a GEMM's shape is small (decode batch
+/// sizes).
+const SMALL_GEMM_ROWS: u64 = 128;
+
+/// GEMMs far below the FLOP peak because their shape is small: the shape,
+/// not the kernel, is the limit.
+fn small_gemm(f: &Facts, out: &mut Vec<Finding>) {
+    let Some(d) = f.device else { return };
+    if f.clock.basis != TimeBasis::Device {
+        return;
+    }
+    let mut found: Vec<(&OpRow, &ShapeGroup, shapes::Gemm)> =
+        f.s.ops
+            .iter()
+            .filter(|o| o.kind == OpKind::Op)
+            .flat_map(|o| o.input_shapes.iter().map(move |g| (o, g)))
+            .filter(|(_, g)| {
+                g.device_pct >= GEOMETRY_SHARE_MIN
+                    && g.pct_of_peak_flops.is_some_and(|p| p < GEMM_PEAK_PCT_MAX)
+            })
+            .filter_map(|(o, g)| {
+                let gemm = shapes::gemm(&o.name, &g.shapes, &g.dtypes)?;
+                (gemm.m <= SMALL_GEMM_ROWS).then_some((o, g, gemm))
+            })
+            .collect();
+    found.sort_by(|a, b| b.1.device_pct.total_cmp(&a.1.device_pct));
+    for (op, g, gemm) in found.into_iter().take(2) {
+        let (Some(achieved), Some(share), Some(peak)) = (
+            g.achieved_tflops,
+            g.pct_of_peak_flops,
+            d.peak_tflops_for(&gemm.dtype),
+        ) else {
+            continue;
+        };
+        let per_call = g.self_device_us / g.calls.max(1) as f64;
+        let bandwidth = match (gemm.bytes(), d.peak_gbps) {
+            (Some(b), Some(peak_bw)) if per_call > 0.0 => {
+                let gbps = b / per_call / 1e3;
+                format!(
+                    "; it moves {} per call at {} ({} of peak bandwidth), so memory, not compute, bounds it",
+                    bytes(b),
+                    rate_gbps(gbps),
+                    pct(100.0 * gbps / peak_bw)
+                )
+            }
+            _ => String::new(),
+        };
+        out.push(finding(
+            FindingKind::SmallGemm,
+            format!(
+                "{} ({}, {}) runs at {}, {} of the {}'s {} peak for {}, {} of GPU time: with {} rows the shape, not the kernel, is the limit{bandwidth}; more rows per call (a larger batch per step) would use the tensor cores",
+                op.name,
+                g.shapes,
+                shapes::dtype_label(&gemm.dtype),
+                rate_tflops(achieved),
+                pct(share),
+                d.name,
+                rate_tflops(peak),
+                shapes::dtype_label(&gemm.dtype),
+                pct(g.device_pct),
+                gemm.m,
+            ),
+            g.device_pct * 0.3,
+            FindingTab::Ops,
+            Some(&op.name),
+        ));
+    }
 }
 
 /// A name cut to `n` characters, marking the cut.

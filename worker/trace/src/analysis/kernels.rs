@@ -216,5 +216,6 @@ fn group(cx: &Context, (grid, block): ([u32; 3], [u32; 3]), k: &KernelGroupAcc) 
             .map(|(from, to)| format!("{from} -> {to}")),
         bytes_per_call,
         achieved_gbps: bytes_per_call.filter(|_| avg > 0.0).map(|b| b / avg / 1e3),
+        ..Default::default()
     }
 }

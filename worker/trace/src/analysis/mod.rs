@@ -16,6 +16,8 @@
 //! - [`graphs`]: graph replay statistics.
 //! - [`gpu_time`]: busy/idle and per-stream time.
 //! - [`layers`]: per-layer attribution.
+//! - [`roofline`]: the device and its peaks; each signature's and kernel
+//!   group's share of them.
 //! - [`findings`]: the ranked sentences, over the finished summary.
 //!
 //! [`names`] (kernel short names and categories) and [`shapes`] (bytes
@@ -36,6 +38,7 @@ pub mod names;
 mod ops;
 pub mod python;
 mod repeats;
+mod roofline;
 pub mod shapes;
 pub mod steps;
 mod trace_info;
@@ -47,7 +50,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 5;
+pub const ANALYZER_VERSION: u32 = 6;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -314,7 +317,10 @@ fn summarize<R>(
         layers,
         graphs,
         findings: Vec::new(),
+        device: None,
     };
+    summary.device = roofline::device(&t.meta.devices, &summary.trace.active_devices, opts);
+    roofline::apply(&mut summary);
     summary.findings = findings::find(&summary);
     Summarized { summary, timeline }
 }

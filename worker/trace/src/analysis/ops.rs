@@ -10,12 +10,13 @@ use super::steps::StepCursor;
 use super::{pct, replay_row_name, shapes, us, Context, MAX_SHAPE_GROUPS};
 use crate::import::store::{CpuKind, Sym};
 use hashbrown::HashMap;
-use kinetoscope_types::{OpKind, OpRow, ShapeGroup};
+use kinetoscope_types::{OpKind, OpRow, PartlyUsed, ShapeGroup};
 
 /// The op table: the ops' rows and the replays', ranked.
 pub(crate) fn table(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
     let acc = accumulate(cx, sums, chains);
     let mut by_op = shape_groups(cx, chains, acc.groups);
+    partly_used(&mut by_op, cx);
     let mut rows: Vec<OpRow> = acc
         .by_name
         .iter()
@@ -56,6 +57,9 @@ struct OpAcc {
 struct GroupAcc {
     calls: u64,
     calls_in_steps: u64,
+    /// Steps with a call, and the last such step (+1; 0 before any).
+    steps_seen: u32,
+    last_step: u32,
     self_cpu: i64,
     self_dev: i64,
     /// (parent chain, Python stack) -> (device ns, calls).
@@ -135,7 +139,12 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
         // Device totals stay a sum over every slice of the name, as the
         // independent reference checks them (tests/expected.rs).
         a.total_dev += sums.total_dev.get(i);
-        let in_step = have_steps && step.at(cpu.ts().get(i)).is_some();
+        let step_of = if have_steps {
+            step.at(cpu.ts().get(i))
+        } else {
+            None
+        };
+        let in_step = step_of.is_some();
         if whole {
             a.calls += 1;
             a.cpu_total += cpu.dur().get(i);
@@ -149,6 +158,13 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
             if whole {
                 gacc.calls += 1;
                 gacc.calls_in_steps += in_step as u64;
+                // Slices come in time order, so a step's calls are together.
+                if let Some(k) = step_of {
+                    if gacc.last_step != k as u32 + 1 {
+                        gacc.last_step = k as u32 + 1;
+                        gacc.steps_seen += 1;
+                    }
+                }
             }
             gacc.self_cpu += self_cpu;
             gacc.self_dev += sums.self_dev.get(i);
@@ -177,11 +193,11 @@ fn shape_groups(
     cx: &Context,
     chains: &Chains,
     groups: HashMap<(Sym, Sym, Sym), GroupAcc>,
-) -> HashMap<Sym, Vec<ShapeGroup>> {
+) -> HashMap<Sym, Vec<(ShapeGroup, u32)>> {
     let t = cx.t;
     let total_gpu = us(cx.gpu_op_ns);
     // Shape groups per op name, with bytes for copy-like ops.
-    let mut by_op: HashMap<Sym, Vec<ShapeGroup>> = HashMap::new();
+    let mut by_op: HashMap<Sym, Vec<(ShapeGroup, u32)>> = HashMap::new();
     for ((name, shapes, dtypes), g) in groups {
         let op = t.name(name);
         let bytes = shapes::copy_bytes(op, t.name(shapes), t.name(dtypes));
@@ -192,29 +208,125 @@ fn shape_groups(
             .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
             .map(|(&(chain, py), _)| (chains.names(t, chain), cx.py_names(py)))
             .unwrap_or_default();
-        by_op.entry(name).or_default().push(ShapeGroup {
-            shapes: t.name(shapes).to_string(),
-            dtypes: t.name(dtypes).to_string(),
-            calls: g.calls,
-            self_cpu_us: us(g.self_cpu),
-            self_device_us: self_dev_us,
-            bytes_per_call: bytes.map(|b| b as f64),
-            achieved_gbps: bytes
-                .filter(|_| g.self_dev > 0)
-                .map(|b| b as f64 * g.calls as f64 / self_dev_us / 1e3),
-            calls_per_step: cx.per_step(g.calls_in_steps),
-            device_pct: pct(self_dev_us, total_gpu),
-            conversion: shapes::conversion(op, t.name(dtypes))
-                .map(|(from, to)| format!("{from} -> {to}")),
-            parents,
-            python,
-        });
+        by_op.entry(name).or_default().push((
+            ShapeGroup {
+                shapes: t.name(shapes).to_string(),
+                dtypes: t.name(dtypes).to_string(),
+                calls: g.calls,
+                self_cpu_us: us(g.self_cpu),
+                self_device_us: self_dev_us,
+                bytes_per_call: bytes.map(|b| b as f64),
+                achieved_gbps: bytes
+                    .filter(|_| g.self_dev > 0)
+                    .map(|b| b as f64 * g.calls as f64 / self_dev_us / 1e3),
+                calls_per_step: cx.per_step(g.calls_in_steps),
+                device_pct: pct(self_dev_us, total_gpu),
+                conversion: shapes::conversion(op, t.name(dtypes))
+                    .map(|(from, to)| format!("{from} -> {to}")),
+                parents,
+                python,
+                ..Default::default()
+            },
+            g.steps_seen,
+        ));
     }
     by_op
 }
 
+/// Marks the copies and casts of a whole tensor that the steps use a
+/// growing part of ([`PartlyUsed`]): a signature called in every step, at
+/// least twice a step (once per layer, say), whose tensor has the layout of
+/// a tensor that grows from step to step elsewhere in the trace (the same
+/// trailing dimensions) with far more rows than the growing one ever has.
+/// The founding story's cast of the whole KV pool in every layer, while
+/// attention reads the step's few hundred keys, is the case; a cast that
+/// follows the sequence (gather, then cast) grows itself and is not.
+fn partly_used(by_op: &mut HashMap<Sym, Vec<(ShapeGroup, u32)>>, cx: &Context) {
+    let steps = cx.steps.len() as u32;
+    if steps < MIN_GROWING_STEPS {
+        return;
+    }
+    let t = cx.t;
+    // Growing layouts: per (op, input, dim, the other dims), the lengths
+    // that dim takes.
+    let mut lengths: HashMap<(Sym, usize, usize, Vec<u64>), Vec<u64>> = HashMap::new();
+    for (&op, groups) in by_op.iter() {
+        if groups.len() < MIN_GROWING_STEPS as usize {
+            continue;
+        }
+        for (g, _) in groups {
+            for (j, dims) in shapes::dims(&g.shapes).into_iter().enumerate() {
+                for d in 0..dims.len() {
+                    let mut rest = dims.clone();
+                    let len = rest.remove(d);
+                    let key = (op, j, d, rest);
+                    let seen = lengths.entry(key).or_default();
+                    if !seen.contains(&len) {
+                        seen.push(len);
+                    }
+                }
+            }
+        }
+    }
+    // (trailing dims after the growing one, most rows, op, its largest shape)
+    let growing: Vec<(Vec<u64>, u64, Sym, Vec<u64>)> = lengths
+        .into_iter()
+        .filter(|(_, lens)| lens.len() >= MIN_GROWING_STEPS as usize)
+        .filter_map(|((op, _, d, rest), lens)| {
+            let tail = rest[d..].to_vec();
+            let most = *lens.iter().max()?;
+            let mut shape = rest.clone();
+            shape.insert(d, most);
+            (!tail.is_empty()).then_some((tail, most, op, shape))
+        })
+        .collect();
+    if growing.is_empty() {
+        return;
+    }
+    for (&op, groups) in by_op.iter_mut() {
+        if !shapes::is_copy_like(t.name(op)) {
+            continue;
+        }
+        for (g, steps_seen) in groups.iter_mut() {
+            let every_step = *steps_seen >= steps
+                && g.calls_per_step
+                    .is_some_and(|c| c >= 2.0 && c.fract() == 0.0);
+            if !every_step {
+                continue;
+            }
+            let Some(dims) = shapes::dims(&g.shapes).into_iter().next() else {
+                continue;
+            };
+            let best = growing
+                .iter()
+                .filter(|(tail, most, _, _)| {
+                    dims.len() > tail.len()
+                        && dims.ends_with(tail)
+                        && dims[dims.len() - tail.len() - 1] >= PARTLY_USED_RATIO * most
+                })
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.2.cmp(&a.2)));
+            if let Some((tail, most, seen_in, shape)) = best {
+                let dim = dims.len() - tail.len() - 1;
+                g.partly_used = Some(PartlyUsed {
+                    dim: dim as u32,
+                    rows: dims[dim],
+                    used_rows: *most,
+                    seen_in: t.name(*seen_in).to_string(),
+                    seen_shape: format!("{shape:?}"),
+                });
+            }
+        }
+    }
+}
+
+/// Steps (and distinct lengths) that make a layout "growing".
+const MIN_GROWING_STEPS: u32 = 3;
+/// How many times the steps' most rows a tensor holds to be "whole".
+const PARTLY_USED_RATIO: u64 = 2;
+
 /// One op name's row, from its sums and its shape groups.
-fn row(cx: &Context, sym: Sym, a: &OpAcc, mut groups: Vec<ShapeGroup>) -> OpRow {
+fn row(cx: &Context, sym: Sym, a: &OpAcc, groups: Vec<(ShapeGroup, u32)>) -> OpRow {
+    let mut groups: Vec<ShapeGroup> = groups.into_iter().map(|(g, _)| g).collect();
     let t = cx.t;
     let basis = cx.basis;
     // By the time the trace has (device time, or self CPU time on a trace

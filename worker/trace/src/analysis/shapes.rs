@@ -35,6 +35,19 @@ pub struct Input {
     pub dtype: String,
 }
 
+/// Each input's dims from `Input Dims` (empty for a non-tensor input).
+pub fn dims(shapes: &str) -> Vec<Vec<u64>> {
+    serde_json::from_str::<Vec<serde_json::Value>>(shapes)
+        .unwrap_or_default()
+        .iter()
+        .map(|d| {
+            d.as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_u64()).collect())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// Parses the (canonical) `Input Dims` and `Input type` texts.
 pub fn inputs(shapes: &str, dtypes: &str) -> Vec<Input> {
     let dims: Vec<serde_json::Value> = serde_json::from_str(shapes).unwrap_or_default();
@@ -112,9 +125,143 @@ pub fn conversion(op: &str, dtypes: &str) -> Option<(String, String)> {
         .then(|| (dtype_label(src).to_string(), dtype_label(dst).to_string()))
 }
 
+/// One GEMM call's shape: `m` rows by `k` by `n` columns, `batch` times,
+/// with the dtype of its first matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gemm {
+    /// Batch (1 for a plain matrix product).
+    pub batch: u64,
+    /// Rows of the output.
+    pub m: u64,
+    /// The reduced dimension.
+    pub k: u64,
+    /// Columns of the output.
+    pub n: u64,
+    /// The first matrix's dtype as written (`c10::BFloat16`).
+    pub dtype: String,
+}
+
+impl Gemm {
+    /// Floating-point operations: a multiply and an add per term.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.batch as f64 * self.m as f64 * self.k as f64 * self.n as f64
+    }
+
+    /// Bytes the product reads and writes at least: both matrices once,
+    /// the output once (all in the first matrix's dtype).
+    pub fn bytes(&self) -> Option<f64> {
+        let size = dtype_size(&self.dtype)? as f64;
+        let (b, m, k, n) = (
+            self.batch as f64,
+            self.m as f64,
+            self.k as f64,
+            self.n as f64,
+        );
+        Some(size * b * (m * k + k * n + m * n))
+    }
+}
+
+/// The GEMM a call does, from `Input Dims` and `Input type`, for the ops
+/// whose inputs say it (torch's own `with_flops` counts the same ops):
+/// `mm(a, b)`, `addmm(bias, a, b)`, `bmm(a, b)`, `baddbmm(c, a, b)`,
+/// `_scaled_mm(a, b, ...)` and `linear(x, w, bias)`.
+pub fn gemm(op: &str, shapes: &str, dtypes: &str) -> Option<Gemm> {
+    let dims = dims(shapes);
+    let types: Vec<String> = serde_json::from_str(dtypes).unwrap_or_default();
+    let (a, b, dtype) = match op {
+        "aten::mm" | "aten::bmm" | "aten::_scaled_mm" => (0, 1, 0),
+        "aten::addmm" | "aten::baddbmm" => (1, 2, 1),
+        "aten::linear" => {
+            let (x, w) = (dims.first()?, dims.get(1)?);
+            let (&k, &n) = (x.last()?, w.first()?);
+            if w.len() != 2 || w[1] != k {
+                return None;
+            }
+            let m: u64 = x[..x.len() - 1].iter().product();
+            return Some(Gemm {
+                batch: 1,
+                m,
+                k,
+                n,
+                dtype: types.first()?.clone(),
+            });
+        }
+        _ => return None,
+    };
+    let (x, y) = (dims.get(a)?, dims.get(b)?);
+    let dtype = types.get(dtype)?.clone();
+    match (x.as_slice(), y.as_slice()) {
+        (&[m, k], &[k2, n]) if k == k2 => Some(Gemm {
+            batch: 1,
+            m,
+            k,
+            n,
+            dtype,
+        }),
+        (&[bt, m, k], &[bt2, k2, n]) if k == k2 && bt == bt2 => Some(Gemm {
+            batch: bt,
+            m,
+            k,
+            n,
+            dtype,
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemm_shapes() {
+        let mm = gemm(
+            "aten::mm",
+            "[[64, 7168], [7168, 2048]]",
+            r#"["c10::BFloat16", "c10::BFloat16"]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (mm.m, mm.k, mm.n, mm.flops()),
+            (64, 7168, 2048, 2.0 * 64.0 * 7168.0 * 2048.0)
+        );
+        assert_eq!(
+            mm.bytes(),
+            Some(2.0 * (64.0 * 7168.0 + 7168.0 * 2048.0 + 64.0 * 2048.0))
+        );
+        let addmm = gemm(
+            "aten::addmm",
+            "[[2048], [64, 7168], [7168, 2048], [], []]",
+            r#"["float", "float", "float", "Scalar", "Scalar"]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (addmm.m, addmm.n, addmm.dtype.as_str()),
+            (64, 2048, "float")
+        );
+        let bmm = gemm(
+            "aten::bmm",
+            "[[4, 1, 64], [4, 64, 201]]",
+            r#"["float", "float"]"#,
+        )
+        .unwrap();
+        assert_eq!(bmm.flops(), 2.0 * 4.0 * 64.0 * 201.0);
+        let linear = gemm(
+            "aten::linear",
+            "[[2, 32, 512], [1024, 512], [1024]]",
+            r#"["float", "float", "float"]"#,
+        )
+        .unwrap();
+        assert_eq!((linear.m, linear.k, linear.n), (64, 512, 1024));
+        assert_eq!(
+            gemm("aten::mm", "[[64, 7], [8, 2]]", r#"["float", "float"]"#),
+            None
+        );
+        assert_eq!(
+            gemm("aten::add", "[[64, 7], [7, 2]]", r#"["float", "float"]"#),
+            None
+        );
+    }
 
     #[test]
     fn copy_bytes_count_read_and_write() {

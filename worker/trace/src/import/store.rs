@@ -1009,6 +1009,8 @@ pub struct DeviceProps {
     pub num_sms: Option<i64>,
     /// Total global memory.
     pub total_global_mem: Option<i64>,
+    /// `computeMajor`.
+    pub compute_major: Option<i64>,
 }
 
 /// Top-level metadata of the trace file.

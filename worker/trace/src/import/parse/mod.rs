@@ -341,6 +341,8 @@ impl Parser {
                     num_sms: Option<i64>,
                     #[serde(default, rename = "totalGlobalMem")]
                     total_global_mem: Option<i64>,
+                    #[serde(default, rename = "computeMajor")]
+                    compute_major: Option<i64>,
                 }
                 if let Ok(devs) = serde_json::from_slice::<Vec<Dev>>(value) {
                     meta.devices = devs
@@ -351,6 +353,7 @@ impl Parser {
                             name: d.name.unwrap_or_default(),
                             num_sms: d.num_sms,
                             total_global_mem: d.total_global_mem,
+                            compute_major: d.compute_major,
                         })
                         .collect();
                 }
