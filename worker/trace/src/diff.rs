@@ -8,7 +8,7 @@
 
 use crate::analysis::names::normalized_name;
 use crate::timeline::TimelineIndex;
-use kinetoscope_types::units::{change_pct, count, time_us};
+use kinetoscope_types::units::{change_pct, count, pct, time_us};
 use kinetoscope_types::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -383,12 +383,17 @@ fn findings(
         .take(3)
         .filter(|r| r.delta_us.abs() >= 0.01 * scale)
     {
-        let groups = |s: &Summary, n: f64| -> HashMap<String, (f64, Option<f64>)> {
-            let mut m: HashMap<String, (f64, Option<f64>)> = HashMap::new();
+        // Per conversion (or dtypes): time per step, and the bytes per call
+        // and share of peak bandwidth of its leading signature.
+        type Group = (f64, Option<f64>, Option<f64>);
+        let groups = |s: &Summary, n: f64| -> HashMap<String, Group> {
+            let mut m: HashMap<String, Group> = HashMap::new();
             if let Some(op) = s.ops.iter().find(|o| o.name == r.name) {
                 for g in &op.input_shapes {
                     let key = g.conversion.clone().unwrap_or_else(|| g.dtypes.clone());
-                    let e = m.entry(key).or_insert((0.0, g.bytes_per_call));
+                    let e = m
+                        .entry(key)
+                        .or_insert((0.0, g.bytes_per_call, g.pct_of_peak_bw));
                     e.0 += op_time.pick(g.self_device_us, g.self_cpu_us) / n;
                 }
             }
@@ -405,7 +410,7 @@ fn findings(
                     // Equal changes: the first key by name, not by hash order.
                     .then(y.0.cmp(x.0))
             });
-        if let Some((key, (a_us, a_bytes), (b_us, b_bytes))) = best {
+        if let Some((key, (a_us, a_bytes, a_peak), (b_us, b_bytes, b_peak))) = best {
             if (b_us - a_us).abs() >= 0.5 * r.delta_us.abs() && ga.len() + gb.len() > 2 {
                 let bytes_text = match (a_bytes, b_bytes) {
                     (Some(x), Some(y)) if x != y => {
@@ -417,10 +422,22 @@ fn findings(
                     }
                     _ => String::new(),
                 };
+                let peak_text = match (a_peak, b_peak) {
+                    (Some(x), Some(y)) => format!(
+                        ", {} -> {} of {} peak bandwidth",
+                        pct(x),
+                        pct(y),
+                        sb.device
+                            .as_ref()
+                            .map(|d| format!("the {}'s", d.name))
+                            .unwrap_or_else(|| "the device's".into())
+                    ),
+                    _ => String::new(),
+                };
                 out.push((
                     (b_us - a_us).abs() * 1.001,
                     format!(
-                        "{} ({key}) {time_words} {} ({}{per}){bytes_text}",
+                        "{} ({key}) {time_words} {} ({}{per}){bytes_text}{peak_text}",
                         r.name,
                         change_pct(change(a_us, b_us)),
                         pair(a_us, b_us)

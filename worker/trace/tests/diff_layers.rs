@@ -130,6 +130,28 @@ fn diff_reports_what_the_generator_put_in() {
             "{}",
             sig.text
         );
+        // And its share of the H200's peak bandwidth before and after: the
+        // whole pool at 1.03 TB/s, then the gathered part at about 3 TB/s.
+        let share = |s: &kinetoscope_trace::Summary| {
+            s.ops
+                .iter()
+                .find(|o| o.name == "aten::copy_")
+                .unwrap()
+                .input_shapes[0]
+                .pct_of_peak_bw
+                .unwrap()
+        };
+        let (pa, pb) = (share(&sa), share(&sb));
+        assert!(pb > pa, "{what}: {pa} -> {pb}");
+        assert!(
+            sig.text.contains(&format!(
+                "{} -> {} of the NVIDIA H200's peak bandwidth",
+                kinetoscope_types::units::pct(pa),
+                kinetoscope_types::units::pct(pb)
+            )),
+            "{}",
+            sig.text
+        );
         assert!(
             d.added_kernels
                 .iter()
