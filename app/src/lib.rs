@@ -1,6 +1,8 @@
 //! Kinetoscope's dashboard: a Leptos client-side app.
 //!
-//! - [`logic`]: sorting, filtering, grouping, colours, URLs (pure, tested).
+//! - [`logic`] and [`timeline`]: the pure view logic (sorting, filtering,
+//!   grouping, colours, URLs, axes; the timeline's zoom and fetch plan), in
+//!   the `kinetoscope-view` crate so it is tested without building Leptos.
 //! - [`api`]: calls to the server, the upload with progress.
 //! - [`widgets`]: small shared pieces (bars, badges, sortable headers).
 //! - [`charts`]: SVG charts drawn from the summary.
@@ -12,10 +14,10 @@
 
 pub mod api;
 pub mod charts;
-pub mod logic;
+pub use kinetoscope_view::logic;
 pub mod pages;
 pub mod paint;
-pub mod timeline;
+pub use kinetoscope_view::timeline;
 pub mod viewport;
 pub mod widgets;
 

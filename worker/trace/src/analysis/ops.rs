@@ -137,7 +137,7 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
         a.self_cpu += self_cpu;
         a.self_dev += sums.self_dev.get(i);
         // Device totals stay a sum over every slice of the name, as the
-        // independent reference checks them (tests/expected.rs).
+        // independent reference checks them (tests/it/expected.rs).
         a.total_dev += sums.total_dev.get(i);
         let step_of = if have_steps {
             step.at(cpu.ts().get(i))

@@ -19,13 +19,11 @@
 //!
 //! The traces it writes are real: the 8-rank DLRM job from ../shared/traces.
 
-mod common;
-
+use crate::common::*;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
-use common::*;
 use kinetoscope_types::{Created, EngineInfo, RanksSummary};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,7 @@
 //! Real `kinetoscope` processes: crashes, scale-out, and the command-line
 //! tools. Processes are killed with SIGKILL: nothing gets to clean up.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kinetoscope_types::RunList;
 use std::time::{Duration, Instant};
 

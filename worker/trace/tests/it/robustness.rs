@@ -204,7 +204,7 @@ fn a_giant_single_event_is_refused() {
 #[test]
 fn ties_are_ordered_the_same_every_time() {
     // The fuzz target's regression input: one trace, replayed by both.
-    let trace = include_bytes!("../fuzz/regressions/analyze/launch-chains-tied.json");
+    let trace = include_bytes!("../../fuzz/regressions/analyze/launch-chains-tied.json");
     let t = read_trace(&trace[..], &ReadOptions::default()).unwrap();
     let first = serde_json::to_string(&analyze(&t, &AnalysisOptions::default())).unwrap();
     assert!(first.contains("cuLaunchKernel"), "both launches are listed");

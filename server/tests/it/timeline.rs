@@ -4,9 +4,7 @@
 //! kernel table counts, bad windows get 400s, and deleting the run removes
 //! the artifacts.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kinetoscope_types::*;
 use std::time::Duration;
 

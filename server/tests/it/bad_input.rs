@@ -2,9 +2,7 @@
 //! that fails with a readable reason), the server keeps serving, and the
 //! runs stored before are intact afterwards. Run on SQLite and PostgreSQL.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kinetoscope_types::{ApiError, RunInfo, Summary};
 use std::io::Write;
 use std::time::Duration;
@@ -324,6 +322,19 @@ async fn bad_input(backend: Backend) {
                 .json(&serde_json::json!({"layer_period": 0})),
             400,
             "layer_period",
+        ),
+        (
+            "re-analysis with a negative peak",
+            http.post(format!("{u}/api/runs/{}/reanalyze?peak_gbps=-5", good.id)),
+            400,
+            "peak_gbps",
+        ),
+        (
+            "re-analysis with a peak past any GPU's",
+            http.post(format!("{u}/api/runs/{}/reanalyze", good.id))
+                .json(&serde_json::json!({"peak_tflops": 1e9})),
+            400,
+            "peak_tflops",
         ),
         (
             "a capture of an unconfigured engine",

@@ -109,6 +109,29 @@ pub fn step_outliers(steps: &[StepRow]) -> Vec<bool> {
     kinetoscope_types::steps::slow_steps(steps)
 }
 
+/// Round tick values for an axis from 0 to `max`: steps of 1, 2 or 5 times
+/// a power of ten, about `want` intervals, none above `max`.
+pub fn nice_ticks(max: f64, want: usize) -> Vec<f64> {
+    if !(max.is_finite() && max > 0.0) || want == 0 {
+        return vec![0.0];
+    }
+    let rough = max / want as f64;
+    let mag = 10f64.powf(rough.log10().floor());
+    // The round step whose count of intervals is nearest the wanted one.
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .min_by(|a, b| {
+            let off = |s: f64| (max / s - want as f64).abs();
+            off(*a).total_cmp(&off(*b))
+        })
+        .unwrap_or(mag);
+    (0..)
+        .map(|k| k as f64 * step)
+        .take_while(|v| *v <= max * (1.0 + 1e-9))
+        .collect()
+}
+
 /// A name shortened to `n` characters by cutting its middle, which keeps the
 /// namespace and the distinguishing tail readable.
 pub fn shorten(name: &str, n: usize) -> String {
@@ -205,6 +228,21 @@ pub fn highlight_totals(d: &kinetoscope_types::Diff, query: &str) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_are_round_and_within_the_axis() {
+        assert_eq!(
+            nice_ticks(99_100.0, 4),
+            vec![0.0, 20_000.0, 40_000.0, 60_000.0, 80_000.0]
+        );
+        assert_eq!(nice_ticks(10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(nice_ticks(0.0, 4), vec![0.0]);
+        let t = nice_ticks(123.4, 4);
+        assert!(
+            t.len() >= 3 && t.len() <= 6 && *t.last().unwrap() <= 123.4,
+            "{t:?}"
+        );
+    }
 
     #[test]
     fn the_legend_holds_every_category_once() {

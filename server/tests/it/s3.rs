@@ -4,9 +4,7 @@
 //! `make test`), so object_store speaks the real protocol, multipart uploads
 //! included.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,7 @@
 //! The runs API, tokens, re-analysis and operations, each on a real SQLite
 //! file and on a real PostgreSQL database (the same queries, the same tests).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use kinetoscope_types::*;
 use reqwest::StatusCode;
 use std::time::Duration;
@@ -198,6 +196,39 @@ async fn runs_api(backend: Backend) {
         .await;
     assert_eq!(s.layers.method, kinetoscope_types::LayerMethod::Override);
     assert_eq!(s.layers.period, Some(16));
+
+    // The device's peaks, given on re-analysis: the summary says so.
+    let resp = http
+        .post(format!("{u}/api/runs/{}/reanalyze", single.id))
+        .json(&serde_json::json!({"peak_gbps": 1800.0, "peak_tflops": 500.0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let start = std::time::Instant::now();
+    while scalar(
+        &pool,
+        &format!("SELECT analyses FROM traces WHERE run_id = '{}'", single.id),
+    )
+    .await
+        < 3
+    {
+        assert!(start.elapsed() < LONG);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    srv.wait(&single.id, LONG).await;
+    let s: Summary = srv
+        .get_json(&format!("/api/runs/{}/summary", single.id))
+        .await;
+    let d = s.device.expect("a device with the given peaks");
+    assert_eq!(
+        (d.source, d.peak_gbps, d.peak_tflops_bf16),
+        (
+            kinetoscope_types::PeakSource::Override,
+            Some(1800.0),
+            Some(500.0)
+        )
+    );
 
     // Delete: metadata and blobs.
     let blobs = srv.data.path().join("blobs/runs").join(&multi.id);
@@ -603,7 +634,7 @@ async fn health_readiness_metrics_and_openapi() {
         .keys()
         .map(String::as_str)
         .collect();
-    let source = include_str!("../src/api/mod.rs");
+    let source = include_str!("../../src/api/mod.rs");
     let mut routes: Vec<String> = source
         .lines()
         .filter_map(|l| l.trim().strip_prefix(".route(\""))

@@ -1,0 +1,12 @@
+//! The integration tests of `kinetoscope-trace`, one test binary (one link
+//! of the crate and its dependencies, not one per file). Each module is one
+//! subject; `cargo test -p kinetoscope-trace --test it MODULE` runs one.
+
+mod architectures;
+mod diff_layers;
+mod expected;
+mod generated;
+mod robustness;
+mod shared_traces;
+mod steps;
+mod timeline;
