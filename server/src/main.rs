@@ -49,17 +49,10 @@ enum Command {
         #[arg(long, value_name = "TFLOPS")]
         peak_tflops: Option<f64>,
     },
-    /// Compare two local traces: baseline A against patch B.
-    Diff {
-        a: PathBuf,
-        b: PathBuf,
-        /// Print the diff JSON (what the server's /api/diff returns).
-        #[arg(long)]
-        json: bool,
-        /// Rows of each delta table.
-        #[arg(long, default_value_t = 15)]
-        rows: usize,
-    },
+    /// Compare baseline A against patch B (trace files or stored runs); with
+    /// --fail-above, a regression gate (exit 0 within budget, 1 over it, 2
+    /// when they cannot be compared).
+    Diff(cli::diff::DiffArgs),
     /// Upload traces to a server (several files are the ranks of one run).
     Upload(cli::upload::UploadArgs),
     /// Ask the server's worker to capture from a configured inference engine.
@@ -158,7 +151,13 @@ fn main() -> anyhow::Result<()> {
                 peak_tflops,
             },
         ),
-        Some(Command::Diff { a, b, json, rows }) => cli::analyze::diff(&a, &b, json, rows),
+        Some(Command::Diff(args)) => {
+            let code = cli::diff::run(args, &rt)?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         Some(Command::Upload(args)) => rt.block_on(cli::upload::run(args)),
         Some(Command::Capture(args)) => rt.block_on(cli::capture::run(args)),
         Some(Command::Token { command }) => match command {

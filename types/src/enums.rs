@@ -439,6 +439,19 @@ string_enum! {
 }
 
 string_enum! {
+    /// A regression gate's answer (`kinetoscope diff --fail-above`).
+    GateVerdict ("gate verdict") {
+        /// Within every budget: exit 0.
+        Pass => "pass",
+        /// Over a budget: exit 1.
+        Fail => "fail",
+        /// The runs cannot be compared (no common steps, an op in
+        /// neither): exit 2.
+        Incomparable => "incomparable",
+    }
+}
+
+string_enum! {
     /// Where a run's device peaks come from.
     PeakSource ("peak source") {
         /// The built-in device table, matched from `deviceProperties`.

@@ -937,6 +937,49 @@ pub struct StepsDiff {
     pub p50_change_pct: f64,
 }
 
+/// A regression gate's answer over a diff: the verdict, each budget's
+/// check, and why (one line each), as `kinetoscope diff --fail-above`
+/// prints them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Gate {
+    /// Pass, fail or incomparable.
+    pub verdict: GateVerdict,
+    /// Each budget checked: step time per step kind, then each op.
+    pub checks: Vec<GateCheck>,
+    /// Why the verdict is what it is, one line per reason.
+    pub reasons: Vec<String>,
+}
+
+/// One budget against its two numbers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct GateCheck {
+    /// What is measured: `decode step time (p50)`, `aten::copy_`.
+    pub what: String,
+    /// Run A (the baseline), µs (per step for ops on traces with steps).
+    pub a_us: f64,
+    /// Run B (the patch), µs.
+    pub b_us: f64,
+    /// Change from A to B, %.
+    pub change_pct: f64,
+    /// The most it may grow, %.
+    pub budget_pct: f64,
+    /// Whether it stays within the budget.
+    pub ok: bool,
+}
+
+/// A diff with its gate's verdict (`kinetoscope diff --format json`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct GatedDiff {
+    /// The diff, its fields at the top level.
+    #[serde(flatten)]
+    pub diff: Diff,
+    /// The verdict, when budgets were given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+}
+
 /// A number of run a against run b.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]

@@ -255,43 +255,6 @@ pub fn render(s: &Summary, rows: usize) -> String {
     o
 }
 
-/// Runs `diff`.
-pub fn diff(a: &Path, b: &Path, json: bool, rows: usize) -> anyhow::Result<()> {
-    let opts = AnalysisOptions::default();
-    let (sa, sb) = std::thread::scope(|scope| {
-        let ha = scope.spawn(|| load(a, &opts));
-        let hb = scope.spawn(|| load(b, &opts));
-        (
-            ha.join().expect("analysis panicked"),
-            hb.join().expect("analysis panicked"),
-        )
-    });
-    let (sa, sb) = (sa?, sb?);
-    let name = |p: &Path| {
-        p.file_name()
-            .map(|f| f.to_string_lossy().to_string())
-            .unwrap_or_default()
-    };
-    let d = kinetoscope_trace::diff::diff(
-        &kinetoscope_trace::diff::Side {
-            id: "a",
-            name: &name(a),
-            summary: &sa,
-        },
-        &kinetoscope_trace::diff::Side {
-            id: "b",
-            name: &name(b),
-            summary: &sb,
-        },
-    );
-    if json {
-        println!("{}", serde_json::to_string(&d)?);
-    } else {
-        print!("{}", render_diff(&d, rows));
-    }
-    Ok(())
-}
-
 /// The text form of a diff.
 pub fn render_diff(d: &Diff, rows: usize) -> String {
     let mut o = String::new();

@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod capture;
+pub mod diff;
 pub mod generate;
 pub mod token;
 pub mod upload;

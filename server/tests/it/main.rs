@@ -9,6 +9,7 @@ mod common;
 
 mod bad_input;
 mod capture;
+mod gate;
 mod processes;
 mod s3;
 mod service;

@@ -121,6 +121,16 @@ fn sorted_names(mut v: Vec<String>, weight: &dyn Fn(&str) -> f64) -> Vec<String>
     v
 }
 
+/// The time two runs' ops are compared by: self device time, or self CPU
+/// time when both traces' time is the CPU's (the rule the op table and
+/// findings follow). The diff and the regression gate share it.
+pub fn op_basis(a: &Summary, b: &Summary) -> TimeBasis {
+    match (a.time_basis(), b.time_basis()) {
+        (TimeBasis::Cpu, TimeBasis::Cpu) => TimeBasis::Cpu,
+        _ => TimeBasis::Device,
+    }
+}
+
 /// Compares two runs' summaries.
 pub fn diff(a: &Side, b: &Side) -> Diff {
     let (sa, sb) = (a.summary, b.summary);
@@ -131,12 +141,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         (1.0, 1.0)
     };
 
-    // Ops by self device time; by self CPU time when both traces' time is
-    // the CPU's (the rule the op table and findings follow).
-    let op_time = match (sa.time_basis(), sb.time_basis()) {
-        (TimeBasis::Cpu, TimeBasis::Cpu) => TimeBasis::Cpu,
-        _ => TimeBasis::Device,
-    };
+    let op_time = op_basis(sa, sb);
     let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
         s.ops
             .iter()

@@ -21,6 +21,7 @@
 pub mod analysis;
 pub mod devices;
 pub mod diff;
+pub mod gate;
 pub mod import;
 pub mod ranks;
 pub mod timeline;
