@@ -40,10 +40,30 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
             }
         })
         .collect_view();
+    // The y axis: round times, as labels beside the plot (text inside a
+    // stretched SVG would stretch with it) and grid lines across it.
+    let ticks = crate::logic::nice_ticks(max, 4);
+    let grid = ticks
+        .iter()
+        .map(|v| {
+            let y = h - h * v / max;
+            view! { <line class="grid" x1="0" x2=w y1=y y2=y vector-effect="non-scaling-stroke"/> }
+        })
+        .collect_view();
+    let labels = ticks
+        .iter()
+        .map(|v| {
+            view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / (h + 2.0) * h / max)>{time_us(*v)}</span> }
+        })
+        .collect_view();
     view! {
         <figure class="chart">
-            <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="steps-chart">{bars}</svg>
+            <div class="chart-plot">
+                <div class="y-axis" id="steps-y-axis" title="time per step">{labels}</div>
+                <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="steps-chart">{grid}{bars}</svg>
+            </div>
             <figcaption>
+                <span class="axis-unit">"y: time per step  · "</span>
                 <span class="key key-cpu"></span>"step time (CPU)  "
                 <span class="key key-device"></span>"GPU work  "
                 <span class="key key-outlier"></span>"≥ 1.5× median  · max " {time_us(max)}

@@ -364,6 +364,22 @@ pub fn context(cv: &web_sys::HtmlCanvasElement, w: f64, h: f64) -> Option<Ctx> {
     Some(ctx)
 }
 
+/// The height from a canvas's top (on the page) to the window's bottom: a
+/// view drawn at least this tall fills the window when scrolled to it.
+/// At least 240 px, for a canvas below a long page.
+pub fn window_room(cv: &web_sys::HtmlCanvasElement) -> f64 {
+    let Some(win) = web_sys::window() else {
+        return 240.0;
+    };
+    let inner = win
+        .inner_height()
+        .ok()
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let top = cv.get_bounding_client_rect().top() + win.scroll_y().unwrap_or(0.0);
+    (inner - top - 16.0).max(240.0)
+}
+
 /// Keeps `width` (a canvas's CSS width) fitted to the window, now and on
 /// every resize, for as long as the calling component lives. The timeline
 /// tab and the stacked views share it.

@@ -8,7 +8,7 @@ use crate::logic::{
     sort_ops,
 };
 use crate::widgets::{Name, Pager, ShareBar, SortHeader, Status, UrlState};
-use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
+use kinetoscope_types::units::{bytes, count, pct, rate_gbps, rate_tflops, time_us};
 use kinetoscope_types::*;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -179,6 +179,40 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
+/// `4.80 TB/s · 989 TFLOP/s BF16 · 1.98 PFLOP/s FP8`, or why there are none.
+fn device_peaks(d: &Device) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = d.peak_gbps {
+        parts.push(rate_gbps(b));
+    }
+    if let Some(t) = d.peak_tflops_bf16 {
+        parts.push(format!("{} BF16", rate_tflops(t)));
+    }
+    if let Some(t) = d.peak_tflops_fp8 {
+        parts.push(format!("{} FP8", rate_tflops(t)));
+    }
+    if parts.is_empty() {
+        format!("{}: not in the device table", d.name)
+    } else {
+        parts.join(" · ")
+    }
+}
+
+/// Where a run's peaks come from, in words.
+fn peak_source_words(source: PeakSource) -> &'static str {
+    match source {
+        PeakSource::Table => "peaks from the device table",
+        PeakSource::Override => "peaks given for this analysis",
+        PeakSource::Unknown => "not in the device table; give its peaks to compare against them",
+    }
+}
+
+/// `21.5%`: a signature's share of the device's peak bandwidth, or of its
+/// FLOP peak for a GEMM.
+fn peak_share(bw: Option<f64>, flops: Option<f64>) -> String {
+    bw.or(flops).map(pct).unwrap_or_default()
+}
+
 /// How a part of the run page reports a re-analysis it started: with the
 /// run as the server answered (queued again).
 #[derive(Clone, Copy)]
@@ -226,6 +260,9 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     let stats = view! {
         <dl class="stats">
             <div><dt>"Devices"</dt><dd>{t.devices.first().cloned().unwrap_or_else(|| "—".into())}{(t.devices.len() > 1).then(|| format!(" ×{}", t.devices.len()))}</dd></div>
+            {s.device.as_ref().map(|d| view! {
+                <div id="stat-device"><dt>"Peaks"</dt><dd title=format!("{}: {}", d.name, peak_source_words(d.source))>{device_peaks(d)}</dd></div>
+            })}
             <div><dt>"Rank"</dt><dd>{match (t.rank, t.world_size) { (Some(r), Some(w)) => format!("{r} of {w}"), _ => "—".into() }}</dd></div>
             <div><dt>"Steps"</dt><dd id="stat-steps">{st.count}</dd></div>
             <div><dt>"Mean step"</dt><dd id="stat-mean">{if st.count > 0 { time_us(st.mean_us) } else { "—".into() }}</dd></div>
@@ -286,11 +323,64 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             _ => findings_tab(&v, url).into_any(),
         }
     };
+    let peaks = view! { <PeaksOverride id=id.clone() device=s.device.clone()/> };
     view! {
         {stats}
-        <div class="toolbar">{rank_picker}{actions}</div>
+        <div class="toolbar">{rank_picker}{peaks}{actions}</div>
         <nav class="tabs" role="tablist" aria-label="Run views">{tabs}</nav>
         <div class="tab-body" id="tab-body" role="tabpanel">{body}</div>
+    }
+}
+
+/// The device's peaks, given by hand: for a GPU the table does not know,
+/// or to measure against another. Re-analyzes the run with them.
+#[component]
+fn PeaksOverride(id: String, device: Option<Device>) -> impl IntoView {
+    let gbps = RwSignal::new(
+        device
+            .as_ref()
+            .and_then(|d| d.peak_gbps)
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+    );
+    let tflops = RwSignal::new(
+        device
+            .as_ref()
+            .and_then(|d| d.peak_tflops_bf16)
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+    );
+    let failed = RwSignal::new(None::<String>);
+    let sent = RwSignal::new(false);
+    let reanalyzed = use_context::<Reanalyzed>();
+    let apply = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let options = AnalysisOptions {
+            peak_gbps: gbps.get_untracked().trim().parse::<f64>().ok(),
+            peak_tflops: tflops.get_untracked().trim().parse::<f64>().ok(),
+            ..Default::default()
+        }
+        .normalized();
+        if let Err(e) = options.validate() {
+            failed.set(Some(e));
+            return;
+        }
+        sent.set(true);
+        start_reanalysis(reanalyzed, id.clone(), options, failed);
+    };
+    view! {
+        <details class="peaks-override" id="peaks-override">
+            <summary>"Device peaks…"</summary>
+            <form on:submit=apply>
+                <label>"Bandwidth " <input type="number" id="peak-gbps" min="1" step="any" placeholder="GB/s"
+                    prop:value=move || gbps.get() on:input=move |ev| gbps.set(event_target_value(&ev))/> " GB/s"</label>
+                <label>"BF16 " <input type="number" id="peak-tflops" min="1" step="any" placeholder="TFLOP/s"
+                    prop:value=move || tflops.get() on:input=move |ev| tflops.set(event_target_value(&ev))/> " TFLOP/s"</label>
+                <button type="submit">"Re-analyze"</button>
+                {move || failed.get().map(|e| view! { <span class="error">{e}</span> }.into_any())
+                    .or_else(|| sent.get().then(|| view! { <span class="note">{REANALYZING}</span> }.into_any()))}
+            </form>
+        </details>
     }
 }
 
@@ -406,7 +496,10 @@ fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
                 };
                 view! {
                     <li class=format!("finding finding-{}", f.kind)>
-                        <span class="impact" title="share of time it speaks of">{format!("{:.0}", f.impact_pct)}</span>
+                        <span class="impact" title="Impact: the share of the run's time this finding speaks of, weighted by how much of it could be won back; findings are ranked by it">
+                            <span class="impact-value">{format!("{:.0}%", f.impact_pct)}</span>
+                            <span class="impact-label">"impact"</span>
+                        </span>
                         <span class="finding-text">{f.text.clone()}</span>
                         {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
                         {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| view! {
@@ -479,7 +572,7 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             let p = page().min(pages(n, PER_PAGE));
             return view! {
                 <table class="data" id="shapes-table">
-                    <thead><tr><th>"Op"</th><th>"Input shapes"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Self CPU"</th><th class="num">"Self device"</th><th class="num">"Avg device"</th><th class="num">"Share"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th><th>"Launched from"</th></tr></thead>
+                    <thead><tr><th>"Op"</th><th>"Input shapes"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Self CPU"</th><th class="num">"Self device"</th><th class="num">"Avg device"</th><th class="num">"Share"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th><th class="num" title="Bandwidth (copies) or FLOP rate (GEMMs) as a share of the device's peak">"% of peak"</th><th class="num" title="Bytes per call at the device's peak bandwidth: the least a call can take">"Ideal"</th><th>"Launched from"</th></tr></thead>
                     <tbody>
                         {g.into_iter().skip((p - 1) * PER_PAGE).take(PER_PAGE).map(|r| view! {
                             <tr>
@@ -492,7 +585,9 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                                 <td class="num">{time_us(r.group.device_per_call_us())}</td>
                                 <td class="num"><ShareBar pct=r.group.device_pct/></td>
                                 <td class="num">{r.group.bytes_per_call.map(bytes).unwrap_or_default()}</td>
-                                <td class="num">{r.group.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                                <td class="num">{r.group.achieved_gbps.map(rate_gbps).or_else(|| r.group.achieved_tflops.map(rate_tflops)).unwrap_or_default()}</td>
+                                <td class="num peak">{peak_share(r.group.pct_of_peak_bw, r.group.pct_of_peak_flops)}</td>
+                                <td class="num">{r.group.ideal_us.map(time_us).unwrap_or_default()}</td>
                                 <td class="mono small" title=r.group.python.join("\n")>{r.group.parents.iter().filter(|p| !p.starts_with("ProfilerStep#")).cloned().collect::<Vec<_>>().join(" › ")}</td>
                             </tr>
                         }).collect_view()}
@@ -606,7 +701,7 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                 {(!k.groups.is_empty()).then(|| view! {
                     <h3>"By launch geometry"</h3>
                     <table class="data" id="kernel-groups">
-                        <thead><tr><th>"Grid / block"</th><th class="num">"Calls"</th><th class="num">"Total"</th><th class="num">"Avg"</th><th class="num">"Share"</th><th>"Op and inputs"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th></tr></thead>
+                        <thead><tr><th>"Grid / block"</th><th class="num">"Calls"</th><th class="num">"Total"</th><th class="num">"Avg"</th><th class="num">"Share"</th><th>"Op and inputs"</th><th class="num">"Bytes/call"</th><th class="num">"Rate"</th><th class="num" title="Bandwidth (copies) or FLOP rate (GEMMs) as a share of the device's peak">"% of peak"</th><th class="num" title="Bytes per call at the device's peak bandwidth: the least a call can take">"Ideal"</th></tr></thead>
                         <tbody>
                             {k.groups.iter().map(|g| view! {
                                 <tr class="kernel-group">
@@ -617,7 +712,9 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                                     <td class="num"><ShareBar pct=g.pct/></td>
                                     <td class="mono small">{format!("{} {} {}", g.op.clone().unwrap_or_default(), g.conversion.clone().unwrap_or_default(), g.shapes.clone().unwrap_or_default())}</td>
                                     <td class="num">{g.bytes_per_call.map(bytes).unwrap_or_default()}</td>
-                                    <td class="num">{g.achieved_gbps.map(rate_gbps).unwrap_or_default()}</td>
+                                    <td class="num">{g.achieved_gbps.map(rate_gbps).or_else(|| g.achieved_tflops.map(rate_tflops)).unwrap_or_default()}</td>
+                                    <td class="num peak">{peak_share(g.pct_of_peak_bw, g.pct_of_peak_flops)}</td>
+                                    <td class="num">{g.ideal_us.map(time_us).unwrap_or_default()}</td>
                                 </tr>
                             }).collect_view()}
                         </tbody>

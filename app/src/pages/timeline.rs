@@ -217,7 +217,7 @@ pub fn TimelineTab(
         let w = width.get();
         let top = RULER_H + BAND_H * 2.0 + if found.is_some() { BAND_H } else { 0.0 };
         let (lanes, height) = lanes(&i, &hidden, top);
-        let Some(ctx) = paint::context(&cv, w, height.max(80.0)) else {
+        let Some(ctx) = paint::context(&cv, w, height.max(paint::window_room(&cv))) else {
             return;
         };
         let pw = w - GUTTER;
