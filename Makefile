@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates tools browser s3-emulator app server bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates tools browser s3-emulator app server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 run: tools app server
@@ -27,10 +27,10 @@ run: tools app server
 ## Chromium, and the browser end-to-end tests against the built app. The gates
 ## (formatting first, then lints) run before the app's long release build, so
 ## a red result comes early; the gates' clippy --all-targets also compiles the
-## benches, so they are not checked again.
+## benches, so they are not checked again. The app's pure logic is its own
+## crate (kinetoscope-view), tested by `cargo test` with no host build of Leptos.
 test: tools gates browser s3-emulator app
 	cargo test --locked
-	cargo test -p app --lib --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --locked
 	$(MAKE) fuzz-smoke
@@ -112,8 +112,7 @@ fuzz-tools:
 SCHEMATHESIS_VERSION := 4.32.5
 API_FUZZ_SECONDS ?= 90
 API_FUZZ_SEED ?= 1
-api-fuzz: api-fuzz-tools
-	cargo build -p server --locked
+api-fuzz: api-fuzz-tools debug-bin
 	server/tests/api_fuzz.sh target/debug/kinetoscope $(TOOLS_DIR)/schemathesis/bin/st $(API_FUZZ_SECONDS) $(API_FUZZ_SEED)
 
 api-fuzz-tools:
@@ -123,12 +122,18 @@ api-fuzz-tools:
 	  $(TOOLS_DIR)/schemathesis/bin/pip install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; fi
 
 ## Seeds cut from the shared traces (never committed), and summaries of them.
-fuzz-seeds: fuzz-tools
-	cargo build -p server --locked
+fuzz-seeds: fuzz-tools debug-bin
 	rm -rf target/fuzz-seeds
 	python3 worker/trace/fuzz/seeds.py $(SHARED_TRACES) target/fuzz-seeds target/debug/kinetoscope
 	@for t in $(FUZZ_TARGETS); do if [ -d worker/trace/fuzz/regressions/$$t ]; then \
 	  cp worker/trace/fuzz/regressions/$$t/* target/fuzz-seeds/$$t/; fi; done
+
+## The debug `kinetoscope` the integration tests run: built as `cargo test`
+## builds it (the workspace's features, dev-dependencies included), so after
+## `cargo test` this builds nothing; `cargo build -p server` would build the
+## server again with other features.
+debug-bin:
+	cargo test --locked --no-run
 
 app: tools
 	trunk build --release

@@ -378,7 +378,9 @@ fn main() {
 
 /// `--scale` (`make bench-scale`): the same model at 30, 120 and 300 steps
 /// (300: about 4.9 GB of JSON, 14 M events). Prints time and peak RSS of
-/// `analyze` with every artifact at each size, the time ratio to 30 steps
+/// `analyze` with every artifact at each size, the CLI's peak RSS (the
+/// summary alone) beside it with the budget both keep (50 MB + 32 bytes per
+/// event), the time ratio to 30 steps
 /// against the ratio of events, and the growth of peak RSS per event (a
 /// least-squares line through the three points: its slope in bytes per
 /// event and its intercept, the fixed base). Steps are `SCALE_STEPS`
@@ -390,8 +392,17 @@ fn scale(cores: usize) {
         .unwrap_or_else(|| vec![30, 120, 300]);
     println!("scale: the realistic decode trace (78 layers) at {steps:?} steps; {cores} cores");
     println!(
-        "{:>6} {:>11} {:>10} {:>11} {:>9} {:>12} {:>9} {:>10}",
-        "steps", "events", "JSON GB", "zstd cmd s", "analyze s", "peak RSS MB", "x zstd", "x first"
+        "{:>6} {:>11} {:>10} {:>11} {:>9} {:>12} {:>9} {:>10} {:>12} {:>10}",
+        "steps",
+        "events",
+        "JSON GB",
+        "zstd cmd s",
+        "analyze s",
+        "peak RSS MB",
+        "x zstd",
+        "x first",
+        "CLI RSS MB",
+        "budget MB"
     );
     let mut points: Vec<(f64, f64)> = Vec::new();
     let mut first: Option<(f64, f64)> = None;
@@ -403,14 +414,19 @@ fn scale(cores: usize) {
         let (zst, _, json_bytes, events) = ensure_trace(&format!("decode-v2-{n}x78"), &p, true);
         let zstd_s = zstd_cli(&zst).unwrap_or_else(|| measure("zstd", &zst).0);
         let (all, rss, _) = measure("analyze-all", &zst);
+        // The CLI's `kinetoscope analyze` (the summary alone, the job's
+        // schedule): its peak beside the job's, against the job's budget.
+        let (_, cli_rss, _) = measure("analyze", &zst);
         let (e0, t0) = *first.get_or_insert((events as f64, all));
         println!(
-            "{n:>6} {events:>11} {:>10.2} {zstd_s:>11.3} {all:>9.3} {:>12.1} {:>9.2} {:>5.2} ({:.1}x events)",
+            "{n:>6} {events:>11} {:>10.2} {zstd_s:>11.3} {all:>9.3} {:>12.1} {:>9.2} {:>5.2} ({:.1}x events) {:>12.1} {:>10.1}",
             json_bytes as f64 / 1e9,
             rss as f64 / 1024.0,
             all / zstd_s,
             all / t0,
             events as f64 / e0,
+            cli_rss as f64 / 1024.0,
+            50.0 + 32.0 * events as f64 / (1u64 << 20) as f64,
         );
         points.push((events as f64, rss as f64 * 1024.0));
     }
