@@ -1156,3 +1156,142 @@ fn capitalize(s: &str) -> String {
         None => String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinetoscope_types::{KernelGroup, KernelRow, PeakSource};
+
+    /// A summary of an eager trace on an H200 with 1 ms of GPU work.
+    fn on_h200() -> Summary {
+        let mut s = Summary::default();
+        s.gpu_time.gpu_op_us = 1000.0;
+        s.gpu_time.busy_pct = 95.0;
+        s.device = crate::devices::device(
+            Some(&crate::devices::DeviceQuery {
+                name: "NVIDIA H200",
+                sms: Some(132),
+                ..Default::default()
+            }),
+            None,
+            None,
+        );
+        assert_eq!(s.device.as_ref().unwrap().source, PeakSource::Table);
+        s
+    }
+
+    /// A decode-sized projection (64 rows) at 30 µs a call: 62.6 TFLOP/s,
+    /// 6.3% of the H200's BF16 peak, its 30.5 MB at 1.02 TB/s.
+    #[test]
+    fn a_small_gemm_is_limited_by_its_shape() {
+        let mut s = on_h200();
+        s.ops.push(OpRow {
+            name: "aten::mm".into(),
+            kind: OpKind::Op,
+            calls: 100,
+            self_device_us: 3000.0,
+            device_pct: 30.0,
+            input_shapes: vec![ShapeGroup {
+                shapes: "[[64, 7168], [7168, 2048]]".into(),
+                dtypes: r#"["c10::BFloat16", "c10::BFloat16"]"#.into(),
+                calls: 100,
+                self_device_us: 3000.0,
+                device_pct: 30.0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        super::super::roofline::apply(&mut s);
+        let g = &s.ops[0].input_shapes[0];
+        assert!((g.achieved_tflops.unwrap() - 62.63).abs() < 0.01, "{g:?}");
+        assert!((g.pct_of_peak_flops.unwrap() - 6.33).abs() < 0.01, "{g:?}");
+        let f = find(&s);
+        let gemm = f
+            .iter()
+            .find(|f| f.kind == FindingKind::SmallGemm)
+            .expect("small GEMM");
+        for want in [
+            "aten::mm ([[64, 7168], [7168, 2048]], BFloat16) runs at 62.6 TFLOP/s, 6.3% of the NVIDIA H200's 989 TFLOP/s peak",
+            "with 64 rows the shape, not the kernel, is the limit",
+            "it moves 30.5 MB per call at 1.02 TB/s (21.2% of peak bandwidth)",
+        ] {
+            assert!(gemm.text.contains(want), "{want:?} not in {}", gemm.text);
+        }
+        // A large GEMM at the same rate is not "small": no such sentence.
+        s.ops[0].input_shapes[0].shapes = "[[4096, 7168], [7168, 2048]]".into();
+        super::super::roofline::apply(&mut s);
+        assert!(find(&s).iter().all(|f| f.kind != FindingKind::SmallGemm));
+    }
+
+    fn kernel(grid: [u32; 3], calls: u64, pct: f64, avg_us: f64) -> KernelRow {
+        KernelRow {
+            name: "fused_moe_kernel".into(),
+            short_name: "fused_moe_kernel".into(),
+            kind: GpuOpKind::Kernel,
+            calls,
+            total_us: avg_us * calls as f64,
+            avg_us,
+            pct,
+            groups: vec![KernelGroup {
+                grid: Some(grid),
+                block: Some([128, 1, 1]),
+                calls,
+                total_us: avg_us * calls as f64,
+                avg_us,
+                pct,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn thin_grids_on_eager_traces_only() {
+        let mut s = on_h200();
+        s.kernels.push(kernel([64, 1, 1], 100, 20.0, 2.0));
+        let f = find(&s);
+        let geo = f
+            .iter()
+            .find(|f| f.kind == FindingKind::LaunchGeometry)
+            .expect("thin grid");
+        assert!(
+            geo.text.starts_with("fused_moe_kernel runs with grid [64, 1, 1] (64 blocks) on the NVIDIA H200's 132 SMs, 20.0% of GPU time in 100 calls: 51.5% of the SMs have no block"),
+            "{}",
+            geo.text
+        );
+        // A grid of most of a wave is its quantization, not a thin launch.
+        s.kernels[0] = kernel([120, 1, 1], 100, 20.0, 2.0);
+        assert!(find(&s)
+            .iter()
+            .all(|f| f.kind != FindingKind::LaunchGeometry));
+        // Graph replays launch differently: no geometry sentence.
+        s.kernels[0] = kernel([64, 1, 1], 100, 20.0, 2.0);
+        s.graphs.replays = 10;
+        assert!(find(&s)
+            .iter()
+            .all(|f| f.kind != FindingKind::LaunchGeometry));
+    }
+
+    #[test]
+    fn kernels_shorter_than_their_launch() {
+        let mut s = on_h200();
+        s.kernels.push(kernel([4096, 1, 1], 900, 40.0, 1.5));
+        s.ops.push(OpRow {
+            name: "cudaLaunchKernel".into(),
+            kind: OpKind::Runtime,
+            calls: 900,
+            cpu_total_us: 900.0 * 4.0,
+            ..Default::default()
+        });
+        let f = find(&s);
+        let short = f
+            .iter()
+            .find(|f| f.kind == FindingKind::LaunchGeometry)
+            .expect("short kernels");
+        assert!(
+            short.text.starts_with("100.0% of the 900 kernels run shorter than the 4.00 µs a launch takes on the CPU (they average 1.50 µs)"),
+            "{}",
+            short.text
+        );
+    }
+}
