@@ -32,7 +32,7 @@ run: tools app server
 test: tools gates browser s3-emulator app
 	cargo test --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-	  cargo test -p app --target wasm32-unknown-unknown --locked
+	  cargo test -p app --target wasm32-unknown-unknown --test web --locked
 	$(MAKE) fuzz-smoke
 	$(MAKE) api-fuzz
 
