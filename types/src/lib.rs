@@ -176,6 +176,23 @@ pub struct Device {
 }
 
 impl Device {
+    /// Its peaks in words, `4.80 TB/s · 989 TFLOP/s BF16 · 1.98 PFLOP/s
+    /// FP8`; empty for a device the table does not know. The run page and
+    /// the CLI both show this.
+    pub fn peaks_text(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(b) = self.peak_gbps {
+            parts.push(units::rate_gbps(b));
+        }
+        if let Some(t) = self.peak_tflops_bf16 {
+            parts.push(format!("{} BF16", units::rate_tflops(t)));
+        }
+        if let Some(t) = self.peak_tflops_fp8 {
+            parts.push(format!("{} FP8", units::rate_tflops(t)));
+        }
+        parts.join(" · ")
+    }
+
     /// The peak FLOP rate for a dtype as profiler writes it: FP8 dtypes
     /// against the FP8 peak, 32-bit floats against the FP32 peak, the rest
     /// (BF16, FP16) against the BF16 peak.

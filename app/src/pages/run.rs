@@ -179,22 +179,11 @@ pub fn RunPage() -> impl IntoView {
     }
 }
 
-/// `4.80 TB/s · 989 TFLOP/s BF16 · 1.98 PFLOP/s FP8`, or why there are none.
+/// The device's peaks, or why there are none.
 fn device_peaks(d: &Device) -> String {
-    let mut parts = Vec::new();
-    if let Some(b) = d.peak_gbps {
-        parts.push(rate_gbps(b));
-    }
-    if let Some(t) = d.peak_tflops_bf16 {
-        parts.push(format!("{} BF16", rate_tflops(t)));
-    }
-    if let Some(t) = d.peak_tflops_fp8 {
-        parts.push(format!("{} FP8", rate_tflops(t)));
-    }
-    if parts.is_empty() {
-        format!("{}: not in the device table", d.name)
-    } else {
-        parts.join(" · ")
+    match d.peaks_text() {
+        p if p.is_empty() => format!("{}: not in the device table", d.name),
+        p => p,
     }
 }
 

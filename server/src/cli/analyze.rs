@@ -13,28 +13,16 @@ fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
         .with_context(|| format!("{}", file.display()))
 }
 
-/// `NVIDIA H200: 4.80 TB/s, 989 TFLOP/s BF16, 1.98 PFLOP/s FP8 (device table)`.
+/// `NVIDIA H200: 4.80 TB/s · 989 TFLOP/s BF16 · 1.98 PFLOP/s FP8 (device table)`.
 pub fn device_line(d: &kinetoscope_types::Device) -> String {
-    use kinetoscope_types::units::{rate_gbps, rate_tflops};
-    let mut peaks = Vec::new();
-    if let Some(b) = d.peak_gbps {
-        peaks.push(rate_gbps(b));
-    }
-    if let Some(t) = d.peak_tflops_bf16 {
-        peaks.push(format!("{} BF16", rate_tflops(t)));
-    }
-    if let Some(t) = d.peak_tflops_fp8 {
-        peaks.push(format!("{} FP8", rate_tflops(t)));
-    }
     let source = match d.source {
         kinetoscope_types::PeakSource::Table => "device table",
         kinetoscope_types::PeakSource::Override => "given peaks",
         kinetoscope_types::PeakSource::Unknown => "not in the device table: no peaks",
     };
-    if peaks.is_empty() {
-        format!("{} ({source})", d.name)
-    } else {
-        format!("{}: {} ({source})", d.name, peaks.join(", "))
+    match d.peaks_text() {
+        p if p.is_empty() => format!("{} ({source})", d.name),
+        p => format!("{}: {p} ({source})", d.name),
     }
 }
 
