@@ -79,12 +79,10 @@ impl Source {
         if path.exists() {
             return Ok(Source::File(path.to_path_buf()));
         }
-        if let Some(rest) = text
-            .strip_prefix("http://")
-            .map(|r| ("http://", r))
-            .or_else(|| text.strip_prefix("https://").map(|r| ("https://", r)))
+        if let Some((scheme, rest)) = text
+            .split_once("://")
+            .filter(|(s, _)| matches!(*s, "http" | "https"))
         {
-            let (scheme, rest) = rest;
             let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
             let path = path.split(['?', '#']).next().unwrap_or("");
             let id = path
@@ -94,7 +92,7 @@ impl Source {
                 .filter(|id| is_run_id(id))
                 .ok_or_else(|| anyhow::anyhow!("{text} is not a run link (http://host/runs/ID)"))?;
             return Ok(Source::Run {
-                server: format!("{scheme}{host}"),
+                server: format!("{scheme}://{host}"),
                 id: id.to_string(),
             });
         }

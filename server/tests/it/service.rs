@@ -180,17 +180,7 @@ async fn runs_api(backend: Backend) {
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
     srv.wait(&single.id, LONG).await;
     let pool = raw_db(&db_url).await;
-    let start = std::time::Instant::now();
-    while scalar(
-        &pool,
-        &format!("SELECT analyses FROM traces WHERE run_id = '{}'", single.id),
-    )
-    .await
-        < 2
-    {
-        assert!(start.elapsed() < LONG);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_analyses(&pool, &single.id, 2).await;
     let s: Summary = srv
         .get_json(&format!("/api/runs/{}/summary", single.id))
         .await;
@@ -205,17 +195,7 @@ async fn runs_api(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::ACCEPTED);
-    let start = std::time::Instant::now();
-    while scalar(
-        &pool,
-        &format!("SELECT analyses FROM traces WHERE run_id = '{}'", single.id),
-    )
-    .await
-        < 3
-    {
-        assert!(start.elapsed() < LONG);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_analyses(&pool, &single.id, 3).await;
     srv.wait(&single.id, LONG).await;
     let s: Summary = srv
         .get_json(&format!("/api/runs/{}/summary", single.id))
@@ -705,5 +685,15 @@ async fn editing_and_deleting_a_run_during_its_analysis_succeed_on_both_database
             assert_eq!(gone.status(), 404);
         }
         srv.stop().await;
+    }
+}
+
+/// Waits until the trace of run `id` has been analyzed `n` times.
+async fn wait_analyses(pool: &sqlx::AnyPool, id: &str, n: i64) {
+    let start = std::time::Instant::now();
+    let q = format!("SELECT analyses FROM traces WHERE run_id = '{id}'");
+    while scalar(pool, &q).await < n {
+        assert!(start.elapsed() < LONG, "run {id} not analyzed {n} times");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

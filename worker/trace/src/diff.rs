@@ -27,7 +27,8 @@ pub struct Side<'a> {
     pub summary: &'a Summary,
 }
 
-fn change(a: f64, b: f64) -> f64 {
+/// Change from `a` to `b`, % (100 for something new).
+pub(crate) fn change(a: f64, b: f64) -> f64 {
     if a.abs() > 0.0 {
         100.0 * (b - a) / a
     } else if b.abs() > 0.0 {

@@ -67,13 +67,13 @@ fn medians(s: &Summary) -> Vec<(Option<StepKind>, f64)> {
         .collect()
 }
 
+/// The diff's change, except that something new in B (nothing in A) is an
+/// infinite growth: no budget covers it.
 fn change(a: f64, b: f64) -> f64 {
-    if a > 0.0 {
-        100.0 * (b - a) / a
-    } else if b > 0.0 {
+    if a == 0.0 && b > 0.0 {
         f64::INFINITY
     } else {
-        0.0
+        crate::diff::change(a, b)
     }
 }
 
