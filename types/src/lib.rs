@@ -1116,6 +1116,45 @@ pub struct RunInfo {
     pub top_finding: Option<String>,
     /// Analyzer version.
     pub analyzer_version: Option<u32>,
+    /// The names this run is the current baseline of (`PATCH /api/runs/{id}`
+    /// with `baseline_of`); empty for most runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub baseline_of: Vec<String>,
+}
+
+/// The current baseline of a name: `GET /api/baselines/{name}`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Baseline {
+    /// The baseline's name (`decode-glm5-tp8`).
+    pub name: String,
+    /// When the run became this name's baseline, RFC 3339 UTC.
+    pub set_at: String,
+    /// The run.
+    pub run: RunInfo,
+}
+
+/// The longest baseline name.
+pub const MAX_BASELINE_NAME: usize = 100;
+
+/// Checks a baseline name: 1 to [`MAX_BASELINE_NAME`] characters of ASCII
+/// letters, digits, `-`, `_`, `.` and `:`, so that it can stand in a URL
+/// path and a shell command unquoted.
+pub fn check_baseline_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_BASELINE_NAME {
+        return Err(format!(
+            "a baseline name has 1 to {MAX_BASELINE_NAME} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+    {
+        return Err(format!(
+            "{name:?} is not a baseline name: use letters, digits, '-', '_', '.' and ':'"
+        ));
+    }
+    Ok(())
 }
 
 /// One rank (trace file) of a run.

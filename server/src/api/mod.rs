@@ -5,6 +5,7 @@
 //! body.
 
 pub mod auth;
+pub mod baselines;
 pub mod captures;
 pub mod diff;
 pub mod error;
@@ -145,6 +146,11 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/runs/{id}/timeline/window", get(timeline::window))
         .route("/runs/{id}/timeline/event/{event}", get(timeline::event))
         .route("/runs/{id}/timeline/search", get(timeline::search))
+        .route("/baselines", get(baselines::list))
+        .route(
+            "/baselines/{name}",
+            get(baselines::get).delete(baselines::delete),
+        )
         .route("/diff/{a}/{b}", get(diff::diff))
         .route("/diff/{a}/{b}/align", get(timeline::align))
         .route("/captures", post(captures::create))

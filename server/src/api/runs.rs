@@ -16,7 +16,8 @@ use worker::db::{RunFilter, RunPatch, RunRecord, TraceRecord};
 /// Rows of the op and kernel tables sent with a run's view; the rest is paged.
 pub const VIEW_ROWS: usize = 200;
 
-fn rfc3339(ms: i64) -> String {
+/// Unix milliseconds as RFC 3339 UTC, to the second.
+pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_default()
@@ -60,6 +61,7 @@ pub fn run_info(r: &RunRecord, traces: &[TraceRecord]) -> RunInfo {
             .filter_map(|t| t.analyzer_version)
             .map(|v| v as u32)
             .min(),
+        baseline_of: r.baseline_of.clone(),
     }
 }
 
@@ -75,6 +77,8 @@ pub struct ListQuery {
     pub tag: Option<String>,
     /// Status.
     pub status: Option<String>,
+    /// Baselines only: `*` for any, or a baseline's name.
+    pub baseline: Option<String>,
     /// Offset.
     pub offset: Option<i64>,
     /// Limit.
@@ -109,10 +113,15 @@ pub async fn list(
         Some(s) => Some(s.parse::<RunStatus>().map_err(ApiError::BadRequest)?),
         None => None,
     };
+    let baseline = q.baseline.filter(|b| !b.is_empty());
+    if let Some(b) = baseline.as_deref().filter(|b| *b != "*") {
+        check_baseline_name(b).map_err(ApiError::BadRequest)?;
+    }
     let filter = RunFilter {
         name: q.name.or(q.q),
         tag: q.tag,
         status,
+        baseline,
         offset,
         limit,
     };
@@ -142,7 +151,8 @@ pub async fn get(State(state): State<AppState>, RunId(id): RunId) -> ApiResult<J
     Ok(Json(run_info(&run, &traces)))
 }
 
-/// `PATCH /api/runs/{id}` with `{name?, tags?, note?}`.
+/// `PATCH /api/runs/{id}` with `{name?, tags?, note?, baseline_of?}`:
+/// `baseline_of` makes the run the current baseline of that name.
 pub async fn patch(
     State(state): State<AppState>,
     _admin: Admin,
@@ -163,6 +173,9 @@ pub async fn patch(
     }
     if let Some(note) = &p.note {
         super::upload::clean_note(note)?;
+    }
+    if let Some(b) = &p.baseline_of {
+        check_baseline_name(b).map_err(ApiError::BadRequest)?;
     }
     if !state.db.update_run(&id, &p).await? {
         return Err(ApiError::no_run());

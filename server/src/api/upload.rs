@@ -16,7 +16,7 @@ use futures::Stream;
 use kinetoscope_types::{Created, RunSource, RunStatus};
 use serde::Deserialize;
 use worker::blobs::StoreError;
-use worker::db::{NewRun, NewTrace};
+use worker::db::{GroupOutcome, NewRun, NewTrace};
 
 /// The upload's query string.
 #[derive(Deserialize, Default)]
@@ -26,6 +26,53 @@ pub struct UploadQuery {
     pub name: Option<String>,
     /// Comma-separated tags.
     pub tags: Option<String>,
+    /// An upload group: the ranks of one profiling cycle, each uploaded on
+    /// its own (by the processes of a distributed job, or a watched
+    /// folder), gather into one run under this key ([`GROUP_WINDOW_MS`]).
+    pub group: Option<String>,
+    /// The rank of a grouped upload's trace.
+    pub rank: Option<i64>,
+    /// The file's name, for a raw (not multipart) body.
+    pub file: Option<String>,
+}
+
+/// How long an upload group gathers ranks: a key first used longer ago
+/// than this starts a new run (a job that reuses its keys on another day
+/// gets a new run).
+pub const GROUP_WINDOW_MS: i64 = 60 * 60 * 1000;
+
+/// Longest upload group key.
+pub const MAX_GROUP: usize = 200;
+
+/// Checks an upload group's key and rank.
+fn check_group(q: &UploadQuery) -> ApiResult<Option<(String, i64)>> {
+    let Some(group) = q.group.as_deref().filter(|g| !g.is_empty()) else {
+        if q.rank.is_some() {
+            return Err(ApiError::BadRequest(
+                "rank goes with group: name the upload group the rank belongs to".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    if group.len() > MAX_GROUP
+        || !group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':' | b'/'))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "an upload group has 1 to {MAX_GROUP} characters of letters, digits, '-', '_', '.', ':' and '/'"
+        )));
+    }
+    let rank = q.rank.ok_or_else(|| {
+        ApiError::BadRequest("a grouped upload names its rank (`&rank=N`)".into())
+    })?;
+    if !(0..MAX_FILES as i64).contains(&rank) {
+        return Err(ApiError::BadRequest(format!(
+            "rank must be between 0 and {}",
+            MAX_FILES - 1
+        )));
+    }
+    Ok(Some((group.to_string(), rank)))
 }
 
 /// Longest run name accepted.
@@ -132,9 +179,10 @@ async fn create_inner(
     req: Request,
 ) -> ApiResult<impl IntoResponse> {
     let checked = clean_name(q.name.as_deref().unwrap_or("")).and_then(|name| {
-        clean_tags(q.tags.as_deref().unwrap_or("").split(',')).map(|tags| (name, tags))
+        let tags = clean_tags(q.tags.as_deref().unwrap_or("").split(','))?;
+        Ok((name, tags, check_group(&q)?))
     });
-    let (mut name, tags) = match checked {
+    let (mut name, tags, group) = match checked {
         Ok(v) => v,
         Err(e) => {
             // Refused before the body is read: read (and drop) it first, or
@@ -160,7 +208,15 @@ async fn create_inner(
         .to_ascii_lowercase();
     let id = new_id();
     let mut stored: Vec<NewTrace> = Vec::new();
-    let outcome = if content_type.starts_with("multipart/form-data") {
+    let multipart = content_type.starts_with("multipart/form-data");
+    if multipart && group.is_some() {
+        super::drain(req.into_body()).await;
+        return Err(ApiError::BadRequest(
+            "a grouped upload is one rank's trace as the body, not a form".into(),
+        ));
+    }
+    let raw_name = q.file.as_deref().map(str::trim).filter(|f| !f.is_empty());
+    let outcome = if multipart {
         store_multipart(state, &id, req, &mut stored).await
     } else {
         // Any other content type is the raw trace: what it is comes from its
@@ -169,8 +225,8 @@ async fn create_inner(
         store_stream(
             state,
             &id,
-            0,
-            "trace",
+            group.as_ref().map_or(0, |g| g.1),
+            raw_name.unwrap_or("trace"),
             req.into_body().into_data_stream(),
             budget,
         )
@@ -184,11 +240,13 @@ async fn create_inner(
     if stored.is_empty() {
         return Err(ApiError::BadRequest("the form has no file fields".into()));
     }
-    // Files may come in any order (a file picker's, say): ranks follow the
-    // rank in their names (`rank3`, `-TP-3`), then the names.
-    stored.sort_by_key(|t| kinetoscope_trace::ranks::rank_key(&t.file_name));
-    for (k, t) in stored.iter_mut().enumerate() {
-        t.rank = k as i64;
+    if group.is_none() {
+        // Files may come in any order (a file picker's, say): ranks follow
+        // the rank in their names (`rank3`, `-TP-3`), then the names.
+        stored.sort_by_key(|t| kinetoscope_trace::ranks::rank_key(&t.file_name));
+        for (k, t) in stored.iter_mut().enumerate() {
+            t.rank = k as i64;
+        }
     }
     if name.is_empty() {
         name = default_name(&stored[0].file_name);
@@ -200,10 +258,33 @@ async fn create_inner(
         source: RunSource::Upload,
         capture: None,
     };
-    if let Err(e) = state.db.create_run(&run, &stored).await {
-        discard(state, &stored).await;
-        return Err(e.into());
-    }
+    let id = match &group {
+        None => state.db.create_run(&run, &stored).await.map(|()| id),
+        Some((key, rank)) => {
+            match state
+                .db
+                .create_run_in_group(&run, &stored[0], key, GROUP_WINDOW_MS)
+                .await
+            {
+                Ok(GroupOutcome::Created(id)) | Ok(GroupOutcome::Joined(id)) => Ok(id),
+                Ok(GroupOutcome::RankTaken(owner)) => {
+                    discard(state, &stored).await;
+                    return Err(ApiError::Conflict(format!(
+                        "rank {rank} of upload group {key:?} is already in run {owner}: \
+                         nothing was stored"
+                    )));
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    let id = match id {
+        Ok(id) => id,
+        Err(e) => {
+            discard(state, &stored).await;
+            return Err(e.into());
+        }
+    };
     state.wake.notify_waiters();
     let total: i64 = stored.iter().map(|t| t.bytes).sum();
     worker::metrics::upload_accepted(total as u64);
@@ -331,7 +412,7 @@ where
         })?;
     // A file name is shown (and may become the run's name): its hidden
     // characters become spaces.
-    let file_name = if file_name == "trace" {
+    let file_name = if file_name == "trace" || file_name.is_empty() {
         format!("trace.{}", t.encoding.suffix())
     } else {
         file_name

@@ -10,17 +10,22 @@
 //!
 //! One module a resource, each adding its methods to [`Db`]: `runs` (runs,
 //! their traces and summaries), `jobs` (the queue: claims, leases,
-//! failures), `artifacts` (what a finished analysis stores) and `tokens`.
+//! failures), `artifacts` (what a finished analysis stores), `baselines` (a run
+//! by name, for the regression gate) and `tokens`.
 
 mod artifacts;
+mod baselines;
 mod jobs;
 mod runs;
 mod tokens;
 
 pub use artifacts::{ArtifactRecord, NewArtifact};
+pub use baselines::BaselineRecord;
 pub use jobs::Job;
 pub use kinetoscope_types::TokenScope;
-pub use runs::{Headline, NewRun, NewTrace, RunFilter, RunPatch, RunRecord, TraceRecord};
+pub use runs::{
+    GroupOutcome, Headline, NewRun, NewTrace, RunFilter, RunPatch, RunRecord, TraceRecord,
+};
 pub use tokens::{Token, TokenError};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};

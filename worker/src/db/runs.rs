@@ -38,6 +38,8 @@ pub struct RunRecord {
     pub progress_bytes: i64,
     /// Total, bytes.
     pub total_bytes: i64,
+    /// The names this run is the baseline of.
+    pub baseline_of: Vec<String>,
 }
 
 /// The few numbers the runs list shows, stored when a run completes so the
@@ -125,6 +127,8 @@ pub struct RunFilter {
     pub tag: Option<String>,
     /// Status.
     pub status: Option<RunStatus>,
+    /// Baselines only: `*` any baseline, else the baseline of this name.
+    pub baseline: Option<String>,
     /// Offset.
     pub offset: i64,
     /// Limit.
@@ -141,6 +145,20 @@ pub struct RunPatch {
     pub tags: Option<Vec<String>>,
     /// Note.
     pub note: Option<String>,
+    /// Make the run the baseline of this name (admin scope; the API checks
+    /// the name).
+    pub baseline_of: Option<String>,
+}
+
+/// Where a grouped upload's trace went ([`Db::create_run_in_group`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupOutcome {
+    /// The first of its group: a new run.
+    Created(String),
+    /// Added to the group's run as one more rank.
+    Joined(String),
+    /// The group's run already has this rank: nothing was stored.
+    RankTaken(String),
 }
 
 const RUN_COLUMNS: &str = "r.id, r.name, r.tags, r.note, r.created_at, r.status, r.stage, r.error, r.source, \
@@ -171,6 +189,7 @@ fn run_from_row(row: &AnyRow) -> DbResult<RunRecord> {
         headline: headline.and_then(|h| serde_json::from_str(&h).ok()),
         progress_bytes: row.try_get("progress_bytes")?,
         total_bytes: row.try_get("total_bytes")?,
+        baseline_of: Vec::new(),
     })
 }
 
@@ -244,6 +263,74 @@ impl Db {
         tx.commit().await
     }
 
+    /// Creates a run for the first trace of an upload group, or adds the
+    /// trace to the group's run as one more rank (and queues its analysis;
+    /// the run is analyzing again until every rank is). A group's key
+    /// older than `window_ms` starts a new run. One transaction, which
+    /// begins by claiming the key: two ranks that arrive together agree on
+    /// one run.
+    pub async fn create_run_in_group(
+        &self,
+        run: &NewRun,
+        trace: &NewTrace,
+        group: &str,
+        window_ms: i64,
+    ) -> DbResult<GroupOutcome> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let owner: String = sqlx::query(
+            "INSERT INTO run_groups (group_key, run_id, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (group_key) DO UPDATE SET \
+               run_id = CASE WHEN run_groups.created_at < $4 THEN excluded.run_id ELSE run_groups.run_id END, \
+               created_at = CASE WHEN run_groups.created_at < $4 THEN excluded.created_at ELSE run_groups.created_at END \
+             RETURNING run_id",
+        )
+        .bind(group)
+        .bind(&run.id)
+        .bind(now)
+        .bind(now - window_ms)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("run_id")?;
+        if owner == run.id {
+            sqlx::query(
+                "INSERT INTO runs (id, name, tags, note, created_at, status, stage, source, options, capture) \
+                 VALUES ($1, $2, $3, '', $4, $5, '', $6, '{}', NULL)",
+            )
+            .bind(&run.id)
+            .bind(&run.name)
+            .bind(serde_json::to_string(&run.tags).unwrap_or_else(|_| "[]".into()))
+            .bind(now)
+            .bind(RunStatus::Queued.as_str())
+            .bind(run.source.as_str())
+            .execute(&mut *tx)
+            .await?;
+            insert_trace(&mut tx, &run.id, trace).await?;
+            tx.commit().await?;
+            return Ok(GroupOutcome::Created(owner));
+        }
+        let taken = sqlx::query("SELECT rank FROM traces WHERE run_id = $1 AND rank = $2")
+            .bind(&owner)
+            .bind(trace.rank)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if taken {
+            return Ok(GroupOutcome::RankTaken(owner));
+        }
+        insert_trace(&mut tx, &owner, trace).await?;
+        // A finished run is analyzing again; a failed one (a rank that
+        // failed) stays failed, its reason shown.
+        sqlx::query("UPDATE runs SET status = $2 WHERE id = $1 AND status = $3")
+            .bind(&owner)
+            .bind(RunStatus::Queued.as_str())
+            .bind(RunStatus::Done.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(GroupOutcome::Joined(owner))
+    }
+
     /// Attaches the traces a capture collected to its run and queues their
     /// analysis, finishing the capture job, in one transaction.
     pub async fn attach_captured(&self, job: &Job, traces: &[NewTrace]) -> DbResult<bool> {
@@ -270,7 +357,15 @@ impl Db {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(run_from_row).transpose()
+        let Some(mut run) = row.as_ref().map(run_from_row).transpose()? else {
+            return Ok(None);
+        };
+        run.baseline_of = self
+            .baselines_of(&[id])
+            .await?
+            .remove(id)
+            .unwrap_or_default();
+        Ok(Some(run))
     }
 
     /// The traces (ranks) of a run, by rank.
@@ -301,6 +396,19 @@ impl Db {
             binds.push(status.as_str().to_string());
             conds.push(format!("r.status = ${}", binds.len()));
         }
+        match f.baseline.as_deref() {
+            None | Some("") => {}
+            Some("*") => {
+                conds.push("EXISTS (SELECT 1 FROM baselines b WHERE b.run_id = r.id)".to_string())
+            }
+            Some(name) => {
+                binds.push(name.to_string());
+                conds.push(format!(
+                    "EXISTS (SELECT 1 FROM baselines b WHERE b.run_id = r.id AND b.name = ${})",
+                    binds.len()
+                ));
+            }
+        }
         let where_ = if conds.is_empty() {
             String::new()
         } else {
@@ -326,10 +434,15 @@ impl Db {
             .bind(f.offset.max(0))
             .fetch_all(&self.pool)
             .await?;
-        let runs = rows
+        let mut runs = rows
             .iter()
             .map(run_from_row)
             .collect::<DbResult<Vec<_>>>()?;
+        let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+        let mut marks = self.baselines_of(&ids).await?;
+        for r in &mut runs {
+            r.baseline_of = marks.remove(&r.id).unwrap_or_default();
+        }
         Ok((runs, total))
     }
 
@@ -369,6 +482,17 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
         }
+        if let Some(name) = &patch.baseline_of {
+            sqlx::query(
+                "INSERT INTO baselines (name, run_id, set_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET run_id = excluded.run_id, set_at = excluded.set_at",
+            )
+            .bind(name)
+            .bind(id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(true)
     }
@@ -392,10 +516,12 @@ impl Db {
                 keys.push(k);
             }
         }
-        sqlx::query("DELETE FROM jobs WHERE run_id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        for table in ["jobs", "baselines", "run_groups"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE run_id = $1"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         for r in sqlx::query("DELETE FROM traces WHERE run_id = $1 RETURNING blob_key")
             .bind(id)
             .fetch_all(&mut *tx)
