@@ -48,6 +48,62 @@ pub fn rank_key(file: &str) -> RankKey {
     RankKey(idx, file.to_string())
 }
 
+/// The rank a trace file's name gives, and the name with its rank numbers
+/// replaced by `*` (the same for every rank of one profiling cycle):
+/// `1712-TP-3.trace.json.gz` is rank 3 of `1712-TP-*.trace.json.gz`, and
+/// `step40.rank12.pt.trace.json` rank 12 of `step40.rank*.pt.trace.json`.
+/// A name with data- and tensor-parallel indices (`-DP-1-TP-3`) is rank
+/// `dp * 32 + tp` (tensor parallelism beyond 32 is unheard of). `None` for a
+/// name without a rank, or one past 1023 (the most ranks of one run).
+pub fn rank_in_name(file: &str) -> Option<(i64, String)> {
+    let bytes = file.as_bytes();
+    let mut pattern = String::with_capacity(file.len());
+    let (mut dp, mut tp, mut other): (Option<i64>, Option<i64>, Option<i64>) = (None, None, None);
+    let mut i = 0;
+    while i < bytes.len() {
+        // A marker at a word's start: `TP-3`, `DP_1`, `rank12`, `rank-2`.
+        let at_word = i == 0 || matches!(bytes[i - 1], b'-' | b'_' | b'.' | b'/');
+        let marker = ["TP", "DP", "PP", "EP", "rank", "RANK", "Rank"]
+            .into_iter()
+            .find(|m| at_word && file[i..].starts_with(m));
+        if let Some(m) = marker {
+            let mut j = i + m.len();
+            if j < bytes.len() && matches!(bytes[j], b'-' | b'_') {
+                j += 1;
+            }
+            let start = j;
+            while j < bytes.len() && bytes[j].is_ascii_digit() {
+                j += 1;
+            }
+            let ends_word = j == bytes.len() || matches!(bytes[j], b'-' | b'_' | b'.');
+            if j > start && j - start <= 6 && ends_word {
+                let n: i64 = file[start..j].parse().ok()?;
+                match m {
+                    "TP" => tp = Some(n),
+                    "DP" => dp = Some(n),
+                    _ => other = other.or(Some(n)),
+                }
+                pattern.push_str(&file[i..start]);
+                pattern.push('*');
+                i = j;
+                continue;
+            }
+        }
+        let c = file[i..].chars().next()?;
+        pattern.push(c);
+        i += c.len_utf8();
+    }
+    let rank = match (dp, tp, other) {
+        (Some(d), Some(t), _) if t < 32 => d * 32 + t,
+        (Some(_), Some(_), _) => return None,
+        (None, Some(t), _) => t,
+        (Some(d), None, _) => d,
+        (None, None, Some(r)) => r,
+        (None, None, None) => return None,
+    };
+    (0..1024).contains(&rank).then_some((rank, pattern))
+}
+
 /// How many ops the per-rank share table keeps.
 const TOP_OPS: usize = 10;
 
@@ -183,6 +239,26 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_in_file_names() {
+        assert_eq!(
+            rank_in_name("1712.5-TP-3.trace.json.gz"),
+            Some((3, "1712.5-TP-*.trace.json.gz".into()))
+        );
+        assert_eq!(
+            rank_in_name("step40.rank12.pt.trace.json"),
+            Some((12, "step40.rank*.pt.trace.json".into()))
+        );
+        assert_eq!(
+            rank_in_name("x-DP-1-TP-3.trace.json.zst"),
+            Some((35, "x-DP-*-TP-*.trace.json.zst".into()))
+        );
+        assert_eq!(rank_in_name("host_123.1712.pt.trace.json.gz"), None);
+        assert_eq!(rank_in_name("ranking.json"), None);
+        assert_eq!(rank_in_name("rank_2.json"), Some((2, "rank_*.json".into())));
+        assert_eq!(rank_in_name("rank5000.json"), None);
+    }
 
     #[test]
     fn ranks_sort_by_parallel_indices() {
