@@ -55,6 +55,12 @@ enum Command {
     Diff(cli::diff::DiffArgs),
     /// Upload traces to a server (several files are the ranks of one run).
     Upload(cli::upload::UploadArgs),
+    /// Upload each new trace file written into a folder (recursively), once
+    /// complete; the ranks of one profiling cycle become one run.
+    Watch(cli::watch::WatchArgs),
+    /// A Model Context Protocol server over stdio: tools for a coding agent
+    /// over a Kinetoscope server's runs (findings, tables, timeline, diffs).
+    Mcp(cli::mcp::McpArgs),
     /// Ask the server's worker to capture from a configured inference engine.
     Capture(cli::capture::CaptureArgs),
     /// Manage tokens (the first one puts the server in tokens mode for good).
@@ -158,7 +164,15 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Command::Upload(args)) => rt.block_on(cli::upload::run(args)),
+        Some(Command::Upload(args)) => {
+            let code = rt.block_on(cli::upload::run(args))?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
+        Some(Command::Watch(args)) => cli::watch::run(args, &rt),
+        Some(Command::Mcp(args)) => rt.block_on(cli::mcp::run(args)),
         Some(Command::Capture(args)) => rt.block_on(cli::capture::run(args)),
         Some(Command::Token { command }) => match command {
             TokenCommand::Create {

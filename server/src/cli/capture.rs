@@ -2,8 +2,7 @@
 //! inference engine, then follows the run until it is analyzed.
 
 use clap::Args;
-use kinetoscope_types::{CaptureRequest, Created, RunInfo};
-use std::time::Duration;
+use kinetoscope_types::{CaptureRequest, Created, RunStatus};
 
 /// Arguments of `capture`.
 #[derive(Args, Clone, Debug)]
@@ -56,29 +55,9 @@ pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
     if args.no_wait {
         return Ok(());
     }
-    let mut last = String::new();
-    loop {
-        let resp = client
-            .get(format!("{server}/api/runs/{}", created.id))
-            .send()
-            .await?;
-        if !resp.status().is_success() {
-            return Err(super::http_error(resp).await);
-        }
-        let run: RunInfo = resp.json().await?;
-        let now = if run.stage.is_empty() {
-            run.status.to_string()
-        } else {
-            format!("{} ({})", run.status, run.stage)
-        };
-        if now != last {
-            eprintln!("{now}");
-            last = now;
-        }
-        match run.status.as_str() {
-            "done" => return Ok(()),
-            "failed" => anyhow::bail!("the capture failed: {}", run.error.unwrap_or_default()),
-            _ => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
+    let run = super::wait_for_run(&client, &server, &created.id, args.token.as_deref()).await?;
+    if run.status == RunStatus::Failed {
+        anyhow::bail!("the capture failed: {}", run.error.unwrap_or_default());
     }
+    Ok(())
 }

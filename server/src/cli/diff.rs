@@ -128,13 +128,14 @@ impl Source {
 }
 
 /// Run ids are 22 characters of base64url.
-fn is_run_id(s: &str) -> bool {
+pub(crate) fn is_run_id(s: &str) -> bool {
     s.len() == 22
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-async fn fetch(server: &str, id: &str, token: Option<&str>) -> anyhow::Result<Summary> {
+/// A stored run's summary (rank 0), from its server.
+pub(crate) async fn fetch(server: &str, id: &str, token: Option<&str>) -> anyhow::Result<Summary> {
     let client = reqwest::Client::new();
     let mut req = client.get(format!("{server}/api/runs/{id}/summary"));
     if let Some(t) = token {
@@ -194,9 +195,24 @@ pub fn run(args: DiffArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<i32> 
     } else {
         args.format
     };
+    report(d, g, &links, format, args.rows, "kinetoscope diff")
+}
+
+/// Prints a diff (and its gate's verdict) in `format`; returns the exit
+/// status: 0 without a gate or within budget, 1 over it, 2 incomparable.
+/// The verdict also goes to stderr after `who`, so a CI log shows it
+/// whatever the format.
+pub(crate) fn report(
+    d: Diff,
+    g: Option<Gate>,
+    links: &Links,
+    format: DiffFormat,
+    rows: usize,
+    who: &str,
+) -> anyhow::Result<i32> {
     match format {
         DiffFormat::Text => {
-            print!("{}", render_diff(&d, args.rows));
+            print!("{}", render_diff(&d, rows));
             if let Some(g) = &g {
                 println!("\nGate: {}", verdict_line(g));
             }
@@ -208,10 +224,10 @@ pub fn run(args: DiffArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<i32> 
                 gate: g.clone()
             })?
         ),
-        DiffFormat::Markdown => print!("{}", markdown(&d, g.as_ref(), &links)),
+        DiffFormat::Markdown => print!("{}", markdown(&d, g.as_ref(), links)),
     }
     let Some(g) = g else { return Ok(0) };
-    eprintln!("kinetoscope diff: {}", verdict_line(&g));
+    eprintln!("{who}: {}", verdict_line(&g));
     Ok(match g.verdict {
         GateVerdict::Pass => 0,
         GateVerdict::Fail => 1,
@@ -219,12 +235,15 @@ pub fn run(args: DiffArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<i32> 
     })
 }
 
-/// The two links of a diff of stored runs: A's, B's and the diff's.
+/// The links of a diff of stored runs: A's, B's and the diff's.
 #[derive(Default)]
-struct Links {
-    a: Option<String>,
-    b: Option<String>,
-    diff: Option<String>,
+pub(crate) struct Links {
+    /// A's run page.
+    pub a: Option<String>,
+    /// B's run page.
+    pub b: Option<String>,
+    /// The diff's page.
+    pub diff: Option<String>,
 }
 
 type Compared = (Diff, Summary, Summary, Links);

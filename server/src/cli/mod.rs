@@ -4,8 +4,13 @@ pub mod analyze;
 pub mod capture;
 pub mod diff;
 pub mod generate;
+pub mod mcp;
 pub mod token;
 pub mod upload;
+pub mod watch;
+
+use kinetoscope_types::{RunInfo, RunStatus};
+use std::time::Duration;
 
 /// Turns a failed HTTP answer into an error with the server's `detail`.
 pub(crate) async fn http_error(resp: reqwest::Response) -> anyhow::Error {
@@ -15,4 +20,39 @@ pub(crate) async fn http_error(resp: reqwest::Response) -> anyhow::Error {
         .map(|e| e.detail)
         .unwrap_or(text);
     anyhow::anyhow!("the server answered {status}: {detail}")
+}
+
+/// Waits for a run's analysis (or capture) to end, printing its stage on
+/// stderr as it changes; the run as it ended, done or failed.
+pub(crate) async fn wait_for_run(
+    client: &reqwest::Client,
+    server: &str,
+    id: &str,
+    token: Option<&str>,
+) -> anyhow::Result<RunInfo> {
+    let mut last = String::new();
+    loop {
+        let mut req = client.get(format!("{server}/api/runs/{id}"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await?;
+        if !resp.status().is_success() {
+            return Err(http_error(resp).await);
+        }
+        let run: RunInfo = resp.json().await?;
+        let now = if run.stage.is_empty() {
+            run.status.to_string()
+        } else {
+            format!("{} ({})", run.status, run.stage)
+        };
+        if now != last {
+            eprintln!("{now}");
+            last = now;
+        }
+        match run.status {
+            RunStatus::Done | RunStatus::Failed => return Ok(run),
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
 }

@@ -1,12 +1,17 @@
 //! `kinetoscope upload`: streams traces to a server, compressing plain JSON
-//! with zstd on the way, with a progress bar.
+//! with zstd on the way, with a progress bar; then, if asked, waits for the
+//! analysis, compares the run with a baseline (the regression gate of
+//! `kinetoscope diff`) and marks it a baseline.
 
+use super::diff::{fetch, is_run_id, report, DiffFormat, Links};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use kinetoscope_trace::diff::{diff, Side};
+use kinetoscope_trace::gate::{gate, parse_op_budget, parse_pct, Budgets};
 use kinetoscope_trace::import::read_head;
-use kinetoscope_types::{Compression, Created};
+use kinetoscope_types::{Baseline, Compression, Created, RunStatus};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -29,9 +34,33 @@ pub struct UploadArgs {
     /// Comma-separated tags.
     #[arg(long)]
     pub tags: Option<String>,
-    /// Write token, when the server requires one.
+    /// Write token, when the server requires one (an admin token for
+    /// `--baseline-of`).
     #[arg(long, env = "KINETOSCOPE_TOKEN")]
     pub token: Option<String>,
+    /// Wait for the analysis to finish (implied by the options below).
+    #[arg(long)]
+    pub wait: bool,
+    /// Once analyzed, make the run the baseline of this name (with
+    /// `--compare-to`, only when it passes the gate).
+    #[arg(long, value_name = "NAME")]
+    pub baseline_of: Option<String>,
+    /// Once analyzed, compare the run against `baseline:NAME`, a run link or
+    /// a run id, print the diff link, and with `--fail-above` or
+    /// `--fail-op` exit as `kinetoscope diff`'s gate does (0 within budget,
+    /// 1 over it, 2 when they cannot be compared).
+    #[arg(long, value_name = "baseline:NAME|RUN")]
+    pub compare_to: Option<String>,
+    /// The gate: exit 1 when the run's median step (per step kind) is more
+    /// than PCT percent slower than the baseline's.
+    #[arg(long, value_name = "PCT", value_parser = parse_pct, requires = "compare_to")]
+    pub fail_above: Option<f64>,
+    /// A budget for one op's time per step, `aten::copy_=10%` (repeatable).
+    #[arg(long = "fail-op", value_name = "OP=PCT%", value_parser = parse_op_budget, requires = "compare_to")]
+    pub fail_op: Vec<(String, f64)>,
+    /// How to print the comparison.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
 }
 
 struct Counting<R> {
@@ -106,47 +135,28 @@ fn tokio_stream_from(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Runs `upload`.
-pub async fn run(args: UploadArgs) -> anyhow::Result<()> {
-    let total: u64 = args
-        .files
-        .iter()
-        .map(|f| {
-            std::fs::metadata(f)
-                .map(|m| m.len())
-                .with_context(|| format!("{}", f.display()))
-        })
-        .sum::<anyhow::Result<u64>>()?;
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar.set_message("uploading");
-    let server = args.server.trim_end_matches('/').to_string();
-    let client = reqwest::Client::new();
-    let mut req = client.post(format!("{server}/api/runs"));
-    let mut query: Vec<(&str, String)> = Vec::new();
-    if let Some(n) = &args.name {
-        query.push(("name", n.clone()));
-    }
-    if let Some(t) = &args.tags {
-        query.push(("tags", t.clone()));
-    }
-    req = req.query(&query);
-    if let Some(t) = &args.token {
+/// Uploads files as one run (several files are its ranks; with `group`,
+/// one file that is rank `group.1` of the upload group `group.0`).
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    server: &str,
+    token: Option<&str>,
+    files: &[PathBuf],
+    query: &[(&str, String)],
+    bar: &ProgressBar,
+) -> anyhow::Result<Created> {
+    let mut req = client.post(format!("{server}/api/runs")).query(query);
+    if let Some(t) = token {
         req = req.bearer_auth(t);
     }
-    req = if args.files.len() == 1 {
-        let (body, _) = file_body(&args.files[0], bar.clone())?;
-        req.header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+    req = if files.len() == 1 {
+        let (body, name) = file_body(&files[0], bar.clone())?;
+        req.query(&[("file", name)])
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(body)
     } else {
         let mut form = reqwest::multipart::Form::new();
-        for f in &args.files {
+        for f in files {
             let (body, name) = file_body(f, bar.clone())?;
             form = form.part(
                 "file",
@@ -159,15 +169,208 @@ pub async fn run(args: UploadArgs) -> anyhow::Result<()> {
         .send()
         .await
         .with_context(|| format!("sending to {server}"))?;
-    bar.finish_and_clear();
     if !resp.status().is_success() {
         return Err(super::http_error(resp).await);
     }
-    let created: Created = resp.json().await?;
-    println!("{server}{}", created.url);
-    eprintln!(
-        "run {} is {}: it will be analyzed in the background",
-        created.id, created.status
+    Ok(resp.json().await?)
+}
+
+/// A progress bar of `total` bytes.
+pub(crate) fn bytes_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
+    bar.set_message("uploading");
+    bar
+}
+
+/// Runs `upload`; returns the process's exit status (the gate's, with
+/// `--compare-to`).
+pub async fn run(args: UploadArgs) -> anyhow::Result<i32> {
+    if let Some(b) = &args.baseline_of {
+        kinetoscope_types::check_baseline_name(b).map_err(anyhow::Error::msg)?;
+    }
+    let total: u64 = args
+        .files
+        .iter()
+        .map(|f| {
+            std::fs::metadata(f)
+                .map(|m| m.len())
+                .with_context(|| format!("{}", f.display()))
+        })
+        .sum::<anyhow::Result<u64>>()?;
+    let bar = bytes_bar(total);
+    let server = args.server.trim_end_matches('/').to_string();
+    let token = args.token.as_deref();
+    let client = reqwest::Client::new();
+    let mut query: Vec<(&str, String)> = Vec::new();
+    if let Some(n) = &args.name {
+        query.push(("name", n.clone()));
+    }
+    if let Some(t) = &args.tags {
+        query.push(("tags", t.clone()));
+    }
+    let created = send(&client, &server, token, &args.files, &query, &bar).await;
+    bar.finish_and_clear();
+    let created = created?;
+    println!("{server}{}", created.url);
+    let wait = args.wait || args.baseline_of.is_some() || args.compare_to.is_some();
+    if !wait {
+        eprintln!(
+            "run {} is {}: it will be analyzed in the background",
+            created.id, created.status
+        );
+        return Ok(0);
+    }
+    let run = super::wait_for_run(&client, &server, &created.id, token).await?;
+    let budgets = Budgets {
+        step_pct: args.fail_above,
+        ops: args.fail_op.clone(),
+    };
+    if run.status == RunStatus::Failed {
+        let why = format!(
+            "the run's analysis failed: {}",
+            run.error.unwrap_or_default()
+        );
+        if args.compare_to.is_some() && !budgets.is_empty() {
+            eprintln!("kinetoscope upload: cannot compare: {why}");
+            return Ok(2);
+        }
+        anyhow::bail!(why);
+    }
+    let mut code = 0;
+    if let Some(reference) = &args.compare_to {
+        code = compare(
+            &client,
+            &server,
+            token,
+            reference,
+            &created.id,
+            &budgets,
+            &args,
+        )
+        .await?;
+    }
+    if let Some(name) = &args.baseline_of {
+        if code != 0 {
+            eprintln!("not marked the baseline of {name}: it did not pass the gate");
+        } else {
+            mark_baseline(&client, &server, token, &created.id, name).await?;
+            eprintln!("run {} is now the baseline of {name}", created.id);
+        }
+    }
+    Ok(code)
+}
+
+/// The run a `--compare-to` names: `baseline:NAME`, a run link, or an id.
+async fn resolve(
+    client: &reqwest::Client,
+    server: &str,
+    token: Option<&str>,
+    reference: &str,
+) -> anyhow::Result<String> {
+    if let Some(name) = reference.strip_prefix("baseline:") {
+        kinetoscope_types::check_baseline_name(name).map_err(anyhow::Error::msg)?;
+        let mut req = client.get(format!("{server}/api/baselines/{name}"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await?;
+        if !resp.status().is_success() {
+            return Err(super::http_error(resp).await);
+        }
+        let b: Baseline = resp.json().await?;
+        return Ok(b.run.id);
+    }
+    let id = reference
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("");
+    anyhow::ensure!(
+        is_run_id(id),
+        "{reference}: name a baseline (baseline:NAME), a run link or a run id"
+    );
+    Ok(id.to_string())
+}
+
+/// Compares the new run against the reference; prints the diff link and
+/// the report; the gate's exit status.
+async fn compare(
+    client: &reqwest::Client,
+    server: &str,
+    token: Option<&str>,
+    reference: &str,
+    new: &str,
+    budgets: &Budgets,
+    args: &UploadArgs,
+) -> anyhow::Result<i32> {
+    let gated = !budgets.is_empty();
+    let loaded = async {
+        let base = resolve(client, server, token, reference).await?;
+        let sa = fetch(server, &base, token).await?;
+        let sb = fetch(server, new, token).await?;
+        anyhow::Ok((base, sa, sb))
+    }
+    .await;
+    let (base, sa, sb) = match loaded {
+        Ok(v) => v,
+        Err(e) if gated => {
+            eprintln!("kinetoscope upload: cannot compare: {e:#}");
+            return Ok(2);
+        }
+        Err(e) => return Err(e),
+    };
+    let d = diff(
+        &Side {
+            id: &base,
+            name: &format!("{reference} ({base})"),
+            summary: &sa,
+        },
+        &Side {
+            id: new,
+            name: new,
+            summary: &sb,
+        },
+    );
+    let links = Links {
+        a: Some(format!("{server}/runs/{base}")),
+        b: Some(format!("{server}/runs/{new}")),
+        diff: Some(format!("{server}/diff/{base}/{new}")),
+    };
+    if args.format != DiffFormat::Json {
+        println!("{server}/diff/{base}/{new}");
+    }
+    let g = gated.then(|| gate(&sa, &sb, budgets));
+    report(d, g, &links, args.format, 15, "kinetoscope upload")
+}
+
+/// `PATCH /api/runs/{id}` with `baseline_of`.
+async fn mark_baseline(
+    client: &reqwest::Client,
+    server: &str,
+    token: Option<&str>,
+    id: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    let mut req = client
+        .patch(format!("{server}/api/runs/{id}"))
+        .json(&serde_json::json!({ "baseline_of": name }));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await?;
+    if !resp.status().is_success() {
+        let e = super::http_error(resp).await;
+        anyhow::bail!("could not mark run {id} the baseline of {name}: {e}");
+    }
     Ok(())
 }

@@ -160,3 +160,401 @@ async fn the_gate_on_files_and_on_stored_runs() {
     assert!(text(&out.stderr).contains("404"), "{}", text(&out.stderr));
     srv.stop().await;
 }
+
+fn kinetoscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+        .args(args)
+        .env_remove("KINETOSCOPE_SERVER")
+        .env_remove("KINETOSCOPE_TOKEN")
+        .output()
+        .unwrap()
+}
+
+/// Baselines by name on both databases: marked by `PATCH` (admin scope) and
+/// by `upload --baseline-of`, read by `GET /api/baselines/{name}`, shown and
+/// filtered in the runs list; then CI's path: `upload --compare-to
+/// baseline:NAME --fail-above 5` uploads, waits, prints the run and diff
+/// links and exits as the gate does, and a run that fails the gate does not
+/// become the baseline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baselines_by_name_and_the_upload_gate() {
+    use kinetoscope_generate::Variant;
+    use kinetoscope_types::{Baseline, RunInfo, RunList, TokenScope};
+    use server::api::auth::AuthMode;
+    let dir = tempfile::tempdir().unwrap();
+    let (base, patch) = (
+        dir.path().join("baseline.json.zst"),
+        dir.path().join("patch.json.zst"),
+    );
+    std::fs::write(&base, generated(Variant::Baseline)).unwrap();
+    std::fs::write(&patch, generated(Variant::GatherCast)).unwrap();
+    let (base_s, patch_s) = (
+        base.to_str().unwrap().to_string(),
+        patch.to_str().unwrap().to_string(),
+    );
+    for backend in BACKENDS {
+        let data = tempfile::tempdir().unwrap();
+        let db_url = backend.url(data.path()).await;
+        let srv = TestServer::start_in(
+            data,
+            Opts {
+                database_url: Some(db_url.clone()),
+                auth: AuthMode::Tokens,
+                ..Default::default()
+            },
+        )
+        .await;
+        let db = worker::db::Db::connect(&db_url).await.unwrap();
+        let (admin, upload) = ("kst_gate-admin-0123456789", "kst_gate-upload-0123456789");
+        for (name, secret, scope) in [
+            ("admin", admin, TokenScope::Admin),
+            ("upload", upload, TokenScope::Upload),
+        ] {
+            db.add_token(
+                &server::api::new_id(),
+                name,
+                &worker::blobs::sha256_hex(secret.as_bytes()),
+                scope,
+                None,
+            )
+            .await
+            .unwrap();
+        }
+        let u = srv.url.clone();
+        let created: kinetoscope_types::Created = srv
+            .http
+            .post(format!("{u}/api/runs?name=first"))
+            .bearer_auth(admin)
+            .body(std::fs::read(&patch).unwrap())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let first = created.id;
+        let patch_baseline = |token: &'static str, body: serde_json::Value| {
+            srv.http
+                .patch(format!("{u}/api/runs/{first}"))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+        };
+        // Marking needs the admin scope, and a name that fits a URL.
+        let r = patch_baseline(upload, serde_json::json!({"baseline_of": "decode-tp8"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{backend:?}");
+        let r = patch_baseline(admin, serde_json::json!({"baseline_of": "no spaces"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{backend:?}");
+        let r = patch_baseline(admin, serde_json::json!({"baseline_of": "decode-tp8"}))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{backend:?}");
+        let run: RunInfo = r.json().await.unwrap();
+        assert_eq!(run.baseline_of, vec!["decode-tp8".to_string()]);
+        let get = |path: String| {
+            srv.http
+                .get(format!("{u}{path}"))
+                .bearer_auth(upload)
+                .send()
+        };
+        let b: Baseline = get("/api/baselines/decode-tp8".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (b.name.as_str(), b.run.id.as_str()),
+            ("decode-tp8", first.as_str())
+        );
+        assert_eq!(
+            get("/api/baselines/other".into()).await.unwrap().status(),
+            404
+        );
+        // Reading a baseline is listing: a token is needed in tokens mode.
+        let anon = srv
+            .http
+            .get(format!("{u}/api/baselines/decode-tp8"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(anon.status(), 401);
+
+        // CI: the slower trace against the baseline fails the gate (exit 1),
+        // prints both links, and does not become the baseline.
+        let (url, b_s) = (u.clone(), base_s.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            kinetoscope(&[
+                "upload",
+                &b_s,
+                "--server",
+                &url,
+                "--token",
+                admin,
+                "--compare-to",
+                "baseline:decode-tp8",
+                "--fail-above",
+                "5",
+                "--baseline-of",
+                "decode-tp8",
+                "--format",
+                "markdown",
+            ])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{backend:?}: {}",
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        let mut lines = stdout.lines();
+        let run_link = lines.next().unwrap().to_string();
+        assert!(run_link.starts_with(&format!("{u}/runs/")), "{stdout}");
+        let slow = run_link.rsplit('/').next().unwrap().to_string();
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("{u}/diff/{first}/{slow}"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("### Kinetoscope: FAIL: step time (median) +"),
+            "{stdout}"
+        );
+        assert!(
+            text(&out.stderr).contains("not marked the baseline"),
+            "{}",
+            text(&out.stderr)
+        );
+        let b: Baseline = get("/api/baselines/decode-tp8".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            b.run.id, first,
+            "a regression does not replace the baseline"
+        );
+        // The faster one passes (exit 0) and becomes the baseline.
+        let (url, p_s) = (u.clone(), patch_s.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            kinetoscope(&[
+                "upload",
+                &p_s,
+                "--server",
+                &url,
+                "--token",
+                admin,
+                "--compare-to",
+                "baseline:decode-tp8",
+                "--fail-above",
+                "5",
+                "--baseline-of",
+                "decode-tp8",
+            ])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend:?}: {}",
+            text(&out.stderr)
+        );
+        let fast = text(&out.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string();
+        let b: Baseline = get("/api/baselines/decode-tp8".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(b.run.id, fast);
+        // An unknown baseline cannot be compared: exit 2.
+        let (url, p_s) = (u.clone(), patch_s.clone());
+        let out = tokio::task::spawn_blocking(move || {
+            kinetoscope(&[
+                "upload",
+                &p_s,
+                "--server",
+                &url,
+                "--token",
+                upload,
+                "--compare-to",
+                "baseline:nobody",
+                "--fail-above",
+                "5",
+            ])
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{backend:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("cannot compare"),
+            "{}",
+            text(&out.stderr)
+        );
+
+        // The runs list shows and filters baselines.
+        let all: RunList = get("/api/runs".into()).await.unwrap().json().await.unwrap();
+        assert_eq!(all.total, 4, "{backend:?}");
+        let marked: RunList = get("/api/runs?baseline=*".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(marked.total, 1);
+        assert_eq!(marked.runs[0].id, fast);
+        assert_eq!(marked.runs[0].baseline_of, vec!["decode-tp8".to_string()]);
+        let named: RunList = get("/api/runs?baseline=decode-tp8".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(named.total, 1);
+        let none: RunList = get("/api/runs?baseline=other".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(none.total, 0);
+        let list: Vec<Baseline> = get("/api/baselines".into())
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list.len(), 1);
+        // Forgetting the name keeps the run; deleting a run forgets its names.
+        let r = srv
+            .http
+            .delete(format!("{u}/api/baselines/decode-tp8"))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+        assert_eq!(
+            get("/api/baselines/decode-tp8".into())
+                .await
+                .unwrap()
+                .status(),
+            404
+        );
+        patch_baseline(admin, serde_json::json!({"baseline_of": "again"}))
+            .await
+            .unwrap();
+        let r = srv
+            .http
+            .delete(format!("{u}/api/runs/{first}"))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+        assert_eq!(
+            get("/api/baselines/again".into()).await.unwrap().status(),
+            404
+        );
+        srv.stop().await;
+    }
+}
+
+/// Upload groups: the ranks of one cycle, each uploaded alone (as the
+/// Python handler and `watch` do), become one run whose cross-rank summary
+/// covers them all; a rank uploaded twice is refused and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_groups_gather_ranks_into_one_run() {
+    for backend in BACKENDS {
+        let data = tempfile::tempdir().unwrap();
+        let db_url = backend.url(data.path()).await;
+        let srv = TestServer::start_in(
+            data,
+            Opts {
+                database_url: Some(db_url),
+                ..Default::default()
+            },
+        )
+        .await;
+        let u = srv.url.clone();
+        let send = |rank: i64| {
+            srv.http
+                .post(format!(
+                    "{u}/api/runs?group=job-7:cycle-1&rank={rank}&name=tp2&file=r{rank}.json.zst"
+                ))
+                .body(small_trace(2, 4))
+                .send()
+        };
+        // Both ranks at once: they must agree on one run.
+        let (r0, r1) = tokio::join!(send(0), send(1));
+        let (r0, r1) = (r0.unwrap(), r1.unwrap());
+        assert_eq!(
+            (r0.status().as_u16(), r1.status().as_u16()),
+            (201, 201),
+            "{backend:?}"
+        );
+        let (c0, c1): (kinetoscope_types::Created, kinetoscope_types::Created) =
+            (r0.json().await.unwrap(), r1.json().await.unwrap());
+        assert_eq!(c0.id, c1.id, "{backend:?}");
+        let again = send(1).await.unwrap();
+        assert_eq!(again.status(), 409, "{backend:?}");
+        let run = srv.wait(&c0.id, LONG).await;
+        assert_eq!(run.status.as_str(), "done", "{run:?}");
+        let run = srv.run(&c0.id).await;
+        assert_eq!(
+            run.ranks
+                .iter()
+                .map(|r| (r.rank, r.file.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(0, "r0.json.zst"), (1, "r1.json.zst")]
+        );
+        let cross: kinetoscope_types::RanksSummary =
+            srv.get_json(&format!("/api/runs/{}/ranks", c0.id)).await;
+        assert_eq!(cross.ranks.len(), 2);
+        // A late rank reopens the run and is in its cross-rank summary.
+        let late = send(2).await.unwrap();
+        assert_eq!(late.status(), 201);
+        srv.wait(&c0.id, LONG).await;
+        let cross: kinetoscope_types::RanksSummary =
+            srv.get_json(&format!("/api/runs/{}/ranks", c0.id)).await;
+        assert_eq!(cross.ranks.len(), 3, "{backend:?}");
+        // Bad groups and ranks are refused.
+        for q in [
+            "group=a%20b&rank=0",
+            "group=ok&rank=-1",
+            "group=ok",
+            "rank=3",
+        ] {
+            let r = srv
+                .http
+                .post(format!("{u}/api/runs?{q}"))
+                .body(small_trace(1, 2))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 400, "{q}");
+        }
+        srv.stop().await;
+    }
+}
