@@ -29,6 +29,7 @@ pub fn RunsPage() -> impl IntoView {
             ("q".into(), url.get("q").unwrap_or_default()),
             ("tag".into(), url.get("tag").unwrap_or_default()),
             ("status".into(), url.get("status").unwrap_or_default()),
+            ("baseline".into(), url.get("baseline").unwrap_or_default()),
             ("limit".into(), "200".into()),
         ]);
         spawn_local(async move {
@@ -79,7 +80,13 @@ pub fn RunsPage() -> impl IntoView {
                     <tr data-run=r.id.clone()>
                         <td><input type="checkbox" title="Select two runs to compare" prop:checked=checked
                             on:change=move |_| toggle(id.clone())/></td>
-                        <td><a href=r.url.clone() class="run-link">{r.name.clone()}</a></td>
+                        <td><a href=r.url.clone() class="run-link">{r.name.clone()}</a>
+                            {r.baseline_of.iter().map(|b| view! {
+                                <span class="tag baseline" title=format!("The current baseline of {b}: kinetoscope upload --compare-to baseline:{b}")>
+                                    {format!("baseline: {b}")}
+                                </span>
+                            }).collect_view()}
+                        </td>
                         <td>{r.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
                         <td class="nowrap">{r.created_at.replace('T', " ").trim_end_matches('Z').to_string()}</td>
                         <td><Status status=r.status.to_string() stage=r.stage.clone() done=r.progress_bytes total=r.total_bytes/></td>
@@ -115,6 +122,11 @@ pub fn RunsPage() -> impl IntoView {
                     <option value="capturing">"capturing"</option>
                     <option value="failed">"failed"</option>
                 </select>
+                <label class="check" title="Only the runs that are the current baseline of a name">
+                    <input type="checkbox" id="runs-baselines" prop:checked=move || url.get("baseline").is_some_and(|b| !b.is_empty())
+                        on:change=move |ev| url.set(&[("baseline", if event_target_checked(&ev) { "*".to_string() } else { String::new() })], true)/>
+                    " baselines"
+                </label>
                 <span class="spacer"></span>
                 <button id="compare" disabled=move || selected.with(|s| s.len() != 2) on:click=compare>
                     {move || match selected.with(Vec::len) { 2 => "Compare the two".to_string(), n => format!("Select two to compare ({n}/2)") }}
