@@ -253,6 +253,8 @@ string_enum! {
         Layers => "layers",
         /// The cross-rank comparison.
         Ranks => "ranks",
+        /// Memory over time (traces with `profile_memory=True`).
+        Memory => "memory",
     }
 }
 
@@ -292,6 +294,9 @@ string_enum! {
         Summary => "summary",
         /// The timeline index (in the blob store).
         Timeline => "timeline",
+        /// Memory over time, per device ([`crate::MemoryReport`], JSON in
+        /// the blob store): only for traces with `[memory]` events.
+        Memory => "memory",
     }
 }
 
@@ -435,6 +440,13 @@ string_enum! {
         /// A GEMM far below the device's FLOP peak because its shape is
         /// small (decode batch sizes).
         SmallGemm => "small_gemm",
+        /// What the memory peak is made of.
+        MemoryPeak => "memory_peak",
+        /// An op signature that allocates a large buffer and frees it on
+        /// every call (allocator churn).
+        MemoryChurn => "memory_churn",
+        /// Memory that grows from step to step.
+        MemoryGrowth => "memory_growth",
     }
 }
 

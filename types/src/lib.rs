@@ -147,6 +147,130 @@ pub struct Summary {
     /// measured against it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<Device>,
+    /// Memory per device, for a trace made with `profile_memory=True`
+    /// (its `[memory]` events): the peak, what makes it up, the churn. The
+    /// whole of it (the curve, every signature) is the run's memory
+    /// artifact, `GET /api/runs/{id}/memory`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemorySummary>,
+}
+
+/// The memory of one device in a summary: what the findings and the diff
+/// read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MemorySummary {
+    /// `cuda:0`, `cpu`.
+    pub device: String,
+    /// The highest `Total Allocated`, bytes.
+    pub peak_bytes: i64,
+    /// When, ns on the trace's clock (the timeline's).
+    pub peak_ns: i64,
+    /// The step the peak falls in.
+    pub peak_step: Option<String>,
+    /// The highest `Total Reserved`, bytes.
+    pub reserved_peak_bytes: Option<i64>,
+    /// The largest allocations live at the peak.
+    pub live_at_peak: Vec<LiveAllocation>,
+    /// Bytes allocated and freed within the same step, per step.
+    pub churn_bytes_per_step: Option<f64>,
+    /// The signatures that churn most (at most 3).
+    pub top_churn: Vec<SignatureMemory>,
+    /// Steps seen and, when memory grows from step to step, by how much a
+    /// step on average (bytes).
+    pub steps: u64,
+    /// Growth per step, bytes, when most steps end above where they began.
+    pub growth_bytes_per_step: Option<f64>,
+}
+
+/// An allocation live at the memory peak.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LiveAllocation {
+    /// Bytes.
+    pub bytes: i64,
+    /// The op that made it (the innermost op around the allocation, past
+    /// the allocator's own `aten::empty*`); empty when none.
+    pub op: String,
+    /// That op's input dims.
+    pub shapes: String,
+    /// That op's input dtypes.
+    pub dtypes: String,
+    /// When it was allocated, ns on the trace's clock (the timeline's).
+    pub t_ns: i64,
+    /// Its Python frames, innermost first, when the trace has them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub python: Vec<String>,
+}
+
+/// What one op signature allocates.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SignatureMemory {
+    /// Op.
+    pub op: String,
+    /// Input dims (`[[2, 1114112, 1, 128], [], …]`).
+    pub shapes: String,
+    /// Input dtypes.
+    pub dtypes: String,
+    /// Calls that allocated.
+    pub calls: u64,
+    /// Bytes allocated per such call.
+    pub bytes_per_call: f64,
+    /// Bytes allocated per step (over the trace when it has no steps).
+    pub bytes_per_step: f64,
+    /// Of those, bytes freed within the same step, per step.
+    pub churn_bytes_per_step: f64,
+}
+
+/// One step's memory on a device.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct StepMemory {
+    /// The step's name.
+    pub step: String,
+    /// Start and end, ns on the trace's clock (the timeline's).
+    pub start_ns: i64,
+    /// End.
+    pub end_ns: i64,
+    /// The highest `Total Allocated` in the step.
+    pub peak_bytes: i64,
+    /// `Total Allocated` at its end less at its start.
+    pub net_bytes: i64,
+}
+
+/// The memory artifact of one device: `GET /api/runs/{id}/memory`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MemoryDevice {
+    /// `cuda:0`, `cpu`.
+    pub device: String,
+    /// The highest `Total Allocated`, bytes.
+    pub peak_bytes: i64,
+    /// When, ns on the trace's clock (the timeline's).
+    pub peak_ns: i64,
+    /// The highest `Total Reserved` (-1 when the trace has none).
+    pub reserved_peak_bytes: i64,
+    /// `[t_ns, allocated, reserved]`, in time order: every change near the
+    /// peak and each step's highest and lowest exact, the rest kept as
+    /// each time bucket's lowest and highest.
+    pub series: Vec<[i64; 3]>,
+    /// How many memory events the series was drawn from.
+    pub events: u64,
+    /// The largest allocations live at the peak (at most 20).
+    pub live_at_peak: Vec<LiveAllocation>,
+    /// What each op signature allocates, most bytes per step first.
+    pub by_signature: Vec<SignatureMemory>,
+    /// Per step: its peak and net change.
+    pub steps: Vec<StepMemory>,
+}
+
+/// The memory artifact: every device of the trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MemoryReport {
+    /// Devices, by name.
+    pub devices: Vec<MemoryDevice>,
 }
 
 /// A GPU and what it can do at most: the ceilings a kernel's bandwidth and

@@ -251,6 +251,43 @@ pub async fn summary(
     }
 }
 
+/// `GET /api/runs/{id}/memory[?rank=N]`: the memory artifact (the curve
+/// per device, the peak and what is live then, allocations per op
+/// signature, per step), as stored; 404 for a trace without `[memory]`
+/// events.
+pub async fn memory(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<RankQuery>,
+) -> ApiResult<Response> {
+    let rank = q.rank.unwrap_or(0);
+    if let Some(json) = state
+        .artifacts
+        .read(&id, rank, ArtifactName::Memory)
+        .await?
+    {
+        return Ok(json_response(json.to_vec()));
+    }
+    let traces = state.db.traces(&id).await?;
+    let t = rank_trace(&state, &id, rank, &traces).await?;
+    let current = t.analyzer_version == Some(i64::from(kinetoscope_trace::ANALYZER_VERSION));
+    if t.status != RunStatus::Done || !current {
+        let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
+        if t.status == RunStatus::Done {
+            return Err(ApiError::Conflict(
+                "the run is being analyzed again by a newer analyzer: its memory is not ready yet"
+                    .into(),
+            ));
+        }
+        return Err(not_ready(&run));
+    }
+    Err(ApiError::NotFound(
+        "the trace has no memory events: profile with \
+         torch.profiler.profile(profile_memory=True) to see what the step allocates"
+            .into(),
+    ))
+}
+
 /// A parsed stored summary, cached by what identifies its content.
 pub async fn parsed_summary(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<Summary>> {
     let traces = state.db.traces(id).await?;

@@ -59,6 +59,10 @@ pub struct GenerateArgs {
     /// family) instead of the options above; prints its truth.
     #[arg(long, value_name = "SEED")]
     pub random_architecture: Option<u64>,
+    /// Write `[memory]` events (`profile_memory=True`): each cast allocates
+    /// its output, freed at its layer's end.
+    #[arg(long)]
+    pub memory: bool,
     /// Output file; `.zst` and `.gz` are compressed; `-` is standard output.
     #[arg(short, long, default_value = "-")]
     pub output: PathBuf,
@@ -71,6 +75,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             variant: args.variant,
             mode: args.mode,
             with_stack: args.with_stack,
+            memory: args.memory,
             ..DecodeParams::random_architecture(seed)
         },
         None => DecodeParams {
@@ -87,6 +92,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             unfused_mlp: args.unfused_mlp,
             attention: args.attention,
             linear_mixer: args.linear_mixer,
+            memory: args.memory,
             ..Default::default()
         },
     };

@@ -11,6 +11,7 @@ mod bad_input;
 mod capture;
 mod gate;
 mod mcp;
+mod memory;
 mod processes;
 mod python;
 mod s3;

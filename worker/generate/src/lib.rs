@@ -116,6 +116,10 @@ pub struct DecodeParams {
     /// The layers' norms run as Inductor kernels (`triton_red_fused_...`),
     /// whose names do not say "norm".
     pub compiled_norms: bool,
+    /// `profile_memory=True`: every cast allocates its output (the KV
+    /// pool's BF16 copy: 571 MB) and the layer frees it at its end, as
+    /// `[memory]` events with the device's totals.
+    pub memory: bool,
 }
 
 /// The attention implementation a layer's kernels come from.
@@ -302,6 +306,7 @@ impl Default for DecodeParams {
             attention: Attention::MlaFlash,
             linear_mixer: LinearMixer::GatedDelta,
             compiled_norms: false,
+            memory: false,
         }
     }
 }
@@ -349,6 +354,13 @@ pub struct Truth {
     pub replays: u64,
     /// Graph, µs.
     pub graph_us: f64,
+    /// `memory`: bytes each cast of the KV cache allocates (its BF16 output).
+    pub cast_alloc_bytes: u64,
+    /// `memory`: bytes allocated and freed within a step, per step (every
+    /// cast's output, freed at its layer's end).
+    pub churn_bytes_per_step: f64,
+    /// `memory`: the highest `Total Allocated` written.
+    pub peak_allocated: i64,
 }
 
 impl Truth {
@@ -441,6 +453,9 @@ struct Op {
     eager: bool,
     /// Called through a reshape of its input (`reshape -> view` first).
     plumbing: bool,
+    /// `memory`: bytes it allocates when it starts (freed at the layer's
+    /// end); 0: none.
+    alloc: u64,
 }
 
 fn op(name: &'static str, shapes: &str, types: &str) -> Op {
@@ -456,6 +471,7 @@ fn op(name: &'static str, shapes: &str, types: &str) -> Op {
         self_us: 1.2,
         eager: false,
         plumbing: true,
+        alloc: 0,
     }
 }
 
@@ -626,6 +642,24 @@ fn torch_type(t: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// Elements of a tensor of dims `[2, 1114112, 1, 128]`.
+fn numel(dims: &str) -> u64 {
+    dims.trim_matches(['[', ']'])
+        .split(',')
+        .filter_map(|d| d.trim().parse::<u64>().ok())
+        .product()
+}
+
+/// Bytes per element of a generator dtype.
+fn type_bytes(t: &str) -> u64 {
+    match t {
+        "bf16" => 2,
+        "f32" | "i32" => 4,
+        "i64" => 8,
+        _ => 1,
+    }
+}
+
 /// `x.to(dtype)`: `aten::to -> aten::_to_copy -> aten::copy_`, launching
 /// the cast kernel of the destination type (a plain copy kernel when the
 /// types agree).
@@ -648,12 +682,15 @@ fn cast(dims: &str, from: &str, to: &str, dur_us: f64, grid: [u32; 3], role: Rol
         &format!(r#"["{src}", "Scalar", "", "", "", "Scalar", ""]"#),
     )
     .with(vec![
-        op(
-            "aten::empty_strided",
-            "[[], [], [], [], [], []]",
-            r#"["", "", "Scalar", "", "Scalar", ""]"#,
-        )
-        .cpu(0.6),
+        Op {
+            alloc: numel(dims) * type_bytes(to),
+            ..op(
+                "aten::empty_strided",
+                "[[], [], [], [], [], []]",
+                r#"["", "", "Scalar", "", "Scalar", ""]"#,
+            )
+            .cpu(0.6)
+        },
         op(
             "aten::copy_",
             &format!("[{dims}, {dims}, []]"),
@@ -1204,6 +1241,10 @@ struct Sim<'a, W: Write> {
     module_id: i64,
     /// Bytes allocated by the ops so far (profile_memory events).
     allocated: i64,
+    /// `memory`: what the layer frees at its end (address, bytes).
+    to_free: Vec<(i64, i64)>,
+    /// `memory`: the next address handed out.
+    next_addr: i64,
     /// While a graph replays: its launch's (correlation, External id, end).
     replay: Option<(i64, i64, i64)>,
     /// Ops waiting to be replayed as one graph (graph modes).
@@ -1319,21 +1360,28 @@ impl<W: Write> Sim<'_, W> {
                 o.shapes,
                 self.ev_idx
             ))?;
+            if self.p.memory && o.alloc > 0 {
+                // The op's output: allocated as it starts, freed at the
+                // layer's end (the attention has read it by then).
+                let bytes = o.alloc as i64;
+                let addr = self.next_addr;
+                self.next_addr += (bytes + 511) / 512 * 512;
+                self.to_free.push((addr, bytes));
+                self.memory_event(start + 200, addr, bytes)?;
+                if o.alloc > 100_000_000 {
+                    self.truth.cast_alloc_bytes = o.alloc;
+                }
+                self.truth.churn_bytes_per_step += bytes as f64 / self.p.steps.max(1) as f64;
+            }
             if o.name == "aten::empty" && depth == 1 {
                 // profile_memory: the allocation and, at the end of the op,
                 // its release.
                 let bytes = 262_144 + (self.external_id % 7) * 65_536;
+                let addr = 139_820_000_000_000 + (self.external_id % 4096) * 1_048_576;
                 for (at, b) in [(start, bytes), (end, -bytes)] {
-                    self.allocated += b;
-                    self.ev_idx += 1;
-                    self.out.event(&format!(
-                        "    \"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\",\n    \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {},\n    \"args\": {{\n      \"Total Reserved\": 79188459520, \"Total Allocated\": {}, \"Bytes\": {b}, \"Addr\": {}, \"Device Id\": 0, \"Device Type\": 1, \"Ev Idx\": {}\n    }}",
-                        ts(at),
-                        71_000_000_000 + self.allocated,
-                        139_820_000_000_000 + (self.external_id % 4096) * 1_048_576,
-                        self.ev_idx
-                    ))?;
+                    self.memory_event(at, addr, b)?;
                 }
+                self.truth.churn_bytes_per_step += bytes as f64 / self.p.steps.max(1) as f64;
             }
         }
         if o.name.starts_with("aten::copy_") {
@@ -1348,6 +1396,20 @@ impl<W: Write> Sim<'_, W> {
             }
         }
         Ok((start, end))
+    }
+
+    /// A `[memory]` event (`memory`): an allocation (`bytes` > 0) or a
+    /// free at `at`, with the device's totals after it.
+    fn memory_event(&mut self, at: i64, addr: i64, bytes: i64) -> io::Result<()> {
+        self.allocated += bytes;
+        let total = 71_000_000_000 + self.allocated;
+        self.truth.peak_allocated = self.truth.peak_allocated.max(total);
+        self.ev_idx += 1;
+        self.out.event(&format!(
+            "    \"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\",\n    \"pid\": {PID}, \"tid\": {PID},\n    \"ts\": {},\n    \"args\": {{\n      \"Total Reserved\": 79188459520, \"Total Allocated\": {total}, \"Bytes\": {bytes}, \"Addr\": {addr}, \"Device Id\": 0, \"Device Type\": 1, \"Ev Idx\": {}\n    }}",
+            ts(at),
+            self.ev_idx
+        ))
     }
 
     /// A runtime call that launches nothing.
@@ -1584,6 +1646,11 @@ impl<W: Write> Sim<'_, W> {
                 self.group(path, ops, if module_frame > 0 { module_frame } else { top })?;
             }
             self.cpu += us_ns(1.5);
+            if self.pass == Pass::Cpu {
+                for (addr, bytes) in std::mem::take(&mut self.to_free) {
+                    self.memory_event(self.cpu - 500, addr, -bytes)?;
+                }
+            }
             let layer_end = self.cpu;
             if module_frame > 0 {
                 let saved = self.python_id;
@@ -1651,6 +1718,12 @@ impl<W: Write> Sim<'_, W> {
             ))?;
         }
         self.cpu += us_ns(8.0);
+        // What the step's own ops (outside the layers) allocated goes with it.
+        if self.pass == Pass::Cpu {
+            for (addr, bytes) in std::mem::take(&mut self.to_free) {
+                self.memory_event(self.cpu - 500, addr, -bytes)?;
+            }
+        }
         let step_end = self.cpu;
         if eager {
             self.truth.ops += 1;
@@ -1795,6 +1868,8 @@ fn simulate<W: Write>(p: &DecodeParams, pass: Pass, out: &mut Writer<W>) -> io::
         ev_idx: 0,
         module_id: 0,
         allocated: 0,
+        to_free: Vec::new(),
+        next_addr: 140_000_000_000_000,
         replay: None,
         pending: Vec::new(),
         step_frame: 0,

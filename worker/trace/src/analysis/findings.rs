@@ -68,7 +68,157 @@ const RULES: &[Rule] = &[
     whole_tensor,
     launch_geometry,
     small_gemm,
+    memory_peak,
+    memory_churn,
+    memory_growth,
 ];
+
+/// An op signature's words for a memory finding: `aten::_to_copy ([2,
+/// 1114112, 1, 128] Float8_e4m3fn)`.
+fn signature_words(op: &str, shapes: &str, dtypes: &str) -> String {
+    let dims = shapes::dims(shapes).into_iter().find(|d| !d.is_empty());
+    let types: Vec<String> = serde_json::from_str::<Vec<String>>(dtypes)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| !d.is_empty() && d != "Scalar")
+        .map(|d| d.trim_start_matches("c10::").to_string())
+        .collect();
+    let mut inner = Vec::new();
+    if let Some(d) = dims {
+        inner.push(format!(
+            "[{}]",
+            d.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if let Some(t) = types.first() {
+        inner.push(t.clone());
+    }
+    if inner.is_empty() {
+        op.to_string()
+    } else {
+        format!("{op} ({})", inner.join(" "))
+    }
+}
+
+/// The memory peak of each device and what makes it up: the largest
+/// allocations live then, with the ops that made them.
+fn memory_peak(f: &Facts, out: &mut Vec<Finding>) {
+    for m in &f.s.memory {
+        if m.peak_bytes <= 0 {
+            continue;
+        }
+        let mut text = format!(
+            "Peak memory on {}: {}",
+            m.device,
+            bytes(m.peak_bytes as f64)
+        );
+        if let Some(r) = m.reserved_peak_bytes.filter(|&r| r > 0) {
+            text += &format!(" allocated of {} reserved", bytes(r as f64));
+        }
+        if let Some(step) = &m.peak_step {
+            text += &format!(", in {step}");
+        }
+        let named: Vec<String> = m
+            .live_at_peak
+            .iter()
+            .take(3)
+            .map(|l| {
+                let who = if l.op.is_empty() {
+                    "outside any op".to_string()
+                } else {
+                    signature_words(&l.op, &l.shapes, &l.dtypes)
+                };
+                format!("{} from {who}", bytes(l.bytes as f64))
+            })
+            .collect();
+        if !named.is_empty() {
+            text += &format!("; the largest allocations live then: {}", named.join(", "));
+        }
+        text.push('.');
+        let name = m
+            .live_at_peak
+            .first()
+            .map(|l| l.op.as_str())
+            .filter(|o| !o.is_empty());
+        // A fact, not a cost: below every finding that costs time.
+        out.push(finding(
+            FindingKind::MemoryPeak,
+            text,
+            0.5,
+            FindingTab::Memory,
+            name,
+        ));
+    }
+}
+
+/// An op signature that allocates a large buffer and frees it within the
+/// step, on every call: at least a quarter of the device's peak a step,
+/// in buffers of at least 0.5% of the peak. The impact is the churn against
+/// the peak (a tenth of it: allocator churn costs time only indirectly).
+fn memory_churn(f: &Facts, out: &mut Vec<Finding>) {
+    for m in &f.s.memory {
+        let peak = m.peak_bytes.max(1) as f64;
+        let Some(top) = m.top_churn.first() else {
+            continue;
+        };
+        if top.churn_bytes_per_step < 0.25 * peak || top.bytes_per_call < 0.005 * peak {
+            continue;
+        }
+        let per_step_calls = top.calls as f64 / m.steps.max(1) as f64;
+        let how_often = if per_step_calls >= 1.5 {
+            format!("{} times a step", count(per_step_calls.round()))
+        } else {
+            "every step".to_string()
+        };
+        let text = format!(
+            "{} allocates {} and frees it {how_often} on {}: {} per step made and dropped \
+             ({} of the peak); keep one buffer across calls (allocate once, write into it) \
+             or allocate only what the step uses.",
+            signature_words(&top.op, &top.shapes, &top.dtypes),
+            bytes(top.bytes_per_call),
+            m.device,
+            bytes(top.churn_bytes_per_step),
+            pct(100.0 * top.churn_bytes_per_step / peak),
+        );
+        let impact = (10.0 * top.churn_bytes_per_step / peak).min(9.0);
+        out.push(finding(
+            FindingKind::MemoryChurn,
+            text,
+            impact,
+            FindingTab::Memory,
+            Some(&top.op),
+        ));
+    }
+}
+
+/// Memory that grows from step to step (a leak, or a cache that only
+/// grows).
+fn memory_growth(f: &Facts, out: &mut Vec<Finding>) {
+    for m in &f.s.memory {
+        let Some(g) = m.growth_bytes_per_step else {
+            continue;
+        };
+        let text = format!(
+            "Memory on {} grows from step to step: {} a step on average over {} steps, to a \
+             peak of {}: something keeps what each step allocates (a list of tensors, a cache, \
+             an autograd graph held by a saved loss).",
+            m.device,
+            bytes(g),
+            m.steps,
+            bytes(m.peak_bytes as f64)
+        );
+        out.push(finding(
+            FindingKind::MemoryGrowth,
+            text,
+            5.0,
+            FindingTab::Memory,
+            None,
+        ));
+    }
+}
 
 /// Derives the findings of a summary, most important first.
 pub fn find(s: &Summary) -> Vec<Finding> {

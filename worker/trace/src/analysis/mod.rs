@@ -16,6 +16,8 @@
 //! - [`graphs`]: graph replay statistics.
 //! - [`gpu_time`]: busy/idle and per-stream time.
 //! - [`layers`]: per-layer attribution.
+//! - [`memory`]: the `[memory]` events replayed: the curve, the peak and
+//!   what is live then, allocations per op signature, churn, growth.
 //! - [`roofline`]: the device and its peaks; each signature's and kernel
 //!   group's share of them.
 //! - [`findings`]: the ranked sentences, over the finished summary.
@@ -34,6 +36,7 @@ mod graphs;
 mod kernels;
 pub mod layers;
 pub mod links;
+mod memory;
 pub mod names;
 mod ops;
 pub mod python;
@@ -50,7 +53,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 6;
+pub const ANALYZER_VERSION: u32 = 7;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -98,6 +101,8 @@ pub struct Analysis {
     pub summary: Summary,
     /// The timeline index.
     pub timeline: crate::timeline::TimelineIndex,
+    /// Memory over time per device (empty without `[memory]` events).
+    pub memory: MemoryReport,
 }
 
 /// Analyzes a parsed trace: the summary only.
@@ -107,14 +112,22 @@ pub fn analyze(t: &Trace, opts: &AnalysisOptions) -> Summary {
 
 /// Analyzes a parsed trace: the summary and every artifact.
 pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
-    let Summarized { summary, timeline } = summarize(
+    let Summarized {
+        summary,
+        timeline,
+        memory,
+    } = summarize(
         t,
         links::link(t),
         Early::find(t, opts),
         opts,
         crate::timeline::TimelineIndex::build,
     );
-    Analysis { summary, timeline }
+    Analysis {
+        summary,
+        timeline,
+        memory,
+    }
 }
 
 /// What the analysis job stores: the summary, and every other artifact in
@@ -155,15 +168,22 @@ impl StoredAnalysis {
 /// the index's rows are compressed one by one rather than held. The same
 /// summary, and the same index once read back.
 pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<StoredAnalysis> {
-    let Summarized { summary, timeline } =
-        summarize_owned(t, opts, crate::timeline::TimelineIndex::build_stored);
-    Ok(StoredAnalysis {
+    let Summarized {
         summary,
-        artifacts: vec![StoredArtifact {
-            name: ArtifactName::Timeline,
-            bytes: timeline?,
-        }],
-    })
+        timeline,
+        memory,
+    } = summarize_owned(t, opts, crate::timeline::TimelineIndex::build_stored);
+    let mut artifacts = vec![StoredArtifact {
+        name: ArtifactName::Timeline,
+        bytes: timeline?,
+    }];
+    if !memory.devices.is_empty() {
+        artifacts.push(StoredArtifact {
+            name: ArtifactName::Memory,
+            bytes: serde_json::to_vec(&memory).map_err(std::io::Error::other)?,
+        });
+    }
+    Ok(StoredAnalysis { summary, artifacts })
 }
 
 /// [`analyze`] for a trace the caller is done with (the CLI's `analyze`):
@@ -218,10 +238,12 @@ impl Early {
     }
 }
 
-/// The summary, and what the timeline step made of the index's inputs.
+/// The summary, what the timeline step made of the index's inputs, and
+/// the memory artifact.
 struct Summarized<R> {
     summary: Summary,
     timeline: R,
+    memory: MemoryReport,
 }
 
 /// A scoped thread's result; a panic in it goes on unwinding with its own
@@ -266,7 +288,7 @@ fn summarize<R>(
     // past the index build's, 34.5 bytes per event at 300 steps); then the
     // layers' numbers (they need the kernel table) while the timeline index
     // is laid out.
-    let (trace, step_table, graphs, found, ops, kernels) = std::thread::scope(|scope| {
+    let (trace, step_table, graphs, found, memory, ops, kernels) = std::thread::scope(|scope| {
         let (cx, source) = (&cx, steps.source);
         let side = scope.spawn(move || {
             (
@@ -274,6 +296,7 @@ fn summarize<R>(
                 steps::table(cx, source),
                 graphs::stats(cx),
                 layers::find(cx, opts),
+                memory::analyze(cx),
             )
         });
         let mut chains = chains::Chains::new(t.cpu.len());
@@ -281,8 +304,8 @@ fn summarize<R>(
         drop(sums);
         let kernels = kernels::table(cx, &mut chains);
         drop(chains);
-        let (trace, step_table, graphs, found) = joined(side);
-        (trace, step_table, graphs, found, ops, kernels)
+        let (trace, step_table, graphs, found, memory) = joined(side);
+        (trace, step_table, graphs, found, memory, ops, kernels)
     });
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
@@ -318,11 +341,16 @@ fn summarize<R>(
         graphs,
         findings: Vec::new(),
         device: None,
+        memory: memory.summary,
     };
     summary.device = roofline::device(&t.meta.devices, &summary.trace.active_devices, opts);
     roofline::apply(&mut summary);
     summary.findings = findings::find(&summary);
-    Summarized { summary, timeline }
+    Summarized {
+        summary,
+        timeline,
+        memory: memory.report,
+    }
 }
 
 fn us(ns: i64) -> f64 {

@@ -128,7 +128,7 @@ pub struct TraceBuilder {
     trace: Trace,
     track_ids: HashMap<Track, u32>,
     cat_class: HashMap<Sym, CatClass>,
-    memory_peaks: HashMap<(i64, i64), i64>,
+    memory_peaks: HashMap<(i64, i64), (i64, u16)>,
     /// Shapes and dtypes as written, with their interned canonical text.
     compact: HashMap<Box<[u8]>, Sym>,
     scratch: Vec<u8>,
@@ -421,15 +421,17 @@ impl TraceBuilder {
         }
     }
 
-    /// A memory event's `Total Allocated` on a device (`Device Type`,
-    /// `Device Id`, -1 when absent): the peak per device is kept.
+    /// A memory event (`[memory]`: an allocation, `bytes` > 0, or a free)
+    /// on a device (`Device Type`, `Device Id`, -1 when absent): kept, with
+    /// the peak per device.
     #[inline]
-    pub fn memory(&mut self, device_type: i64, device_id: i64, total_allocated: i64) {
-        let peak = self
-            .memory_peaks
-            .entry((device_type, device_id))
-            .or_insert(i64::MIN);
-        *peak = (*peak).max(total_allocated);
+    pub fn memory(&mut self, mut ev: MemoryEvent, device_type: i64, device_id: i64) {
+        let key = (device_type, device_id);
+        let n = self.memory_peaks.len();
+        let slot = self.memory_peaks.entry(key).or_insert((i64::MIN, n as u16));
+        slot.0 = slot.0.max(ev.total_allocated);
+        ev.device = slot.1;
+        self.trace.memory.events.push(ev);
     }
 
     /// The trace, with the memory peaks named by device and the bytes the
@@ -438,9 +440,14 @@ impl TraceBuilder {
         let mut peaks: Vec<(String, i64)> = self
             .memory_peaks
             .iter()
-            .map(|(&(ty, id), &v)| (device_name(ty, id), v))
+            .map(|(&(ty, id), &(v, _))| (device_name(ty, id), v))
             .collect();
         peaks.sort();
+        let mut devices = vec![String::new(); self.memory_peaks.len()];
+        for (&(ty, id), &(_, k)) in &self.memory_peaks {
+            devices[k as usize] = device_name(ty, id);
+        }
+        self.trace.memory.devices = devices;
         self.trace.counters.peak_memory = peaks;
         self.trace.counters.json_bytes = json_bytes;
         self.trace

@@ -1038,6 +1038,35 @@ pub struct TraceMeta {
     pub options: Vec<String>,
 }
 
+/// One `[memory]` event: an allocation (`bytes` > 0) or a free (`bytes` <
+/// 0) by the CPU thread of `track`, with the device's totals after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryEvent {
+    /// When, ns.
+    pub ts: i64,
+    /// The CPU thread that allocated or freed.
+    pub track: u32,
+    /// Index into [`MemoryTable::devices`].
+    pub device: u16,
+    /// The block's address (`Addr`; 0 when absent).
+    pub addr: i64,
+    /// Bytes allocated (> 0) or freed (< 0).
+    pub bytes: i64,
+    /// `Total Allocated` on the device after the event.
+    pub total_allocated: i64,
+    /// `Total Reserved` after the event (-1 when absent).
+    pub total_reserved: i64,
+}
+
+/// The `[memory]` events of a trace (`profile_memory=True`), in file order.
+#[derive(Default)]
+pub struct MemoryTable {
+    /// The events.
+    pub events: Vec<MemoryEvent>,
+    /// The devices, by the events' index: `cuda:0`, `cpu`.
+    pub devices: Vec<String>,
+}
+
 /// Per-`cat` counters, including events that are not stored.
 #[derive(Default)]
 pub struct Counters {
@@ -1070,6 +1099,8 @@ pub struct Tables {
     pub other: OtherTable,
     /// Counters.
     pub counters: Counters,
+    /// Memory events.
+    pub memory: MemoryTable,
 }
 
 impl Tables {
@@ -1125,6 +1156,7 @@ impl Trace {
                 python: PythonTable::default(),
                 other: OtherTable::default(),
                 counters: Counters::default(),
+                memory: MemoryTable::default(),
             },
             ids: LaunchIds::default(),
         }

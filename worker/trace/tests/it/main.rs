@@ -6,6 +6,7 @@ mod architectures;
 mod diff_layers;
 mod expected;
 mod generated;
+mod memory;
 mod robustness;
 mod shared_traces;
 mod steps;

@@ -410,11 +410,21 @@ impl Parser {
                 Ok(())
             }
             b'i' | b'I' => {
-                if let Some(total) = ev.args.total_allocated.get() {
+                let a = &ev.args;
+                if let (Some(total), Some(ts)) = (a.total_allocated.get(), ev.ts.get()) {
+                    let track = self.track(b, ev.pid, ev.tid)?;
                     self.builder.memory(
-                        ev.args.device_type.get().unwrap_or(-1),
-                        ev.args.device_id.get().unwrap_or(-1),
-                        total,
+                        MemoryEvent {
+                            ts,
+                            track,
+                            device: 0,
+                            addr: a.addr.get().unwrap_or(0),
+                            bytes: a.bytes.get().unwrap_or(0),
+                            total_allocated: total,
+                            total_reserved: a.total_reserved.get().unwrap_or(-1),
+                        },
+                        a.device_type.get().unwrap_or(-1),
+                        a.device_id.get().unwrap_or(-1),
                     );
                 }
                 Ok(())

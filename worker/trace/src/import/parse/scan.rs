@@ -26,6 +26,8 @@ pub(crate) struct RawArgs {
     pub(crate) input_type: Option<Span>,
     pub(crate) bytes: MaybeInt,
     pub(crate) total_allocated: MaybeInt,
+    pub(crate) total_reserved: MaybeInt,
+    pub(crate) addr: MaybeInt,
     pub(crate) device_type: MaybeInt,
     pub(crate) device_id: MaybeInt,
 }
@@ -40,6 +42,8 @@ impl RawArgs {
             key::STREAM => &mut self.stream,
             key::BYTES | key::BYTES_UPPER => &mut self.bytes,
             key::TOTAL_ALLOCATED => &mut self.total_allocated,
+            key::TOTAL_RESERVED => &mut self.total_reserved,
+            key::ADDR => &mut self.addr,
             key::DEVICE_TYPE => &mut self.device_type,
             key::DEVICE_ID => &mut self.device_id,
             _ => return None,

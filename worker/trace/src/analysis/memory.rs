@@ -1,0 +1,491 @@
+//! Memory: what a trace made with `profile_memory=True` allocates, when,
+//! and who holds it, from its `[memory]` events.
+//!
+//! Per device, the events are replayed in time order. An allocation
+//! (`Bytes` > 0) is live at its address until a free of that address;
+//! `Total Allocated` after each event is the curve. The replay gives:
+//!
+//! - the peak (the first event at the highest total) and the allocations
+//!   live then, each with the op that made it: the innermost op around the
+//!   allocation on its thread, past the allocator's own `aten::empty*`
+//!   (so a cast's buffer belongs to `aten::_to_copy`, not to its
+//!   `aten::empty_strided`);
+//! - per op signature: bytes allocated per call and per step, and the part
+//!   freed before its step ended (churn: a buffer made and dropped in
+//!   every layer);
+//! - per step: the peak and the net change (steps that keep ending higher
+//!   are a leak);
+//! - the curve at a bounded resolution: every event in a window around the
+//!   peak and each step's extremes exact, the rest as each time bucket's
+//!   lowest and highest, so a 14 M-event trace's artifact stays small.
+//!
+//! Bad inputs give sensible results: a free without its allocation frees
+//! nothing known, a reused address replaces what it held, totals below
+//! zero are kept as written.
+
+use super::links::NO;
+use super::steps::StepCursor;
+use super::Context;
+use crate::import::store::{CpuKind, MemoryEvent, Sym};
+use hashbrown::HashMap;
+use kinetoscope_types::{
+    LiveAllocation, MemoryDevice, MemoryReport, MemorySummary, SignatureMemory, StepMemory,
+};
+
+/// Allocations listed as live at the peak.
+const LIVE_AT_PEAK: usize = 20;
+/// Of those, kept in the summary.
+const LIVE_IN_SUMMARY: usize = 5;
+/// Events kept exact on each side of the peak.
+const PEAK_WINDOW: usize = 1000;
+/// Time buckets of the rest of the curve (each keeps its lowest and highest).
+const BUCKETS: usize = 2000;
+/// Signatures kept in the artifact.
+const MAX_SIGNATURES: usize = 200;
+
+/// The memory pass's outputs: the summary's part and the artifact.
+pub(crate) struct Memory {
+    pub summary: Vec<MemorySummary>,
+    pub report: MemoryReport,
+}
+
+/// Ops that only obtain memory for the op around them: an allocation inside
+/// one belongs to its parent.
+fn is_allocator(name: &str) -> bool {
+    matches!(
+        name,
+        "aten::empty"
+            | "aten::empty_strided"
+            | "aten::empty_like"
+            | "aten::new_empty"
+            | "aten::new_empty_strided"
+            | "aten::resize_"
+            | "aten::zeros"
+            | "aten::zeros_like"
+            | "aten::ones"
+            | "aten::full"
+    )
+}
+
+/// Finds the op that made an allocation: the innermost op or annotation
+/// around `ts` on the thread of `track`, past allocator ops and runtime
+/// calls.
+struct OpAt<'c, 'a> {
+    cx: &'c Context<'a>,
+}
+
+impl OpAt<'_, '_> {
+    fn find(&self, track: u32, ts: i64) -> u32 {
+        let cpu = &self.cx.t.cpu;
+        let Some(slices) = self.cx.links.by_thread.get(track as usize) else {
+            return NO;
+        };
+        // The last slice starting at or before ts; the one around ts is it
+        // or one of its ancestors (slices nest).
+        let k = slices.partition_point(|&i| cpu.ts().get(i as usize) <= ts);
+        if k == 0 {
+            return NO;
+        }
+        let mut i = slices[k - 1];
+        let mut guard = 0;
+        while i != NO && guard < 10_000 {
+            let u = i as usize;
+            let (start, end) = (cpu.ts().get(u), cpu.ts().get(u) + cpu.dur().get(u));
+            let kind = cpu.kind()[u];
+            let inside = start <= ts && ts <= end;
+            if inside && kind.is_op() && !is_allocator(self.cx.t.name(cpu.name()[u])) {
+                return i;
+            }
+            i = self.cx.links.parent[u];
+            guard += 1;
+        }
+        NO
+    }
+}
+
+/// One live allocation during the replay.
+#[derive(Clone, Copy)]
+struct Live {
+    bytes: i64,
+    ts: i64,
+    op: u32,
+    /// The step it was made in (`u32::MAX`: none).
+    step: u32,
+    /// Its signature's index.
+    sig: u32,
+}
+
+#[derive(Default)]
+struct SigAcc {
+    name: Sym,
+    shapes: Sym,
+    dtypes: Sym,
+    calls: u64,
+    last_op: u32,
+    bytes: i64,
+    churn: i64,
+}
+
+/// The memory pass.
+pub(crate) fn analyze(cx: &Context) -> Memory {
+    let t = cx.t;
+    let mem = &t.memory;
+    let mut out = Memory {
+        summary: Vec::new(),
+        report: MemoryReport::default(),
+    };
+    if mem.events.is_empty() {
+        return out;
+    }
+    let ops = OpAt { cx };
+    for (d, device) in mem.devices.iter().enumerate() {
+        let mut events: Vec<&MemoryEvent> = mem
+            .events
+            .iter()
+            .filter(|e| e.device as usize == d)
+            .collect();
+        // File order within a time; torch writes them in time order, mostly.
+        events.sort_by_key(|e| e.ts);
+        if events.is_empty() {
+            continue;
+        }
+        let (report, summary) = device_memory(cx, &ops, device, &events);
+        out.report.devices.push(report);
+        out.summary.push(summary);
+    }
+    out
+}
+
+fn device_memory(
+    cx: &Context,
+    ops: &OpAt,
+    device: &str,
+    events: &[&MemoryEvent],
+) -> (MemoryDevice, MemorySummary) {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let steps = &cx.steps;
+    // The peak: the first event at the highest total.
+    let (mut peak_k, mut peak) = (0usize, i64::MIN);
+    let mut reserved_peak = -1i64;
+    for (k, e) in events.iter().enumerate() {
+        if e.total_allocated > peak {
+            (peak_k, peak) = (k, e.total_allocated);
+        }
+        reserved_peak = reserved_peak.max(e.total_reserved);
+    }
+    // The replay.
+    let mut live: HashMap<i64, Live> = HashMap::new();
+    let mut sigs: Vec<SigAcc> = Vec::new();
+    let mut sig_of: HashMap<(Sym, Sym, Sym), u32> = HashMap::new();
+    let mut at_peak: Vec<Live> = Vec::new();
+    let mut cursor = StepCursor::new(steps);
+    let mut step_mem: Vec<StepMemory> = steps
+        .iter()
+        .map(|s| StepMemory {
+            step: t.name(s.name).to_string(),
+            start_ns: s.ts,
+            end_ns: s.end,
+            peak_bytes: i64::MIN,
+            net_bytes: 0,
+        })
+        .collect();
+    // Total allocated before each step's first event and after its last.
+    let mut step_bounds: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
+    for (k, e) in events.iter().enumerate() {
+        let step = cursor.at(e.ts);
+        if let Some(s) = step {
+            let m = &mut step_mem[s];
+            m.peak_bytes = m.peak_bytes.max(e.total_allocated);
+            let before = e.total_allocated - e.bytes;
+            let b = step_bounds[s].get_or_insert((before, e.total_allocated));
+            b.1 = e.total_allocated;
+        }
+        if e.bytes > 0 {
+            let op = ops.find(e.track, e.ts);
+            let (name, shapes, dtypes) = if op == NO {
+                (0, 0, 0)
+            } else {
+                let u = op as usize;
+                (cpu.name()[u], cpu.shapes(u), cpu.dtypes(u))
+            };
+            let next = sigs.len() as u32;
+            let sig = *sig_of.entry((name, shapes, dtypes)).or_insert_with(|| {
+                sigs.push(SigAcc {
+                    name,
+                    shapes,
+                    dtypes,
+                    last_op: NO,
+                    ..Default::default()
+                });
+                next
+            });
+            let acc = &mut sigs[sig as usize];
+            acc.bytes += e.bytes;
+            if acc.last_op != op || op == NO {
+                acc.calls += 1;
+                acc.last_op = op;
+            }
+            live.insert(
+                e.addr,
+                Live {
+                    bytes: e.bytes,
+                    ts: e.ts,
+                    op,
+                    step: step.map_or(u32::MAX, |s| s as u32),
+                    sig,
+                },
+            );
+        } else if e.bytes < 0 {
+            if let Some(l) = live.remove(&e.addr) {
+                // Freed in the step it was made in: churn.
+                if l.step != u32::MAX && step == Some(l.step as usize) {
+                    sigs[l.sig as usize].churn += l.bytes;
+                }
+            }
+        }
+        if k == peak_k {
+            at_peak = live.values().copied().collect();
+        }
+    }
+    for (s, b) in step_bounds.iter().enumerate() {
+        if let Some((start, end)) = b {
+            step_mem[s].net_bytes = end - start;
+        }
+    }
+    let step_mem: Vec<StepMemory> = step_mem
+        .into_iter()
+        .filter(|m| m.peak_bytes != i64::MIN)
+        .collect();
+    // Live at the peak, largest first.
+    at_peak.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts)));
+    let live_at_peak: Vec<LiveAllocation> = at_peak
+        .iter()
+        .take(LIVE_AT_PEAK)
+        .map(|l| live_allocation(cx, l))
+        .collect();
+    // Signatures, most bytes first.
+    let per = steps.len().max(1) as f64;
+    let mut by_signature: Vec<SignatureMemory> = sigs
+        .iter()
+        .filter(|s| s.bytes > 0)
+        .map(|s| SignatureMemory {
+            op: if s.name == 0 {
+                "(outside any op)".into()
+            } else {
+                t.name(s.name).to_string()
+            },
+            shapes: t.name(s.shapes).to_string(),
+            dtypes: t.name(s.dtypes).to_string(),
+            calls: s.calls,
+            bytes_per_call: s.bytes as f64 / s.calls.max(1) as f64,
+            bytes_per_step: s.bytes as f64 / per,
+            churn_bytes_per_step: s.churn as f64 / per,
+        })
+        .collect();
+    by_signature.sort_by(|a, b| {
+        b.bytes_per_step
+            .total_cmp(&a.bytes_per_step)
+            .then_with(|| a.op.cmp(&b.op))
+            .then_with(|| a.shapes.cmp(&b.shapes))
+    });
+    by_signature.truncate(MAX_SIGNATURES);
+    let series = series(events, peak_k, &step_mem);
+    let peak_ns = events[peak_k].ts;
+    let peak_step = StepCursor::new(steps)
+        .at(peak_ns)
+        .map(|s| t.name(steps[s].name).to_string());
+    let churn_total: f64 = by_signature.iter().map(|s| s.churn_bytes_per_step).sum();
+    let mut top_churn: Vec<SignatureMemory> = by_signature
+        .iter()
+        .filter(|s| s.churn_bytes_per_step > 0.0)
+        .cloned()
+        .collect();
+    top_churn.sort_by(|a, b| b.churn_bytes_per_step.total_cmp(&a.churn_bytes_per_step));
+    top_churn.truncate(3);
+    let summary = MemorySummary {
+        device: device.to_string(),
+        peak_bytes: peak,
+        peak_ns,
+        peak_step,
+        reserved_peak_bytes: (reserved_peak >= 0).then_some(reserved_peak),
+        live_at_peak: live_at_peak.iter().take(LIVE_IN_SUMMARY).cloned().collect(),
+        churn_bytes_per_step: (!steps.is_empty()).then_some(churn_total),
+        top_churn,
+        steps: step_mem.len() as u64,
+        growth_bytes_per_step: growth(&step_mem, peak),
+    };
+    let report = MemoryDevice {
+        device: device.to_string(),
+        peak_bytes: peak,
+        peak_ns,
+        reserved_peak_bytes: reserved_peak,
+        series,
+        events: events.len() as u64,
+        live_at_peak,
+        by_signature,
+        steps: step_mem,
+    };
+    (report, summary)
+}
+
+fn live_allocation(cx: &Context, l: &Live) -> LiveAllocation {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    if l.op == NO {
+        return LiveAllocation {
+            bytes: l.bytes,
+            op: String::new(),
+            shapes: String::new(),
+            dtypes: String::new(),
+            t_ns: l.ts,
+            python: Vec::new(),
+        };
+    }
+    let u = l.op as usize;
+    // The Python stack above the op's outermost op, when the trace has one.
+    let python = cx
+        .stacks
+        .top_op
+        .get(u)
+        .filter(|&&top| top != NO)
+        .and_then(|top| cx.stacks.stack_of.get(top))
+        .map(|&id| {
+            cx.stacks.stacks[id as usize]
+                .iter()
+                .take(8)
+                .map(|&s| t.name(s).to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    debug_assert!(cpu.kind()[u] != CpuKind::Module);
+    LiveAllocation {
+        bytes: l.bytes,
+        op: t.name(cpu.name()[u]).to_string(),
+        shapes: t.name(cpu.shapes(u)).to_string(),
+        dtypes: t.name(cpu.dtypes(u)).to_string(),
+        t_ns: l.ts,
+        python,
+    }
+}
+
+/// Memory that grows from step to step: at least 3 steps, at least 3 in 4
+/// ending above where they began, and the growth over the steps at least
+/// 1% of the peak (and 1 MB): the mean net change per step.
+fn growth(steps: &[StepMemory], peak: i64) -> Option<f64> {
+    if steps.len() < 3 {
+        return None;
+    }
+    let up = steps.iter().filter(|s| s.net_bytes > 0).count();
+    let total: i64 = steps.iter().map(|s| s.net_bytes).sum();
+    let enough = total as f64 >= (0.01 * peak.max(0) as f64).max(1e6);
+    (4 * up >= 3 * steps.len() && enough).then(|| total as f64 / steps.len() as f64)
+}
+
+/// The curve at a bounded resolution: every event within [`PEAK_WINDOW`]
+/// of the peak, each step's highest and lowest, and each of [`BUCKETS`]
+/// time buckets' highest and lowest; in time order, each event once.
+fn series(events: &[&MemoryEvent], peak_k: usize, steps: &[StepMemory]) -> Vec<[i64; 3]> {
+    let n = events.len();
+    let mut keep = vec![false; n];
+    let lo = peak_k.saturating_sub(PEAK_WINDOW);
+    let hi = (peak_k + PEAK_WINDOW + 1).min(n);
+    keep[lo..hi].iter_mut().for_each(|k| *k = true);
+    keep[0] = true;
+    keep[n - 1] = true;
+    // Extremes of each range: each step, and each time bucket.
+    let extremes = |range: std::ops::Range<usize>, keep: &mut [bool]| {
+        if range.is_empty() {
+            return;
+        }
+        let (mut lo_k, mut hi_k) = (range.start, range.start);
+        for k in range {
+            if events[k].total_allocated < events[lo_k].total_allocated {
+                lo_k = k;
+            }
+            if events[k].total_allocated > events[hi_k].total_allocated {
+                hi_k = k;
+            }
+        }
+        keep[lo_k] = true;
+        keep[hi_k] = true;
+    };
+    for s in steps {
+        let a = events.partition_point(|e| e.ts < s.start_ns);
+        let b = events.partition_point(|e| e.ts <= s.end_ns);
+        extremes(a..b, &mut keep);
+    }
+    let (t0, t1) = (events[0].ts, events[n - 1].ts);
+    let width = ((t1 - t0) / BUCKETS as i64).max(1);
+    let mut start = 0;
+    while start < n {
+        let bucket_end = events[start].ts - (events[start].ts - t0) % width + width;
+        let end = start + events[start..].partition_point(|e| e.ts < bucket_end);
+        extremes(start..end, &mut keep);
+        start = end.max(start + 1);
+    }
+    events
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(e, _)| [e.ts, e.total_allocated, e.total_reserved])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: i64, bytes: i64, total: i64) -> MemoryEvent {
+        MemoryEvent {
+            ts,
+            track: 0,
+            device: 0,
+            addr: ts,
+            bytes,
+            total_allocated: total,
+            total_reserved: -1,
+        }
+    }
+
+    #[test]
+    fn the_curve_is_bounded_and_keeps_the_peak_and_the_ends() {
+        let n = 200_000;
+        let events: Vec<MemoryEvent> = (0..n)
+            .map(|k| {
+                ev(
+                    k as i64 * 10,
+                    1,
+                    ((k * 7919) % 1000) as i64 + if k == 150_000 { 5000 } else { 0 },
+                )
+            })
+            .collect();
+        let refs: Vec<&MemoryEvent> = events.iter().collect();
+        let s = series(&refs, 150_000, &[]);
+        assert!(
+            s.len() <= 2 * PEAK_WINDOW + 2 * BUCKETS + 2 + 10,
+            "{}",
+            s.len()
+        );
+        assert!(s.iter().any(|p| p[0] == 1_500_000 && p[1] >= 5000));
+        assert_eq!(s[0][0], 0);
+        assert_eq!(s.last().unwrap()[0], (n as i64 - 1) * 10);
+        assert!(s.windows(2).all(|w| w[0][0] <= w[1][0]));
+    }
+
+    #[test]
+    fn growth_needs_most_steps_up() {
+        let step = |net: i64| StepMemory {
+            net_bytes: net,
+            ..Default::default()
+        };
+        let leak: Vec<StepMemory> = (0..10).map(|_| step(50 << 20)).collect();
+        assert_eq!(growth(&leak, 10 << 30), Some((50 << 20) as f64));
+        let flat: Vec<StepMemory> = (0..10)
+            .map(|k| step(if k % 2 == 0 { 1 << 20 } else { -(1 << 20) }))
+            .collect();
+        assert_eq!(growth(&flat, 10 << 30), None);
+        let tiny: Vec<StepMemory> = (0..10).map(|_| step(1000)).collect();
+        assert_eq!(growth(&tiny, 10 << 30), None);
+    }
+}
