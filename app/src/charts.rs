@@ -199,3 +199,84 @@ pub fn delta_bar(delta: f64, max_abs: f64) -> impl IntoView {
         </span>
     }
 }
+
+/// One device's memory over time: allocated (a line) and reserved (a
+/// dashed line), the steps shaded, the peak marked.
+pub fn memory_chart(d: &kinetoscope_types::MemoryDevice) -> impl IntoView {
+    use kinetoscope_types::units::bytes;
+    let (w, h) = (1000.0, 200.0);
+    let (t0, t1) = match (d.series.first(), d.series.last()) {
+        (Some(a), Some(b)) => (a[0], b[0].max(a[0] + 1)),
+        _ => (0, 1),
+    };
+    let max = d
+        .series
+        .iter()
+        .map(|p| p[1].max(p[2]))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = move |t: i64| w * (t - t0) as f64 / (t1 - t0) as f64;
+    let y = move |v: i64| h - h * (v.max(0) as f64) / max;
+    // A step line: each value holds until the next change.
+    let path = |col: usize| {
+        let mut s = String::new();
+        for p in d.series.iter().filter(|p| col != 2 || p[2] >= 0) {
+            let (px, py) = (x(p[0]), y(p[col]));
+            if s.is_empty() {
+                s += &format!("M{px:.1},{py:.1}");
+            } else {
+                s += &format!("H{px:.1}V{py:.1}");
+            }
+        }
+        s
+    };
+    let steps = d
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let (a, b) = (x(s.start_ns), x(s.end_ns));
+            view! {
+                <rect class=if k % 2 == 0 { "mem-step" } else { "mem-step odd" } x=a y="0" width=(b - a).max(0.5) height=h>
+                    <title>{format!("{}: peak {}, net {}", s.step, bytes(s.peak_bytes as f64), bytes(s.net_bytes as f64))}</title>
+                </rect>
+            }
+        })
+        .collect_view();
+    let reserved = d.reserved_peak_bytes >= 0;
+    let ticks = crate::logic::nice_ticks(max, 4);
+    let grid = ticks
+        .iter()
+        .map(|v| {
+            let yy = h - h * v / max;
+            view! { <line class="grid" x1="0" x2=w y1=yy y2=yy vector-effect="non-scaling-stroke"/> }
+        })
+        .collect_view();
+    let labels = ticks
+        .iter()
+        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{bytes(*v)}</span> })
+        .collect_view();
+    let (px, py) = (x(d.peak_ns), y(d.peak_bytes));
+    view! {
+        <figure class="chart memory-chart" data-device=d.device.clone()>
+            <div class="chart-plot">
+                <div class="y-axis" title="bytes">{labels}</div>
+                <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="mem-chart">
+                    {steps}{grid}
+                    {reserved.then(|| view! { <path class="mem-reserved" d=path(2) vector-effect="non-scaling-stroke"/> })}
+                    <path class="mem-allocated" d=path(1) vector-effect="non-scaling-stroke"/>
+                    <line class="mem-peak" x1=px x2=px y1="0" y2=h vector-effect="non-scaling-stroke">
+                        <title>{format!("peak: {}", bytes(d.peak_bytes as f64))}</title>
+                    </line>
+                    <circle class="mem-peak-dot" cx=px cy=py r="3" vector-effect="non-scaling-stroke"/>
+                </svg>
+            </div>
+            <figcaption>
+                <span class="key key-device"></span>"allocated  "
+                {reserved.then(|| view! { <span class="key key-reserved"></span>"reserved  " })}
+                <span class="key key-outlier"></span>{format!("peak {}  · {} events, {} points drawn", bytes(d.peak_bytes as f64), d.events, d.series.len())}
+            </figcaption>
+        </figure>
+    }
+}

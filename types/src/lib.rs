@@ -1034,6 +1034,28 @@ pub struct Diff {
     /// What `ops` measure: self device time, or self CPU time when neither
     /// trace has GPU ops.
     pub op_time: TimeBasis,
+    /// Memory per device both runs have (traces with `[memory]` events):
+    /// the peak and the churn per step, before and after.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemoryDelta>,
+}
+
+/// One device's memory in a diff.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MemoryDelta {
+    /// `cuda:0`, `cpu`.
+    pub device: String,
+    /// Peak allocated in A and B, bytes.
+    pub a_peak_bytes: i64,
+    /// B's.
+    pub b_peak_bytes: i64,
+    /// Change of the peak, %.
+    pub peak_change_pct: f64,
+    /// Bytes made and dropped within a step, per step, in A and B.
+    pub a_churn_bytes_per_step: Option<f64>,
+    /// B's.
+    pub b_churn_bytes_per_step: Option<f64>,
 }
 
 /// Which run a side of a diff is.

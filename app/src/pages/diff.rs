@@ -139,6 +139,24 @@ fn diff_body(d: Diff) -> impl IntoView {
             <ol class="findings" id="diff-findings">
                 {d.findings.iter().map(|f| view! { <li class="finding"><span class="finding-text">{f.text.clone()}</span></li> }).collect_view()}
             </ol>
+            {(!d.memory.is_empty()).then(|| view! {
+                <table class="data" id="diff-memory">
+                    <thead><tr><th>"Memory"</th><th class="num">"Peak A"</th><th class="num">"Peak B"</th><th class="num">"Change"</th><th class="num">"Made and dropped per step, A"</th><th class="num">"B"</th></tr></thead>
+                    <tbody>{d.memory.iter().map(|m| {
+                        let b = kinetoscope_types::units::bytes;
+                        view! {
+                            <tr>
+                                <td class="mono">{m.device.clone()}</td>
+                                <td class="num">{b(m.a_peak_bytes as f64)}</td>
+                                <td class="num">{b(m.b_peak_bytes as f64)}</td>
+                                <td class="num">{change_pct(m.peak_change_pct)}</td>
+                                <td class="num">{m.a_churn_bytes_per_step.map(b).unwrap_or_default()}</td>
+                                <td class="num">{m.b_churn_bytes_per_step.map(b).unwrap_or_default()}</td>
+                            </tr>
+                        }
+                    }).collect_view()}</tbody>
+                </table>
+            })}
         </div>
         {has_layers.then(|| view! {
             <div class="panel">

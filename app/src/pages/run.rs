@@ -59,6 +59,7 @@ const TABS: &[(&str, &str)] = &[
     ("layers", "Layers"),
     ("timeline", "Timeline"),
     ("gpu", "GPU time"),
+    ("memory", "Memory"),
     ("ranks", "Ranks"),
 ];
 
@@ -279,6 +280,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     let tabs = TABS
         .iter()
         .filter(|(k, _)| *k != "ranks" || v.cross_rank.is_some())
+        .filter(|(k, _)| *k != "memory" || !v.summary.memory.is_empty())
         .map(|(k, label)| {
             let k = *k;
             view! {
@@ -308,6 +310,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                     .into_any()
             }
             "gpu" => gpu_tab(&v.summary).into_any(),
+            "memory" => view! { <MemoryTab id=id2.clone() rank=v.rank url=url/> }.into_any(),
             "ranks" => ranks_tab(&v).into_any(),
             _ => findings_tab(&v, url).into_any(),
         }
@@ -438,6 +441,77 @@ fn Actions(id: String, rank: i64, name: String, url: UrlState) -> impl IntoView 
             <button class="ghost" id="reanalyze" on:click=reanalyze title="Analyze the stored trace again">"Re-analyze"</button>
             {move || reanalyze_error.get().map(|e| view! { <span class="error" id="reanalyze-error">"Re-analyze failed: " {e}</span> })}
         </span>
+    }
+}
+
+/// The Memory tab: per device, the curve with the steps shaded and the
+/// peak marked, the allocations live at the peak, and what each op
+/// signature allocates (from the memory artifact: never the trace).
+#[component]
+fn MemoryTab(id: String, rank: i64, url: UrlState) -> impl IntoView {
+    use kinetoscope_types::units::bytes;
+    use kinetoscope_types::MemoryReport;
+    let report = RwSignal::new(None::<Result<MemoryReport, String>>);
+    let path = format!("/api/runs/{id}/memory?rank={rank}");
+    leptos::task::spawn_local(
+        async move { report.set(Some(api::get::<MemoryReport>(&path).await)) },
+    );
+    move || {
+        match report.get() {
+        None => view! { <p class="empty">"Loading memory…"</p> }.into_any(),
+        Some(Err(e)) => view! { <p class="error">{e}</p> }.into_any(),
+        Some(Ok(r)) => r
+            .devices
+            .into_iter()
+            .map(|d| {
+                let live = d.live_at_peak.clone();
+                let sigs = d.by_signature.clone();
+                view! {
+                    <section class="memory-device" data-device=d.device.clone()>
+                        <h3>{format!("{}: peak {} allocated{}", d.device, bytes(d.peak_bytes as f64),
+                            if d.reserved_peak_bytes > 0 { format!(", {} reserved", bytes(d.reserved_peak_bytes as f64)) } else { String::new() })}</h3>
+                        {charts::memory_chart(&d)}
+                        <h4>"Live at the peak"</h4>
+                        <table class="data memory-live">
+                            <thead><tr><th class="num">"Bytes"</th><th>"Made by"</th><th>"Input dims"</th><th>"Types"</th><th></th></tr></thead>
+                            <tbody>{live.into_iter().map(|l| {
+                                let op = l.op.clone();
+                                view! {
+                                    <tr title=l.python.join("\n")>
+                                        <td class="num">{bytes(l.bytes as f64)}</td>
+                                        <td class="mono">{if l.op.is_empty() { "(outside any op)".to_string() } else { l.op.clone() }}</td>
+                                        <td class="mono">{l.shapes.clone()}</td>
+                                        <td class="mono">{l.dtypes.clone()}</td>
+                                        <td>{(!op.is_empty()).then(|| view! { <button class="link" on:click=move |_| show_on_timeline(url, &op)>"Show on timeline"</button> })}</td>
+                                    </tr>
+                                }
+                            }).collect_view()}</tbody>
+                        </table>
+                        <h4>"What each op signature allocates"</h4>
+                        <table class="data memory-signatures">
+                            <thead><tr><th>"Op"</th><th>"Input dims"</th><th>"Types"</th><th class="num">"Calls"</th><th class="num">"Per call"</th><th class="num">"Per step"</th><th class="num">"Freed in the step"</th><th></th></tr></thead>
+                            <tbody>{sigs.into_iter().take(100).map(|g| {
+                                let op = g.op.clone();
+                                view! {
+                                    <tr>
+                                        <td class="mono">{g.op.clone()}</td>
+                                        <td class="mono">{g.shapes.clone()}</td>
+                                        <td class="mono">{g.dtypes.clone()}</td>
+                                        <td class="num">{g.calls}</td>
+                                        <td class="num">{bytes(g.bytes_per_call)}</td>
+                                        <td class="num">{bytes(g.bytes_per_step)}</td>
+                                        <td class="num">{bytes(g.churn_bytes_per_step)}</td>
+                                        <td><button class="link" on:click=move |_| show_on_timeline(url, &op)>"Show on timeline"</button></td>
+                                    </tr>
+                                }
+                            }).collect_view()}</tbody>
+                        </table>
+                    </section>
+                }
+            })
+            .collect_view()
+            .into_any(),
+    }
     }
 }
 

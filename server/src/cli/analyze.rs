@@ -266,6 +266,22 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
         time_us(d.gpu_busy.b_us),
         d.gpu_busy.change_pct
     );
+    for m in &d.memory {
+        let churn = match (m.a_churn_bytes_per_step, m.b_churn_bytes_per_step) {
+            (Some(a), Some(b)) => {
+                format!("; made and dropped per step {} -> {}", bytes(a), bytes(b))
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "Memory on {}: peak {} -> {} ({:+.1}%){churn}",
+            m.device,
+            bytes(m.a_peak_bytes as f64),
+            bytes(m.b_peak_bytes as f64),
+            m.peak_change_pct
+        );
+    }
     let _ = writeln!(o, "\nFindings");
     for (k, f) in d.findings.iter().enumerate() {
         let _ = writeln!(o, "{:>2}. {}", k + 1, f.text);

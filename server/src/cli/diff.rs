@@ -14,7 +14,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use kinetoscope_trace::diff::{diff, Side};
 use kinetoscope_trace::gate::{gate, parse_op_budget, parse_pct, Budgets};
-use kinetoscope_types::units::{change_pct, pct, time_us};
+use kinetoscope_types::units::{bytes, change_pct, pct, time_us};
 use kinetoscope_types::{Diff, Gate, GateVerdict, GatedDiff, Summary};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -339,6 +339,22 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
             time_us(d.steps.a_p50_us),
             time_us(d.steps.b_p50_us),
             change_pct(d.steps.p50_change_pct)
+        );
+    }
+    for m in &d.memory {
+        let churn = match (m.a_churn_bytes_per_step, m.b_churn_bytes_per_step) {
+            (Some(a), Some(b)) => {
+                format!(", made and dropped per step {} -> {}", bytes(a), bytes(b))
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "Memory on {}: peak {} -> {} ({}){churn}\n",
+            m.device,
+            bytes(m.a_peak_bytes as f64),
+            bytes(m.b_peak_bytes as f64),
+            change_pct(m.peak_change_pct)
         );
     }
     if !d.findings.is_empty() {

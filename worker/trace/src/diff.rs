@@ -310,6 +310,21 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         ranks: Vec::new(),
         findings: Vec::new(),
         op_time,
+        memory: sa
+            .memory
+            .iter()
+            .filter_map(|ma| {
+                let mb = sb.memory.iter().find(|m| m.device == ma.device)?;
+                Some(MemoryDelta {
+                    device: ma.device.clone(),
+                    a_peak_bytes: ma.peak_bytes,
+                    b_peak_bytes: mb.peak_bytes,
+                    peak_change_pct: change(ma.peak_bytes as f64, mb.peak_bytes as f64),
+                    a_churn_bytes_per_step: ma.churn_bytes_per_step,
+                    b_churn_bytes_per_step: mb.churn_bytes_per_step,
+                })
+            })
+            .collect(),
     };
     d.findings = findings(&d, sa, sb, &ka, &kb);
     d

@@ -218,13 +218,35 @@ fn the_cast_buffer_made_and_dropped_in_every_layer() {
     assert_eq!(s.memory[0].growth_bytes_per_step, None);
     // The patch casts only the rows a step uses: no churn among the first
     // sentences (nor at all).
-    let (_, s, _) = generated(Variant::GatherCast, true);
+    let (_, patch, _) = generated(Variant::GatherCast, true);
     assert!(
-        s.findings
+        patch
+            .findings
             .iter()
             .all(|f| f.kind != FindingKind::MemoryChurn),
         "{:?}",
-        s.findings.iter().map(|f| &f.text).collect::<Vec<_>>()
+        patch.findings.iter().map(|f| &f.text).collect::<Vec<_>>()
+    );
+    // The diff's memory rows: the churn before and after.
+    use kinetoscope_trace::diff::{diff, Side};
+    let d = diff(
+        &Side {
+            id: "a",
+            name: "a",
+            summary: &s,
+        },
+        &Side {
+            id: "b",
+            name: "b",
+            summary: &patch,
+        },
+    );
+    assert_eq!(d.memory.len(), 1);
+    let m = &d.memory[0];
+    assert_eq!(m.a_churn_bytes_per_step, s.memory[0].churn_bytes_per_step);
+    assert!(
+        m.b_churn_bytes_per_step.unwrap() < m.a_churn_bytes_per_step.unwrap() / 5.0,
+        "{m:?}"
     );
     // Without memory events: no artifact devices beyond what the trace has.
     let (_, s, r) = generated(Variant::Baseline, false);
