@@ -297,6 +297,9 @@ string_enum! {
         /// Memory over time, per device ([`crate::MemoryReport`], JSON in
         /// the blob store): only for traces with `[memory]` events.
         Memory => "memory",
+        /// Counter tracks ([`crate::CounterReport`], JSON in the blob
+        /// store): only for traces with `ph: "C"` events.
+        Counters => "counters",
     }
 }
 

@@ -265,6 +265,61 @@ pub struct MemoryDevice {
     pub steps: Vec<StepMemory>,
 }
 
+/// One counter track (`ph: "C"` events: one key of one counter of one
+/// process), as the `counters` artifact keeps it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CounterTrack {
+    /// What the timeline labels it: the counter's name, and its key when
+    /// the counter has several (`DRAM Throughput`, `queue.length`).
+    pub label: String,
+    /// The event's name.
+    pub name: String,
+    /// The `args` key.
+    pub key: String,
+    /// The process (pid as written).
+    pub process: String,
+    /// The GPU it measures, where the process says (Kineto's GPU pid, or
+    /// `GPU N` in its name).
+    pub device: Option<i64>,
+    /// `%` for shares, `bytes`, or none when the name does not say.
+    pub unit: Option<String>,
+    /// Samples in the trace.
+    pub samples: u64,
+    /// Lowest value.
+    pub min: f64,
+    /// Highest value.
+    pub max: f64,
+    /// Mean of the samples.
+    pub mean: f64,
+    /// `[t_ns, value]` in time order, at a bounded resolution (each time
+    /// bucket's lowest and highest).
+    pub points: Vec<(i64, f64)>,
+}
+
+/// The counters artifact: `GET /api/runs/{id}/counters`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CounterReport {
+    /// Tracks, by process then label.
+    pub tracks: Vec<CounterTrack>,
+}
+
+/// A counter's mean over a kernel's runs (PM sampling: DRAM bandwidth, SM
+/// activity).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct CounterMean {
+    /// The counter track's label.
+    pub counter: String,
+    /// Its unit.
+    pub unit: Option<String>,
+    /// Mean of the samples taken while the kernel ran.
+    pub mean: f64,
+    /// Samples taken while it ran.
+    pub samples: u64,
+}
+
 /// The memory artifact: every device of the trace.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -707,6 +762,10 @@ pub struct KernelGroup {
     /// `achieved_tflops` as a share of the device's peak for the dtype.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pct_of_peak_flops: Option<f64>,
+    /// PM-sampling counters of its device averaged over its runs (traces
+    /// with counter tracks: DRAM throughput, SM activity).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterMean>,
 }
 
 impl KernelRow {

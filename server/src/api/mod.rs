@@ -143,6 +143,7 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/runs/{id}/reanalyze", post(runs::reanalyze))
         .route("/runs/{id}/artifacts", get(runs::artifacts))
         .route("/runs/{id}/memory", get(runs::memory))
+        .route("/runs/{id}/counters", get(runs::counters))
         .route("/runs/{id}/timeline", get(timeline::info))
         .route("/runs/{id}/timeline/window", get(timeline::window))
         .route("/runs/{id}/timeline/event/{event}", get(timeline::event))

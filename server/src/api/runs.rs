@@ -260,32 +260,62 @@ pub async fn memory(
     RunId(id): RunId,
     Q(q): Q<RankQuery>,
 ) -> ApiResult<Response> {
-    let rank = q.rank.unwrap_or(0);
-    if let Some(json) = state
-        .artifacts
-        .read(&id, rank, ArtifactName::Memory)
-        .await?
-    {
+    optional_artifact(
+        &state,
+        &id,
+        q.rank.unwrap_or(0),
+        ArtifactName::Memory,
+        "the trace has no memory events: profile with \
+         torch.profiler.profile(profile_memory=True) to see what the step allocates",
+    )
+    .await
+}
+
+/// `GET /api/runs/{id}/counters[?rank=N]`: the counter tracks (`ph: "C"`
+/// series at a bounded resolution), as stored; 404 for a trace without
+/// counter events.
+pub async fn counters(
+    State(state): State<AppState>,
+    RunId(id): RunId,
+    Q(q): Q<RankQuery>,
+) -> ApiResult<Response> {
+    optional_artifact(
+        &state,
+        &id,
+        q.rank.unwrap_or(0),
+        ArtifactName::Counters,
+        "the trace has no counter events (ph \"C\"): CUPTI PM sampling or a \
+         counter of the application's writes them",
+    )
+    .await
+}
+
+/// An artifact only some traces have, as stored: 404 with `absent` when
+/// the finished analysis made none, 409 while the run (or its re-analysis
+/// by a newer analyzer) is not done, 404 for no run or rank.
+async fn optional_artifact(
+    state: &AppState,
+    id: &str,
+    rank: i64,
+    name: ArtifactName,
+    absent: &str,
+) -> ApiResult<Response> {
+    if let Some(json) = state.artifacts.read(id, rank, name).await? {
         return Ok(json_response(json.to_vec()));
     }
-    let traces = state.db.traces(&id).await?;
-    let t = rank_trace(&state, &id, rank, &traces).await?;
+    let traces = state.db.traces(id).await?;
+    let t = rank_trace(state, id, rank, &traces).await?;
     let current = t.analyzer_version == Some(i64::from(kinetoscope_trace::ANALYZER_VERSION));
-    if t.status != RunStatus::Done || !current {
-        let run = state.db.run(&id).await?.ok_or_else(ApiError::no_run)?;
-        if t.status == RunStatus::Done {
-            return Err(ApiError::Conflict(
-                "the run is being analyzed again by a newer analyzer: its memory is not ready yet"
-                    .into(),
-            ));
-        }
+    if t.status != RunStatus::Done {
+        let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
         return Err(not_ready(&run));
     }
-    Err(ApiError::NotFound(
-        "the trace has no memory events: profile with \
-         torch.profiler.profile(profile_memory=True) to see what the step allocates"
-            .into(),
-    ))
+    if !current {
+        return Err(ApiError::Conflict(format!(
+            "the run is being analyzed again by a newer analyzer: its {name} is not ready yet"
+        )));
+    }
+    Err(ApiError::NotFound(absent.to_string()))
 }
 
 /// A parsed stored summary, cached by what identifies its content.

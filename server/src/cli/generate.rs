@@ -63,6 +63,10 @@ pub struct GenerateArgs {
     /// its output, freed at its layer's end.
     #[arg(long)]
     pub memory: bool,
+    /// Write CUPTI PM-sampling counters (`DRAM Throughput`, `SM Active`) in
+    /// a `GPU 0 Counters` process.
+    #[arg(long)]
+    pub counters: bool,
     /// Output file; `.zst` and `.gz` are compressed; `-` is standard output.
     #[arg(short, long, default_value = "-")]
     pub output: PathBuf,
@@ -76,6 +80,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             mode: args.mode,
             with_stack: args.with_stack,
             memory: args.memory,
+            counters: args.counters,
             ..DecodeParams::random_architecture(seed)
         },
         None => DecodeParams {
@@ -93,6 +98,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             attention: args.attention,
             linear_mixer: args.linear_mixer,
             memory: args.memory,
+            counters: args.counters,
             ..Default::default()
         },
     };

@@ -1,7 +1,8 @@
 //! `GET /api/runs/{id}/memory`: the memory artifact of a run whose trace
 //! has `[memory]` events (the generated decode with `memory`: each cast's
 //! buffer made and dropped per layer), read as stored; a trace without
-//! them answers 404 with `{error, detail}`; on both databases.
+//! them answers 404 with `{error, detail}`; the counter tracks
+//! (`/counters`) likewise; on both databases.
 
 use crate::common::*;
 use kinetoscope_types::{MemoryReport, RunStatus};
@@ -13,6 +14,7 @@ async fn the_memory_artifact_over_http() {
         steps: 2,
         layers: 6,
         memory: true,
+        counters: true,
         ..Default::default()
     };
     let mut json = Vec::new();
@@ -59,6 +61,23 @@ async fn the_memory_artifact_over_http() {
             srv.get_json(&format!("/api/runs/{}/summary", a.id)).await;
         assert_eq!(s.memory[0].peak_bytes, truth.peak_allocated);
         assert_eq!(s.trace.peak_memory.len(), 1);
+        // The counter tracks, and each kernel group's means in the summary.
+        let c: kinetoscope_types::CounterReport =
+            srv.get_json(&format!("/api/runs/{}/counters", a.id)).await;
+        assert_eq!(c.tracks.len(), 2);
+        assert_eq!(c.tracks[0].samples, truth.counter_samples);
+        assert!(s
+            .kernels
+            .iter()
+            .flat_map(|k| &k.groups)
+            .any(|g| !g.counters.is_empty()));
+        let r = srv
+            .http
+            .get(format!("{}/api/runs/{}/counters", srv.url, b.id))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404);
         // No memory events: 404 with a reason; a missing rank or run too.
         for (path, code) in [
             (format!("/api/runs/{}/memory", b.id), 404),

@@ -117,10 +117,26 @@ pub struct DecodeParams {
     /// whose names do not say "norm".
     pub compiled_norms: bool,
     /// `profile_memory=True`: every cast allocates its output (the KV
-    /// pool's BF16 copy: 571 MB) and the layer frees it at its end, as
+    /// pool's BF16 copy: 570 MB) and the layer frees it at its end, as
     /// `[memory]` events with the device's totals.
     pub memory: bool,
+    /// CUPTI PM sampling: `DRAM Throughput` and `SM Active` (%) sampled
+    /// every [`PM_PERIOD_US`] in a `GPU 0 Counters` process, as counter
+    /// events: [`PM_CAST`] while a cast runs, [`PM_BUSY`] during other
+    /// kernels, [`PM_IDLE`] between them.
+    pub counters: bool,
 }
+
+/// PM sampling's period, µs.
+pub const PM_PERIOD_US: f64 = 20.0;
+/// (DRAM Throughput %, SM Active %) while the cast kernel runs.
+pub const PM_CAST: (f64, f64) = (86.0, 24.0);
+/// ... while any other kernel runs.
+pub const PM_BUSY: (f64, f64) = (31.0, 72.0);
+/// ... while the GPU idles.
+pub const PM_IDLE: (f64, f64) = (2.0, 0.0);
+/// The counters process's pid.
+const PM_PID: i64 = 1_000_000;
 
 /// The attention implementation a layer's kernels come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,6 +323,7 @@ impl Default for DecodeParams {
             linear_mixer: LinearMixer::GatedDelta,
             compiled_norms: false,
             memory: false,
+            counters: false,
         }
     }
 }
@@ -361,6 +378,8 @@ pub struct Truth {
     pub churn_bytes_per_step: f64,
     /// `memory`: the highest `Total Allocated` written.
     pub peak_allocated: i64,
+    /// `counters`: samples written per counter.
+    pub counter_samples: u64,
 }
 
 impl Truth {
@@ -1245,6 +1264,8 @@ struct Sim<'a, W: Write> {
     to_free: Vec<(i64, i64)>,
     /// `memory`: the next address handed out.
     next_addr: i64,
+    /// `counters`: the next sample's time (0: the process is not named yet).
+    next_sample: i64,
     /// While a graph replays: its launch's (correlation, External id, end).
     replay: Option<(i64, i64, i64)>,
     /// Ops waiting to be replayed as one graph (graph modes).
@@ -1450,6 +1471,9 @@ impl<W: Write> Sim<'_, W> {
             Role::Gather => self.truth.gather_us += k_us,
             Role::Other => {}
         }
+        if self.pass == Pass::Gpu && self.p.counters {
+            self.pm_samples(k_start, k_start + k_dur, l.role == Role::Cast)?;
+        }
         if self.pass == Pass::Gpu {
             self.out.event(&format!(
                 "    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{}\", \"pid\": {DEVICE}, \"tid\": {STREAM},\n    \"ts\": {}, \"dur\": {},\n    \"args\": {{\n      \"External id\": {ext},      \"queued\": 0, \"device\": {DEVICE}, \"context\": 1,      \"stream\": {STREAM}, \"correlation\": {corr},      \"registers per thread\": 32,      \"shared memory\": 0,      \"blocks per SM\": 3.878788,      \"warps per SM\": 15.515152,      \"grid\": [{}, {}, {}],      \"block\": [{}, {}, {}],      \"est. achieved occupancy %\": 24\n    }}",
@@ -1462,6 +1486,36 @@ impl<W: Write> Sim<'_, W> {
                 "    \"ph\": \"f\", \"id\": {corr}, \"pid\": {DEVICE}, \"tid\": {STREAM}, \"ts\": {},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"",
                 ts(k_start)
             ))?;
+        }
+        Ok(())
+    }
+
+    /// PM samples up to a kernel's end: idle before it, its values inside.
+    fn pm_samples(&mut self, start: i64, end: i64, cast: bool) -> io::Result<()> {
+        let period = us_ns(PM_PERIOD_US);
+        if self.next_sample == 0 {
+            self.out.event(&format!(
+                "    \"ph\": \"M\", \"name\": \"process_name\", \"pid\": {PM_PID}, \"tid\": 0,\n    \"args\": {{\"name\": \"GPU {DEVICE} Counters\"}}"
+            ))?;
+            self.next_sample = start - start.rem_euclid(period);
+        }
+        while self.next_sample <= end {
+            let t = self.next_sample;
+            let (dram, sm) = if t < start {
+                PM_IDLE
+            } else if cast {
+                PM_CAST
+            } else {
+                PM_BUSY
+            };
+            for (name, v) in [("DRAM Throughput", dram), ("SM Active", sm)] {
+                self.out.event(&format!(
+                    "    \"ph\": \"C\", \"cat\": \"gpu_pm_counter\", \"name\": \"{name}\", \"pid\": {PM_PID}, \"tid\": 0, \"ts\": {},\n    \"args\": {{\"value\": {v}}}",
+                    ts(t)
+                ))?;
+            }
+            self.truth.counter_samples += 1;
+            self.next_sample += period;
         }
         Ok(())
     }
@@ -1870,6 +1924,7 @@ fn simulate<W: Write>(p: &DecodeParams, pass: Pass, out: &mut Writer<W>) -> io::
         allocated: 0,
         to_free: Vec::new(),
         next_addr: 140_000_000_000_000,
+        next_sample: 0,
         replay: None,
         pending: Vec::new(),
         step_frame: 0,
@@ -1932,7 +1987,8 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
     if p.with_stack || p.mode != Mode::Eager {
         simulate(p, Pass::Python, &mut w)?;
     }
-    simulate(p, Pass::Gpu, &mut w)?;
+    // The GPU pass writes the counters: their count is its.
+    let gpu = simulate(p, Pass::Gpu, &mut w)?;
     let end = T0_NS + us_ns(truth.step_us.iter().sum::<f64>() + 200.0 * p.steps as f64);
     let meta = [
         format!("    \"name\": \"process_name\", \"ph\": \"M\", \"ts\": {}, \"pid\": {PID}, \"tid\": 0,\n    \"args\": {{\n      \"name\": \"python3\"\n    }}", ts(T0_NS)),
@@ -1953,6 +2009,7 @@ pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Trut
     ))?;
     w.out.flush()?;
     let mut truth = truth;
+    truth.counter_samples = gpu.counter_samples;
     truth.events = w.events;
     truth.json_bytes = w.bytes;
     truth.layers = p.layers;

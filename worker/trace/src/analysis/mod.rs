@@ -16,6 +16,8 @@
 //! - [`graphs`]: graph replay statistics.
 //! - [`gpu_time`]: busy/idle and per-stream time.
 //! - [`layers`]: per-layer attribution.
+//! - [`counters`]: counter tracks (`ph: "C"`), and each kernel's mean of
+//!   its device's counters.
 //! - [`memory`]: the `[memory]` events replayed: the curve, the peak and
 //!   what is live then, allocations per op signature, churn, growth.
 //! - [`roofline`]: the device and its peaks; each signature's and kernel
@@ -30,6 +32,7 @@
 
 mod attribution;
 mod chains;
+mod counters;
 pub mod findings;
 pub mod gpu_time;
 mod graphs;
@@ -103,6 +106,8 @@ pub struct Analysis {
     pub timeline: crate::timeline::TimelineIndex,
     /// Memory over time per device (empty without `[memory]` events).
     pub memory: MemoryReport,
+    /// Counter tracks (empty without `ph: "C"` events).
+    pub counters: CounterReport,
 }
 
 /// Analyzes a parsed trace: the summary only.
@@ -116,6 +121,7 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
         summary,
         timeline,
         memory,
+        counters,
     } = summarize(
         t,
         links::link(t),
@@ -127,6 +133,7 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
         summary,
         timeline,
         memory,
+        counters,
     }
 }
 
@@ -172,6 +179,7 @@ pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<Store
         summary,
         timeline,
         memory,
+        counters,
     } = summarize_owned(t, opts, crate::timeline::TimelineIndex::build_stored);
     let mut artifacts = vec![StoredArtifact {
         name: ArtifactName::Timeline,
@@ -181,6 +189,12 @@ pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<Store
         artifacts.push(StoredArtifact {
             name: ArtifactName::Memory,
             bytes: serde_json::to_vec(&memory).map_err(std::io::Error::other)?,
+        });
+    }
+    if !counters.tracks.is_empty() {
+        artifacts.push(StoredArtifact {
+            name: ArtifactName::Counters,
+            bytes: serde_json::to_vec(&counters).map_err(std::io::Error::other)?,
         });
     }
     Ok(StoredAnalysis { summary, artifacts })
@@ -244,6 +258,7 @@ struct Summarized<R> {
     summary: Summary,
     timeline: R,
     memory: MemoryReport,
+    counters: CounterReport,
 }
 
 /// A scoped thread's result; a panic in it goes on unwinding with its own
@@ -307,6 +322,8 @@ fn summarize<R>(
         let (trace, step_table, graphs, found, memory) = joined(side);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
+    let mut kernels = kernels;
+    let counters = counters::apply(t, &mut kernels);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
@@ -350,6 +367,7 @@ fn summarize<R>(
         summary,
         timeline,
         memory: memory.report,
+        counters,
     }
 }
 

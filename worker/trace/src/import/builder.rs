@@ -434,6 +434,32 @@ impl TraceBuilder {
         self.trace.memory.events.push(ev);
     }
 
+    /// A process's name (`process_name` metadata).
+    pub fn process_name(&mut self, pid: TrackId, name: String) {
+        self.trace.counter_samples.process_names.insert(pid, name);
+    }
+
+    /// One sample of a counter series (`ph: "C"`): the process's track,
+    /// the event's name and the `args` key.
+    pub fn counter(&mut self, track: u32, name: &str, key: &str, ts: i64, value: f64) {
+        let c = &mut self.trace.counter_samples;
+        let series = match c.index.get(&(track, name.to_string(), key.to_string())) {
+            Some(&k) => k,
+            None => {
+                let k = c.series.len() as u32;
+                c.series.push(CounterSeries {
+                    track,
+                    name: name.to_string(),
+                    key: key.to_string(),
+                });
+                c.index
+                    .insert((track, name.to_string(), key.to_string()), k);
+                k
+            }
+        };
+        c.samples.push(CounterSample { series, ts, value });
+    }
+
     /// The trace, with the memory peaks named by device and the bytes the
     /// reader read.
     pub fn finish(mut self, json_bytes: u64) -> Trace {

@@ -1067,6 +1067,42 @@ pub struct MemoryTable {
     pub devices: Vec<String>,
 }
 
+/// One series of counter events (`ph: "C"`): a process's track, the
+/// event's name and one key of its `args`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterSeries {
+    /// The track of the event's pid and tid.
+    pub track: u32,
+    /// The event's name.
+    pub name: String,
+    /// The `args` key.
+    pub key: String,
+}
+
+/// One counter sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CounterSample {
+    /// Index into [`CounterTable::series`].
+    pub series: u32,
+    /// When, ns.
+    pub ts: i64,
+    /// The value.
+    pub value: f64,
+}
+
+/// The counter events of a trace, in file order.
+#[derive(Default)]
+pub struct CounterTable {
+    /// The series.
+    pub series: Vec<CounterSeries>,
+    /// The samples.
+    pub samples: Vec<CounterSample>,
+    /// Series by (track, name, key), while parsing.
+    pub(crate) index: hashbrown::HashMap<(u32, String, String), u32>,
+    /// Process names (`process_name` metadata) by pid.
+    pub process_names: hashbrown::HashMap<TrackId, String>,
+}
+
 /// Per-`cat` counters, including events that are not stored.
 #[derive(Default)]
 pub struct Counters {
@@ -1101,6 +1137,8 @@ pub struct Tables {
     pub counters: Counters,
     /// Memory events.
     pub memory: MemoryTable,
+    /// Counter events (`ph: "C"`).
+    pub counter_samples: CounterTable,
 }
 
 impl Tables {
@@ -1157,6 +1195,7 @@ impl Trace {
                 other: OtherTable::default(),
                 counters: Counters::default(),
                 memory: MemoryTable::default(),
+                counter_samples: CounterTable::default(),
             },
             ids: LaunchIds::default(),
         }

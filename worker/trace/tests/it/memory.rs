@@ -338,3 +338,79 @@ fn bad_memory_events_give_sensible_answers() {
         r.devices[0].series.len()
     );
 }
+
+/// Counter tracks as Kineto writes CUPTI PM sampling (a `GPU 0 Counters`
+/// process of `ph: "C"` events): every series kept with its device and
+/// unit, values at known times, and each kernel's mean over its runs.
+#[test]
+fn pm_sampling_counters_become_tracks_and_kernel_means() {
+    use kinetoscope_generate::{PM_BUSY, PM_CAST, PM_PERIOD_US};
+    let p = DecodeParams {
+        steps: 2,
+        layers: 4,
+        counters: true,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    let truth = write_decode_trace(&p, &mut json).unwrap();
+    let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let a = analyze_all(&t, &AnalysisOptions::default());
+    let tracks = &a.counters.tracks;
+    let labels: Vec<&str> = tracks.iter().map(|t| t.label.as_str()).collect();
+    assert_eq!(labels, ["DRAM Throughput", "SM Active"]);
+    for tr in tracks {
+        assert_eq!(tr.process, "GPU 0 Counters");
+        assert_eq!(tr.device, Some(0));
+        assert_eq!(tr.unit.as_deref(), Some("%"));
+        assert_eq!(tr.samples, truth.counter_samples);
+        // Every sample is on the period's grid: the points are samples.
+        let period = (PM_PERIOD_US * 1000.0) as i64;
+        assert!(tr.points.iter().all(|(t, _)| t % period == 0));
+    }
+    // The cast's runs (its kernel group: the cast's grid) read the cast's
+    // values; another kernel's, its own.
+    let groups: Vec<&kinetoscope_types::KernelGroup> = a
+        .summary
+        .kernels
+        .iter()
+        .flat_map(|k| k.groups.iter())
+        .collect();
+    let mean = |g: &kinetoscope_types::KernelGroup, c: &str| {
+        g.counters.iter().find(|m| m.counter == c).map(|m| m.mean)
+    };
+    let cast = groups
+        .iter()
+        .find(|g| g.grid == Some(truth.cast_grid))
+        .expect("the cast's group");
+    assert_eq!(mean(cast, "DRAM Throughput"), Some(PM_CAST.0));
+    assert_eq!(mean(cast, "SM Active"), Some(PM_CAST.1));
+    let other = groups
+        .iter()
+        .find(|g| g.grid != Some(truth.cast_grid) && g.counters.iter().any(|m| m.samples > 5))
+        .expect("another sampled kernel group");
+    assert_eq!(mean(other, "DRAM Throughput"), Some(PM_BUSY.0));
+    assert_eq!(mean(other, "SM Active"), Some(PM_BUSY.1));
+}
+
+#[test]
+fn a_million_counter_samples_are_fine() {
+    let mut out = String::from("{\"traceEvents\": [\n{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 7, \"args\": {\"name\": \"Host\"}},\n");
+    for k in 0..1_000_000u64 {
+        out += &format!(
+            "{{\"ph\": \"C\", \"name\": \"queue\", \"pid\": 7, \"tid\": 1, \"ts\": {k}, \"args\": {{\"length\": {}, \"bad\": \"x\"}}}},\n",
+            k % 13
+        );
+    }
+    out += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 7, \"tid\": 1, \"ts\": 1, \"dur\": 5}]}";
+    let t = read_trace(out.as_bytes(), &ReadOptions::default()).unwrap();
+    let a = analyze_all(&t, &AnalysisOptions::default());
+    assert_eq!(a.counters.tracks.len(), 1, "a non-numeric key is no series");
+    let tr = &a.counters.tracks[0];
+    assert_eq!(
+        (tr.label.as_str(), tr.process.as_str(), tr.device),
+        ("queue", "Host", None)
+    );
+    assert_eq!(tr.samples, 1_000_000);
+    assert_eq!((tr.min, tr.max), (0.0, 12.0));
+    assert!(tr.points.len() <= 4100, "{}", tr.points.len());
+}

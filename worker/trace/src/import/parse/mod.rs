@@ -429,9 +429,55 @@ impl Parser {
                 }
                 Ok(())
             }
+            b'C' => self.commit_counter(b, ev),
+            b'M' => self.commit_metadata(b, ev),
             // Metadata (`M`) and other phases are counted, by category, only.
             _ => Ok(()),
         }
+    }
+
+    /// A counter event (`ph: "C"`): each numeric key of its `args` is a
+    /// sample of the series (process, name, key).
+    fn commit_counter(&mut self, b: &[u8], ev: &RawEvent) -> Step<()> {
+        let (Some(ts), Some(span)) = (ev.ts.get(), ev.args_span) else {
+            return Ok(());
+        };
+        let name = match ev.name {
+            Some(s) => String::from_utf8_lossy(text(&mut self.scratch, b, s)?).into_owned(),
+            None => String::new(),
+        };
+        let track = self.track(b, ev.pid, ev.tid)?;
+        let Ok(args) =
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(span.bytes(b))
+        else {
+            return Ok(());
+        };
+        for (key, value) in args {
+            if let Some(v) = value.as_f64().filter(|v| v.is_finite()) {
+                self.builder.counter(track, &name, &key, ts, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// A metadata event: a process's name (`process_name`) is kept, for
+    /// the counter tracks' labels and devices.
+    fn commit_metadata(&mut self, b: &[u8], ev: &RawEvent) -> Step<()> {
+        let (Some(name), Some(span)) = (ev.name, ev.args_span) else {
+            return Ok(());
+        };
+        if name.bytes(b) != b"process_name" {
+            return Ok(());
+        }
+        #[derive(serde::Deserialize)]
+        struct Args {
+            name: String,
+        }
+        if let Ok(a) = serde_json::from_slice::<Args>(span.bytes(b)) {
+            let pid = self.id_value(b, ev.pid)?;
+            self.builder.process_name(pid, a.name);
+        }
+        Ok(())
     }
 
     fn commit_slice(&mut self, b: &[u8], ev: &RawEvent, class: CatClass, cat_sym: Sym) -> Step<()> {

@@ -63,6 +63,8 @@ pub(crate) struct RawEvent {
     pub(crate) dur: MaybeInt,
     pub(crate) id: MaybeInt,
     pub(crate) args: RawArgs,
+    /// Where the `args` object's text lies (counters read every key).
+    pub(crate) args_span: Option<Span>,
 }
 
 /// The events of one block read ahead by the decoding thread, not yet
@@ -434,7 +436,11 @@ pub(crate) fn scan_event(
                 ev.id = v.into();
                 next
             }
-            key::ARGS => scan_args(b, j, &mut ev.args, max_depth, guess)?,
+            key::ARGS => {
+                let next = scan_args(b, j, &mut ev.args, max_depth, guess)?;
+                ev.args_span = Some(Span::new(j, next, false));
+                next
+            }
             _ => skip_value(b, j, max_depth)?,
         };
         j = skip_ws(b, j);
