@@ -7,6 +7,8 @@ use crate::timeline::{busy_alpha, color_of, matches, tick_label, tick_step, View
 use kinetoscope_types::{TimelineColumns, TimelineSlice};
 use web_sys::CanvasRenderingContext2d as Ctx;
 
+/// The stroke of line tracks (counters, memory).
+pub const LINE: &str = "#2f7bd8";
 /// Colour of highlighted slices (search matches, a chosen name).
 pub const HIGHLIGHT: &str = "#e45756";
 

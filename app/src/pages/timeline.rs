@@ -43,6 +43,69 @@ fn lanes(info: &TimelineInfo, collapsed: &HashSet<u32>, top: f64) -> (Vec<Lane>,
     (out, y)
 }
 
+/// A line track under the slices: a counter series, or a device's
+/// allocated memory, drawn as a step line with its value at the cursor.
+#[derive(Clone)]
+struct LineTrack {
+    label: String,
+    unit: Option<String>,
+    /// `(t_ns, value)` in time order.
+    points: Vec<(i64, f64)>,
+    max: f64,
+}
+
+/// A line track's plot height, px.
+const LINE_H: f64 = 36.0;
+
+impl LineTrack {
+    /// The value at a time: the last point at or before it.
+    fn at(&self, t: f64) -> Option<f64> {
+        let k = self.points.partition_point(|p| (p.0 as f64) <= t);
+        (k > 0).then(|| self.points[k - 1].1)
+    }
+
+    fn text(&self, v: f64) -> String {
+        match self.unit.as_deref() {
+            Some("bytes") => kinetoscope_types::units::bytes(v),
+            Some("%") => format!("{v:.1}%"),
+            Some(u) => format!("{v:.3} {u}"),
+            None => format!("{v:.3}"),
+        }
+    }
+}
+
+/// The counter tracks and the memory curves of a rank (none when the run
+/// has neither: their routes answer 404).
+async fn line_tracks(id: &str, rank: i64) -> Vec<LineTrack> {
+    let mut out = Vec::new();
+    if let Ok(m) = api::get::<MemoryReport>(&format!("/api/runs/{id}/memory?rank={rank}")).await {
+        for d in m.devices {
+            out.push(LineTrack {
+                label: format!("memory {} allocated", d.device),
+                unit: Some("bytes".into()),
+                max: d.series.iter().map(|p| p[1]).max().unwrap_or(1).max(1) as f64,
+                points: d.series.iter().map(|p| (p[0], p[1] as f64)).collect(),
+            });
+        }
+    }
+    if let Ok(c) = api::get::<CounterReport>(&format!("/api/runs/{id}/counters?rank={rank}")).await
+    {
+        for t in c.tracks {
+            let label = match t.device {
+                Some(d) => format!("GPU {d} · {}", t.label),
+                None => format!("{} · {}", t.process, t.label),
+            };
+            out.push(LineTrack {
+                label,
+                unit: t.unit,
+                max: if t.max > 0.0 { t.max } else { 1.0 },
+                points: t.points,
+            });
+        }
+    }
+    out
+}
+
 fn parse_i64(s: Option<String>) -> Option<i64> {
     s.and_then(|v| v.parse().ok())
 }
@@ -71,6 +134,13 @@ pub fn TimelineTab(
     let canvas: NodeRef<Canvas> = NodeRef::new();
     let width = vp.width;
     let base = format!("/api/runs/{id}/timeline");
+    // Counter tracks and memory curves, drawn under the slices.
+    let lines = RwSignal::new(Vec::<LineTrack>::new());
+    let cursor_x = RwSignal::new(None::<f64>);
+    {
+        let id = id.clone();
+        spawn_local(async move { lines.set(line_tracks(&id, rank).await) });
+    }
 
     // The timeline's tracks and bands; then the view from the URL.
     {
@@ -216,7 +286,10 @@ pub fn TimelineTab(
         let terms = crate::timeline::terms(&query.get_untracked());
         let w = width.get();
         let top = RULER_H + BAND_H * 2.0 + if found.is_some() { BAND_H } else { 0.0 };
-        let (lanes, height) = lanes(&i, &hidden, top);
+        let (lanes, slices_end) = lanes(&i, &hidden, top);
+        let line_tracks = lines.get();
+        let cursor = cursor_x.get();
+        let height = slices_end + line_tracks.len() as f64 * (HEADER_H + LINE_H + 4.0);
         let Some(ctx) = paint::context(&cv, w, height.max(paint::window_room(&cv))) else {
             return;
         };
@@ -303,6 +376,61 @@ pub fn TimelineTab(
                 |_| {},
             );
         }
+        // Line tracks: counters and memory, a step line each, with the
+        // value at the cursor.
+        let pw_lines = w - GUTTER;
+        let t_cursor = cursor.map(|x| v.time_at(x - GUTTER, pw_lines));
+        for (k, lt) in line_tracks.iter().enumerate() {
+            let y0 = slices_end + k as f64 * (HEADER_H + LINE_H + 4.0);
+            let value = t_cursor
+                .and_then(|t| lt.at(t))
+                .map(|x| format!(": {}", lt.text(x)));
+            ctx.set_fill_style_str("#555");
+            let _ = ctx.fill_text(
+                &format!(
+                    "{}{} (max {})",
+                    lt.label,
+                    value.unwrap_or_default(),
+                    lt.text(lt.max)
+                ),
+                4.0,
+                y0 + 11.0,
+            );
+            ctx.set_fill_style_str("rgba(128,128,128,0.15)");
+            ctx.fill_rect(0.0, y0 + HEADER_H - 1.0, w, 1.0);
+            let base_y = y0 + HEADER_H + LINE_H;
+            let y_of = |val: f64| base_y - LINE_H * (val / lt.max).clamp(0.0, 1.0);
+            // The points in view, and the one before it (the line enters).
+            let a = lt
+                .points
+                .partition_point(|p| (p.0 as f64) < v.start)
+                .saturating_sub(1);
+            let b = lt.points.partition_point(|p| (p.0 as f64) <= v.end);
+            ctx.set_stroke_style_str(paint::LINE);
+            ctx.begin_path();
+            let mut first = true;
+            let mut last_y = base_y;
+            for p in lt.points.get(a..b.max(a)).unwrap_or(&[]) {
+                let x = GUTTER + v.x_of(p.0 as f64, pw_lines).max(0.0);
+                let y = y_of(p.1);
+                if first {
+                    ctx.move_to(x, y);
+                    first = false;
+                } else {
+                    ctx.line_to(x, last_y);
+                    ctx.line_to(x, y);
+                }
+                last_y = y;
+            }
+            if !first {
+                ctx.line_to(GUTTER + pw_lines, last_y);
+            }
+            ctx.stroke();
+        }
+        if let Some(x) = cursor.filter(|x| *x >= GUTTER && !line_tracks.is_empty()) {
+            ctx.set_fill_style_str("rgba(128,128,128,0.5)");
+            ctx.fill_rect(x, slices_end, 1.0, height - slices_end);
+        }
         // The arrow from the selected GPU op's launch to it.
         if let Some(e) = &sel {
             if let Some(l) = &e.launch {
@@ -327,6 +455,7 @@ pub fn TimelineTab(
                 "start": v.start, "end": v.end, "gutter": GUTTER, "width": pw,
                 "row_h": ROW_H, "header_h": HEADER_H,
                 "lanes": lanes.iter().map(|l| serde_json::json!({"track": l.track, "top": l.top, "rows": l.rows, "collapsed": l.collapsed})).collect::<Vec<_>>(),
+                "line_tracks": line_tracks.iter().map(|l| l.label.clone()).collect::<Vec<_>>(),
                 "fetched": d.len(),
                 "at": win.performance().map_or(0.0, |p| p.now()),
             });
@@ -414,6 +543,9 @@ pub fn TimelineTab(
     let on_down = move |ev: web_sys::MouseEvent| vp.on_down(&ev);
     let on_move = move |ev: web_sys::MouseEvent| {
         let (x, y) = (ev.offset_x() as f64, ev.offset_y() as f64);
+        if !lines.with_untracked(Vec::is_empty) {
+            cursor_x.set(Some(x));
+        }
         if vp.on_move(&ev) {
             return;
         }
@@ -587,7 +719,7 @@ pub fn TimelineTab(
             <div class="timeline-canvas-wrap">
                 <canvas node_ref=canvas id="timeline-canvas" tabindex="0"
                     on:wheel=on_wheel on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up
-                    on:mouseleave=move |_| tooltip.set(None) on:click=on_click on:keydown=on_key></canvas>
+                    on:mouseleave=move |_| { tooltip.set(None); cursor_x.set(None); } on:click=on_click on:keydown=on_key></canvas>
                 {move || tooltip.get().map(|(x, y, text)| view! {
                     <div class="timeline-tooltip" style=format!("left:{}px;top:{}px", x + 12.0, y + 12.0)>{text}</div>
                 })}

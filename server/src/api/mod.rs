@@ -131,6 +131,7 @@ pub fn summary_cache(bytes: u64) -> SummaryCache {
 /// Builds the whole router: health, metrics, `/api`, and the app.
 pub fn router(state: AppState, static_dir: PathBuf) -> Router {
     let one_run = get(runs::get).patch(runs::patch).delete(runs::delete);
+    let one_baseline = get(baselines::get).delete(baselines::delete);
     let api = Router::new()
         .route("/runs", get(runs::list).post(upload::create))
         .route("/runs/{id}", one_run)
@@ -149,10 +150,7 @@ pub fn router(state: AppState, static_dir: PathBuf) -> Router {
         .route("/runs/{id}/timeline/event/{event}", get(timeline::event))
         .route("/runs/{id}/timeline/search", get(timeline::search))
         .route("/baselines", get(baselines::list))
-        .route(
-            "/baselines/{name}",
-            get(baselines::get).delete(baselines::delete),
-        )
+        .route("/baselines/{name}", one_baseline)
         .route("/diff/{a}/{b}", get(diff::diff))
         .route("/diff/{a}/{b}/align", get(timeline::align))
         .route("/captures", post(captures::create))
