@@ -209,15 +209,25 @@ pub fn memory_chart(d: &kinetoscope_types::MemoryDevice) -> impl IntoView {
         (Some(a), Some(b)) => (a[0], b[0].max(a[0] + 1)),
         _ => (0, 1),
     };
-    let max = d
+    let top = d
         .series
         .iter()
         .map(|p| p[1].max(p[2]))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
+    // The axis starts near the lowest value when the curve moves little
+    // against its level (a few hundred MB over 70 GB): from zero it would
+    // be a flat line.
+    let low = d.series.iter().map(|p| p[1]).min().unwrap_or(0).max(0) as f64;
+    let floor = if top - low < 0.5 * top {
+        (low - 0.1 * (top - low)).max(0.0)
+    } else {
+        0.0
+    };
+    let max = (top - floor).max(1.0);
     let x = move |t: i64| w * (t - t0) as f64 / (t1 - t0) as f64;
-    let y = move |v: i64| h - h * (v.max(0) as f64) / max;
+    let y = move |v: i64| h - h * ((v.max(0) as f64 - floor).max(0.0)) / max;
     // A step line: each value holds until the next change.
     let path = |col: usize| {
         let mut s = String::new();
@@ -255,7 +265,7 @@ pub fn memory_chart(d: &kinetoscope_types::MemoryDevice) -> impl IntoView {
         .collect_view();
     let labels = ticks
         .iter()
-        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{bytes(*v)}</span> })
+        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{bytes(floor + *v)}</span> })
         .collect_view();
     let (px, py) = (x(d.peak_ns), y(d.peak_bytes));
     view! {

@@ -1467,3 +1467,71 @@ async fn the_app_runs_under_its_security_policy() {
         "violations were reported"
     );
 }
+
+/// A trace made with `profile_memory=True` and PM sampling: the Memory tab
+/// draws the curve and lists what the cast allocates; the timeline draws
+/// the memory curve and the counters as line tracks under the slices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_tab_and_counter_tracks() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let p = kinetoscope_generate::DecodeParams {
+        steps: 2,
+        layers: 6,
+        memory: true,
+        counters: true,
+        ..Default::default()
+    };
+    let mut json = Vec::new();
+    kinetoscope_generate::write_decode_trace(&p, &mut json).unwrap();
+    let created = srv
+        .upload(zstd::encode_all(&json[..], 3).unwrap(), "memory")
+        .await;
+    assert_eq!(
+        srv.wait(&created.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!("{}{}?tab=memory", srv.url, created.url))
+        .await
+        .unwrap();
+    b.wait_for(".memory-chart path.mem-allocated", LONG).await;
+    let first_op = b
+        .wait_js(
+            "document.querySelector('.memory-signatures tbody tr td') && document.querySelector('.memory-signatures tbody tr td').textContent",
+            LONG,
+        )
+        .await;
+    assert_eq!(first_op.as_str(), Some("aten::_to_copy"));
+    b.screenshot("memory-tab").await;
+    b.client
+        .goto(&format!("{}{}?tab=timeline", srv.url, created.url))
+        .await
+        .unwrap();
+    let layout = b
+        .wait_js(
+            "window.__timelineLayout && JSON.parse(window.__timelineLayout).line_tracks.length >= 3 && window.__timelineLayout",
+            LONG,
+        )
+        .await;
+    let l: serde_json::Value = serde_json::from_str(layout.as_str().unwrap()).unwrap();
+    let tracks: Vec<&str> = l["line_tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tracks,
+        [
+            "memory cuda:0 allocated",
+            "GPU 0 · DRAM Throughput",
+            "GPU 0 · SM Active"
+        ]
+    );
+    b.screenshot("timeline-line-tracks").await;
+    b.close().await;
+    srv.stop().await;
+}

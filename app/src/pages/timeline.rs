@@ -52,6 +52,9 @@ struct LineTrack {
     /// `(t_ns, value)` in time order.
     points: Vec<(i64, f64)>,
     max: f64,
+    /// The value at the plot's bottom: zero, or near the lowest value when
+    /// the line moves little against its level (memory at 71 GB).
+    floor: f64,
 }
 
 /// A line track's plot height, px.
@@ -62,6 +65,20 @@ impl LineTrack {
     fn at(&self, t: f64) -> Option<f64> {
         let k = self.points.partition_point(|p| (p.0 as f64) <= t);
         (k > 0).then(|| self.points[k - 1].1)
+    }
+
+    /// Sets the floor from the points.
+    fn fitted(mut self) -> LineTrack {
+        let low = self
+            .points
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::INFINITY, f64::min)
+            .max(0.0);
+        if low.is_finite() && self.max - low < 0.5 * self.max {
+            self.floor = (low - 0.1 * (self.max - low)).max(0.0);
+        }
+        self
     }
 
     fn text(&self, v: f64) -> String {
@@ -80,12 +97,16 @@ async fn line_tracks(id: &str, rank: i64) -> Vec<LineTrack> {
     let mut out = Vec::new();
     if let Ok(m) = api::get::<MemoryReport>(&format!("/api/runs/{id}/memory?rank={rank}")).await {
         for d in m.devices {
-            out.push(LineTrack {
-                label: format!("memory {} allocated", d.device),
-                unit: Some("bytes".into()),
-                max: d.series.iter().map(|p| p[1]).max().unwrap_or(1).max(1) as f64,
-                points: d.series.iter().map(|p| (p[0], p[1] as f64)).collect(),
-            });
+            out.push(
+                LineTrack {
+                    label: format!("memory {} allocated", d.device),
+                    unit: Some("bytes".into()),
+                    max: d.series.iter().map(|p| p[1]).max().unwrap_or(1).max(1) as f64,
+                    points: d.series.iter().map(|p| (p[0], p[1] as f64)).collect(),
+                    floor: 0.0,
+                }
+                .fitted(),
+            );
         }
     }
     if let Ok(c) = api::get::<CounterReport>(&format!("/api/runs/{id}/counters?rank={rank}")).await
@@ -100,6 +121,7 @@ async fn line_tracks(id: &str, rank: i64) -> Vec<LineTrack> {
                 unit: t.unit,
                 max: if t.max > 0.0 { t.max } else { 1.0 },
                 points: t.points,
+                floor: 0.0,
             });
         }
     }
@@ -399,7 +421,9 @@ pub fn TimelineTab(
             ctx.set_fill_style_str("rgba(128,128,128,0.15)");
             ctx.fill_rect(0.0, y0 + HEADER_H - 1.0, w, 1.0);
             let base_y = y0 + HEADER_H + LINE_H;
-            let y_of = |val: f64| base_y - LINE_H * (val / lt.max).clamp(0.0, 1.0);
+            let y_of = |val: f64| {
+                base_y - LINE_H * ((val - lt.floor) / (lt.max - lt.floor).max(1e-9)).clamp(0.0, 1.0)
+            };
             // The points in view, and the one before it (the line enters).
             let a = lt
                 .points
