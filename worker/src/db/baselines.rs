@@ -1,10 +1,11 @@
 //! Baselines by name: which run is the current baseline of `decode-glm5-tp8`.
 //!
-//! One row a name; setting a name's baseline replaces the run it named.
+//! One row a name; setting a name's baseline (`update_run` with
+//! `baseline_of`) replaces the run it named.
 //! Rows go with their run (the explicit delete in `delete_run`, and
 //! `ON DELETE CASCADE`).
 
-use super::{now_ms, Db, DbResult};
+use super::{Db, DbResult};
 use sqlx::Row;
 use std::collections::HashMap;
 
@@ -28,33 +29,6 @@ fn from_row(r: &sqlx::any::AnyRow) -> DbResult<BaselineRecord> {
 }
 
 impl Db {
-    /// Makes `run_id` the baseline of `name`, replacing the run it named;
-    /// false if there is no such run.
-    pub async fn set_baseline(&self, name: &str, run_id: &str) -> DbResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        // Writes first (see update_run): SQLite takes the lock at once.
-        let exists = sqlx::query("UPDATE runs SET name = name WHERE id = $1")
-            .bind(run_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
-        if !exists {
-            return Ok(false);
-        }
-        sqlx::query(
-            "INSERT INTO baselines (name, run_id, set_at) VALUES ($1, $2, $3) \
-             ON CONFLICT (name) DO UPDATE SET run_id = excluded.run_id, set_at = excluded.set_at",
-        )
-        .bind(name)
-        .bind(run_id)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
     /// Forgets a name's baseline (the run stays); false if it had none.
     pub async fn remove_baseline(&self, name: &str) -> DbResult<bool> {
         Ok(sqlx::query("DELETE FROM baselines WHERE name = $1")
