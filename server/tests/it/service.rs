@@ -538,10 +538,12 @@ async fn summaries_of_an_older_analyzer_are_redone_on_both_databases() {
             !blobs.join(&old_key).exists(),
             "{backend:?}: {old_key} is left"
         );
+        // (The generated trace has a few `[memory]` events: a memory
+        // artifact too.)
         assert_eq!(
             scalar(&pool, "SELECT COUNT(*) FROM artifacts").await,
-            2,
-            "{backend:?}: summary and timeline"
+            3,
+            "{backend:?}: summary, timeline and memory"
         );
         pool.close().await;
         srv.stop().await;

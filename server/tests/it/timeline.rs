@@ -42,11 +42,12 @@ async fn timeline_api(backend: Backend) {
     );
     let id = &created.id;
 
-    // The artifacts: the summary in the database, the index in the blob store.
+    // The artifacts: the summary in the database, the index (and the
+    // memory of the trace's few `[memory]` events) in the blob store.
     let arts: Vec<ArtifactInfo> = api.get_json(&format!("/api/runs/{id}/artifacts")).await;
     let names: Vec<&str> = arts.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["summary", "timeline"], "{backend:?}");
-    assert_eq!(arts[1].stored_in, kinetoscope_types::StoredIn::Blob);
+    assert_eq!(names, ["memory", "summary", "timeline"], "{backend:?}");
+    assert_eq!(arts[2].stored_in, kinetoscope_types::StoredIn::Blob);
 
     // Every event of every track, at two resolutions.
     let info: TimelineInfo = api.get_json(&format!("/api/runs/{id}/timeline")).await;
