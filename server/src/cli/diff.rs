@@ -127,6 +127,21 @@ impl Source {
     }
 }
 
+/// The run id a run id or run link names (`http://host/runs/ID?tab=ops`):
+/// its last path segment, when it has a run id's shape.
+pub(crate) fn run_id_of(text: &str) -> Option<&str> {
+    let id = text
+        .trim()
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
+    is_run_id(id).then_some(id)
+}
+
 /// Run ids are 22 characters of base64url.
 pub(crate) fn is_run_id(s: &str) -> bool {
     s.len() == 22

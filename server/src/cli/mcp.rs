@@ -264,20 +264,9 @@ impl Args_ {
 
 /// A run id from an id or a run link.
 fn run_id(text: &str) -> anyhow::Result<String> {
-    let id = text
-        .trim()
-        .trim_end_matches('/')
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("")
-        .rsplit('/')
-        .next()
-        .unwrap_or("");
-    anyhow::ensure!(
-        super::diff::is_run_id(id),
-        "{text:?} is not a run id or run link"
-    );
-    Ok(id.to_string())
+    super::diff::run_id_of(text)
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("{text:?} is not a run id or run link"))
 }
 
 /// A name, shortened past [`NAME_CHARS`] characters, with the full name

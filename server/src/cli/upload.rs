@@ -3,7 +3,7 @@
 //! analysis, compares the run with a baseline (the regression gate of
 //! `kinetoscope diff`) and marks it a baseline.
 
-use super::diff::{fetch, is_run_id, report, DiffFormat, Links};
+use super::diff::{fetch, report, run_id_of, DiffFormat, Links};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
@@ -287,19 +287,9 @@ async fn resolve(
         let b: Baseline = resp.json().await?;
         return Ok(b.run.id);
     }
-    let id = reference
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or("")
-        .split(['?', '#'])
-        .next()
-        .unwrap_or("");
-    anyhow::ensure!(
-        is_run_id(id),
-        "{reference}: name a baseline (baseline:NAME), a run link or a run id"
-    );
-    Ok(id.to_string())
+    run_id_of(reference).map(str::to_string).ok_or_else(|| {
+        anyhow::anyhow!("{reference}: name a baseline (baseline:NAME), a run link or a run id")
+    })
 }
 
 /// Compares the new run against the reference; prints the diff link and

@@ -4,6 +4,7 @@
 //! resolution; and, where a series measures a GPU, its mean over each
 //! kernel group's runs.
 
+use super::resolution::keep_bucket_extremes;
 use crate::import::store::{CounterSample, Tables};
 use hashbrown::HashMap;
 use kinetoscope_types::{CounterMean, CounterReport, CounterTrack, KernelRow};
@@ -199,28 +200,8 @@ fn points(v: &[CounterSample]) -> Vec<(i64, f64)> {
     if v.len() <= 2 * BUCKETS {
         return v.iter().map(|s| (s.ts, s.value)).collect();
     }
-    let (t0, t1) = (v[0].ts, v[v.len() - 1].ts);
-    let width = ((t1 - t0) / BUCKETS as i64).max(1);
     let mut keep = vec![false; v.len()];
-    keep[0] = true;
-    keep[v.len() - 1] = true;
-    let mut start = 0;
-    while start < v.len() {
-        let bucket_end = v[start].ts - (v[start].ts - t0) % width + width;
-        let end = start + v[start..].partition_point(|s| s.ts < bucket_end);
-        let (mut lo, mut hi) = (start, start);
-        for k in start..end {
-            if v[k].value < v[lo].value {
-                lo = k;
-            }
-            if v[k].value > v[hi].value {
-                hi = k;
-            }
-        }
-        keep[lo] = true;
-        keep[hi] = true;
-        start = end.max(start + 1);
-    }
+    keep_bucket_extremes(v.len(), BUCKETS, |k| v[k].ts, |k| v[k].value, &mut keep);
     v.iter()
         .zip(keep)
         .filter(|(_, k)| *k)

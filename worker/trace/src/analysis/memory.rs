@@ -24,6 +24,7 @@
 //! zero are kept as written.
 
 use super::links::NO;
+use super::resolution::{keep_bucket_extremes, keep_extremes};
 use super::steps::StepCursor;
 use super::Context;
 use crate::import::store::{CpuKind, MemoryEvent, Sym};
@@ -391,39 +392,13 @@ fn series(events: &[&MemoryEvent], peak_k: usize, steps: &[StepMemory]) -> Vec<[
     let lo = peak_k.saturating_sub(PEAK_WINDOW);
     let hi = (peak_k + PEAK_WINDOW + 1).min(n);
     keep[lo..hi].iter_mut().for_each(|k| *k = true);
-    keep[0] = true;
-    keep[n - 1] = true;
-    // Extremes of each range: each step, and each time bucket.
-    let extremes = |range: std::ops::Range<usize>, keep: &mut [bool]| {
-        if range.is_empty() {
-            return;
-        }
-        let (mut lo_k, mut hi_k) = (range.start, range.start);
-        for k in range {
-            if events[k].total_allocated < events[lo_k].total_allocated {
-                lo_k = k;
-            }
-            if events[k].total_allocated > events[hi_k].total_allocated {
-                hi_k = k;
-            }
-        }
-        keep[lo_k] = true;
-        keep[hi_k] = true;
-    };
+    let total = |k: usize| events[k].total_allocated;
     for s in steps {
         let a = events.partition_point(|e| e.ts < s.start_ns);
         let b = events.partition_point(|e| e.ts <= s.end_ns);
-        extremes(a..b, &mut keep);
+        keep_extremes(a..b, total, &mut keep);
     }
-    let (t0, t1) = (events[0].ts, events[n - 1].ts);
-    let width = ((t1 - t0) / BUCKETS as i64).max(1);
-    let mut start = 0;
-    while start < n {
-        let bucket_end = events[start].ts - (events[start].ts - t0) % width + width;
-        let end = start + events[start..].partition_point(|e| e.ts < bucket_end);
-        extremes(start..end, &mut keep);
-        start = end.max(start + 1);
-    }
+    keep_bucket_extremes(n, BUCKETS, |k| events[k].ts, total, &mut keep);
     events
         .iter()
         .zip(keep)

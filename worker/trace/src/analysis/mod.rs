@@ -44,6 +44,7 @@ pub mod names;
 mod ops;
 pub mod python;
 mod repeats;
+mod resolution;
 mod roofline;
 pub mod shapes;
 pub mod steps;
