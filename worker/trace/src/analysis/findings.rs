@@ -175,13 +175,13 @@ fn memory_churn(f: &Facts, out: &mut Vec<Finding>) {
         };
         let text = format!(
             "{} allocates {} and frees it {how_often} on {}: {} per step made and dropped \
-             ({} of the peak); keep one buffer across calls (allocate once, write into it) \
+             ({}); keep one buffer across calls (allocate once, write into it) \
              or allocate only what the step uses.",
             signature_words(&top.op, &top.shapes, &top.dtypes),
             bytes(top.bytes_per_call),
             m.device,
             bytes(top.churn_bytes_per_step),
-            pct(100.0 * top.churn_bytes_per_step / peak),
+            against_peak(top.churn_bytes_per_step / peak),
         );
         let impact = (10.0 * top.churn_bytes_per_step / peak).min(9.0);
         out.push(finding(
@@ -191,6 +191,16 @@ fn memory_churn(f: &Facts, out: &mut Vec<Finding>) {
             FindingTab::Memory,
             Some(&top.op),
         ));
+    }
+}
+
+/// Bytes against the peak: a share below it, a multiple past it (a step
+/// that makes and drops eight times its peak).
+fn against_peak(ratio: f64) -> String {
+    if ratio < 1.0 {
+        format!("{} of the peak", pct(100.0 * ratio))
+    } else {
+        format!("{ratio:.1} times the peak")
     }
 }
 
