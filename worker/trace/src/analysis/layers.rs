@@ -31,10 +31,43 @@ use super::attribution::Owner;
 use super::links::NO;
 use super::repeats::{self, Item, Role};
 use super::{AnalysisOptions, Context};
-use crate::import::store::{CpuKind, GpuKind, Sym};
+use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, Tables, TimeColumn};
 use hashbrown::HashMap;
 use kinetoscope_types::{KernelRow, LayerKind, LayerMethod, LayerRow, Layers, NameTime, TimeBasis};
 use std::collections::BTreeMap;
+
+/// Where the items' starts and times are: the GPU ops' columns, or (a
+/// trace without GPU ops) the CPU slices'. Items do not copy them
+/// ([`repeats::DurOf`] says why).
+#[derive(Clone, Copy)]
+struct Times<'a> {
+    ts: &'a TimeColumn,
+    dur: &'a IntColumn,
+}
+
+impl<'a> Times<'a> {
+    fn of(t: &'a Tables, cpu: bool) -> Self {
+        if cpu {
+            Times {
+                ts: t.cpu.ts(),
+                dur: t.cpu.dur(),
+            }
+        } else {
+            Times {
+                ts: t.gpu.ts(),
+                dur: t.gpu.dur(),
+            }
+        }
+    }
+
+    fn start(self, it: &Item) -> i64 {
+        self.ts.get(it.at as usize)
+    }
+
+    fn dur(self, it: &Item) -> i64 {
+        self.dur.get(it.at as usize)
+    }
+}
 
 /// Entries kept in each layer's top lists.
 const TOP: usize = 5;
@@ -120,18 +153,16 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
             name: gpu.name()[g],
             group,
             role,
-            ts: gpu.ts().get(g),
-            dur: gpu.dur().get(g),
         });
     }
-    in_time_order(&mut seqs);
+    in_time_order(&mut seqs, Times::of(t, false));
     seqs
 }
 
 /// Each step's items by start (ties by table order).
-fn in_time_order(seqs: &mut [Vec<Item>]) {
+fn in_time_order(seqs: &mut [Vec<Item>], times: Times) {
     for s in seqs {
-        s.sort_by_key(|it| (it.ts, it.at));
+        s.sort_by_key(|it| (times.start(it), it.at));
     }
 }
 
@@ -187,49 +218,58 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
             name: cpu.name()[i],
             group: u32::MAX,
             role,
-            ts: cpu.ts().get(i),
-            dur: cpu.dur().get(i),
         });
     }
-    in_time_order(&mut seqs);
+    in_time_order(&mut seqs, Times::of(t, true));
     seqs
 }
 
-/// Layer of each GPU op (-1: outside any layer), and how layers were found.
 /// The layer of each GPU op (by index), where one was found: a vector, not a
-/// map, since most GPU ops of a layered trace have one.
+/// map, since most GPU ops of a layered trace have one; 4 bytes a row, as
+/// it is held beside the op table at the analysis's peak.
 struct GpuLayers {
-    of: Vec<i64>,
+    of: Vec<i32>,
     set: usize,
 }
 
 impl GpuLayers {
-    const NONE: i64 = i64::MIN;
+    const NONE: i32 = i32::MIN;
 
     /// For the GPU ops, or (`cpu`) the CPU slices.
-    fn new(t: &crate::import::store::Tables, cpu: bool) -> Self {
+    fn new(t: &Tables, cpu: bool) -> Self {
         GpuLayers {
             of: vec![Self::NONE; if cpu { t.cpu.len() } else { t.gpu.len() }],
             set: 0,
         }
     }
 
+    /// Sets the layer of row `g`; an index past `i32` (a name no model's
+    /// layer has) sets none.
     fn insert(&mut self, g: u32, layer: i64) {
+        let Some(layer) = i32::try_from(layer).ok().filter(|&l| l != Self::NONE) else {
+            return;
+        };
         let slot = &mut self.of[g as usize];
         self.set += (*slot == Self::NONE) as usize;
         *slot = layer;
     }
 
-    fn get(&self, g: &u32) -> Option<&i64> {
-        self.of.get(*g as usize).filter(|&&l| l != Self::NONE)
+    fn get(&self, g: u32) -> Option<i64> {
+        self.of
+            .get(g as usize)
+            .filter(|&&l| l != Self::NONE)
+            .map(|&l| i64::from(l))
     }
 
     fn is_empty(&self) -> bool {
         self.set == 0
     }
 
-    fn values(&self) -> impl Iterator<Item = &i64> {
-        self.of.iter().filter(|&&l| l != Self::NONE)
+    fn values(&self) -> impl Iterator<Item = i64> + '_ {
+        self.of
+            .iter()
+            .filter(|&&l| l != Self::NONE)
+            .map(|&l| i64::from(l))
     }
 }
 
@@ -279,7 +319,7 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
             .or_else(|| by_repetition(cx, &seqs, cpu))
     };
     let spans = match &assignment {
-        Some(a) => spans(&seqs, a),
+        Some(a) => spans(&seqs, a, Times::of(cx.t, cpu)),
         None => Vec::new(),
     };
     Placed {
@@ -321,15 +361,16 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
 
 /// Where each layer lies in each step: the first start and last end of its
 /// GPU ops.
-fn spans(seqs: &[Vec<Item>], a: &Assignment) -> Vec<LayerSpan> {
+fn spans(seqs: &[Vec<Item>], a: &Assignment, times: Times) -> Vec<LayerSpan> {
     let mut out = Vec::new();
     for seq in seqs {
         let mut by_layer: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
         for it in seq {
-            if let Some(&l) = a.layer.get(&it.at) {
+            if let Some(l) = a.layer.get(it.at) {
                 let e = by_layer.entry(l).or_insert((i64::MAX, i64::MIN));
-                e.0 = e.0.min(it.ts);
-                e.1 = e.1.max(it.ts + it.dur);
+                let ts = times.start(it);
+                e.0 = e.0.min(ts);
+                e.1 = e.1.max(ts + times.dur(it));
             }
         }
         out.extend(by_layer.into_iter().map(|(l, (s, e))| (l, s, e)));
@@ -347,6 +388,7 @@ fn summarize(
     cpu: bool,
 ) -> Layers {
     let t = cx.t;
+    let times = Times::of(t, cpu);
     let category: HashMap<&str, &str> = kernels
         .iter()
         .map(|k| (k.name.as_str(), k.category.as_str()))
@@ -363,13 +405,13 @@ fn summarize(
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
     for it in seqs.iter().flatten() {
-        let idx = a.layer.get(&it.at).copied().unwrap_or(-1);
+        let idx = a.layer.get(it.at).unwrap_or(-1);
         let acc = if idx >= 0 {
             layers.entry(idx).or_default()
         } else {
             &mut outside
         };
-        let d = it.dur;
+        let d = times.dur(it);
         acc.ns += d;
         match it.role {
             Role::Attention => acc.parts.attention = true,
@@ -512,7 +554,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
             }
         }
     }
-    let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
+    let distinct: std::collections::BTreeSet<i64> = layer.values().collect();
     if distinct.len() < 2 {
         return None;
     }
@@ -532,6 +574,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
 /// Method 2: `nn.Module: XxxLayer_N` frames around the launch.
 fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assignment> {
     let t = cx.t;
+    let times = Times::of(t, cpu_items);
     let cpu = &t.cpu;
     // Candidate classes: names with Layer or Block, by distinct instances.
     // Past this many, a name is no model's layers (and the sets stay small).
@@ -575,7 +618,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     let mut in_layers: i64 = 0;
     let mut all: i64 = 0;
     for it in seqs.iter().flatten() {
-        all += it.dur;
+        all += times.dur(it);
         // Where the work was issued: the op itself, or the GPU op's launch.
         let r = if cpu_items {
             it.at
@@ -593,10 +636,10 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
         let k = f.partition_point(|x| x.0 <= ts);
         if let Some(x) = f[..k].iter().rev().take(8).find(|x| ts < x.1) {
             layer.insert(it.at, x.2);
-            in_layers += it.dur;
+            in_layers += times.dur(it);
         }
     }
-    let distinct: std::collections::BTreeSet<i64> = layer.values().copied().collect();
+    let distinct: std::collections::BTreeSet<i64> = layer.values().collect();
     // A graph replay launches every layer's kernels from one place: the
     // frames then cannot tell layers apart.
     if distinct.len() < 2 || (in_layers as f64) < 0.2 * all as f64 {
@@ -619,7 +662,8 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
 /// step into alike layers ([`repeats`](super::repeats)).
 fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignment> {
     let t = cx.t;
-    let split = repeats::find(seqs)?;
+    let times = Times::of(t, cpu);
+    let split = repeats::find(seqs, &|it| times.dur(it))?;
     let mut layer = GpuLayers::new(t, cpu);
     let unit = if cpu { "ops" } else { "GPU ops" };
     for (seq, (starts, end)) in seqs.iter().zip(&split.bounds) {
