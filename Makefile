@@ -20,8 +20,12 @@ export CHROMEDRIVER ?= /usr/bin/chromedriver
 .PHONY: run test gates tools browser s3-emulator app server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
-run: tools app server
-	./target/release/kinetoscope serve
+## The server (the `serve` profile, Cargo.toml) builds beside the tools and the
+## app: the app's LTO is one long single-threaded step, so two at once use both
+## cores (BENCHMARKS.md, "Setup and CI").
+run:
+	@$(MAKE) --no-print-directory -j2 app server
+	./target/serve/kinetoscope serve
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
 ## Chromium, and the browser end-to-end tests against the built app. The gates
@@ -139,15 +143,21 @@ app: tools
 	trunk build --release
 
 server:
-	cargo build --release -p server --locked
+	cargo build --profile serve -p server --locked
 
 ## Tools whose own speed does not matter (Trunk, wasm-bindgen-cli) are built
 ## with a light profile: opt-level 1, no LTO, no debug info, many codegen units
 ## (BENCHMARKS.md, "Setup and CI": Trunk's release build with its own LTO took
 ## 9.2 minutes on 2 cores). Environment config overrides their manifests' profiles.
+## They share one target directory, so the crates both use (syn, serde, clap...)
+## are built once, and both without their default features: no TLS stack
+## (rustls and ring) and no crates.io update check. Trunk finds every tool it
+## runs on PATH and downloads nothing; the WASM test runner talks plain HTTP to
+## the local chromedriver. The target directory stays (about 1.3 GB), so a new
+## wasm-bindgen version rebuilds only what changed.
 TOOL_PROFILE := CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64 CARGO_PROFILE_RELEASE_DEBUG=false \
-  CARGO_PROFILE_RELEASE_INCREMENTAL=false
+  CARGO_PROFILE_RELEASE_INCREMENTAL=false CARGO_TARGET_DIR=$(TOOLS_DIR)/target
 
 ## Installs the wasm target, Trunk, wasm-bindgen-cli and wasm-opt when missing.
 tools:
@@ -157,10 +167,10 @@ tools:
 	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
 	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
 	  echo "installing trunk $(TRUNK_VERSION) (a few minutes, once)"; \
-	  $(TOOL_PROFILE) cargo install trunk --version $(TRUNK_VERSION) --locked; fi
+	  $(TOOL_PROFILE) cargo install trunk --version $(TRUNK_VERSION) --locked --no-default-features; fi
 	@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
 	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a few minutes, once)"; \
-	  $(TOOL_PROFILE) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force; fi
+	  $(TOOL_PROFILE) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force --no-default-features; fi
 	@if ! $(TOOLS_DIR)/binaryen/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $(BINARYEN_VERSION)"; then \
 	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
 	  mkdir -p $(TOOLS_DIR)/binaryen; \
