@@ -17,14 +17,15 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates tools browser s3-emulator app server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates rust-parts tools browser s3-emulator app app-wasm server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
-## The server (the `serve` profile, Cargo.toml) builds beside the tools and the
-## app: the app's LTO is one long single-threaded step, so two at once use both
-## cores (BENCHMARKS.md, "Setup and CI").
+## The server (the `serve` profile, Cargo.toml), the tools and the app's WASM
+## build two at a time: each has long single-threaded stretches (the app's LTO,
+## a tool's last crate and link), and cargo shares make's two job slots, so the
+## cores stay busy (BENCHMARKS.md, "Setup and CI").
 run:
-	@$(MAKE) --no-print-directory -j2 app server
+	@$(MAKE) --no-print-directory -j2 server app
 	./target/serve/kinetoscope serve
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
@@ -33,7 +34,10 @@ run:
 ## a red result comes early; the gates' clippy --all-targets also compiles the
 ## benches, so they are not checked again. The app's pure logic is its own
 ## crate (kinetoscope-view), tested by `cargo test` with no host build of Leptos.
-test: tools gates browser s3-emulator app
+## The app's release build (its LTO is one long single-threaded step) and the
+## tests' build run side by side, one per core.
+test: gates tools browser s3-emulator
+	@$(MAKE) --no-print-directory -j2 app debug-bin
 	cargo test --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --test web --locked
@@ -55,7 +59,7 @@ bench-scale:
 ## The gates: formatting, lints (host crates and the app on wasm32, warnings
 ## denied, missing docs included), the pure core's dependency tree, and the
 ## generator's (the oracle shares no code with what it checks).
-gates: tools
+gates: rust-parts
 	cargo fmt --all --check
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy -p app --target wasm32-unknown-unknown --all-targets --locked -- -D warnings
@@ -92,6 +96,8 @@ SHARED_TRACES ?= $(CURDIR)/../shared/traces
 # freed when the scope has joined it (a race in the check; RELIABILITY.md).
 FUZZ := cd worker/trace && RUSTC_BOOTSTRAP=1 cargo fuzz
 fuzz: fuzz-seeds
+	@# Every target in one build: their binaries compile and link side by side.
+	$(FUZZ) build
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p target/fuzz-corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
@@ -139,38 +145,48 @@ fuzz-seeds: fuzz-tools debug-bin
 debug-bin:
 	cargo test --locked --no-run
 
-app: tools
+## The app's WASM, compiled as Trunk compiles it (the same profile and target,
+## so Trunk's own cargo build then finds it done): it needs no tool, so it
+## builds beside them.
+app-wasm: rust-parts
+	cargo build -p app --target wasm32-unknown-unknown --profile wasm-release --locked
+
+app: tools app-wasm
 	trunk build --release
 
 server:
 	cargo build --profile serve -p server --locked
 
-## Tools whose own speed does not matter (Trunk, wasm-bindgen-cli) are built
-## with a light profile: opt-level 1, no LTO, no debug info, many codegen units
-## (BENCHMARKS.md, "Setup and CI": Trunk's release build with its own LTO took
-## 9.2 minutes on 2 cores). Environment config overrides their manifests' profiles.
-## They share one target directory, so the crates both use (syn, serde, clap...)
-## are built once, and both without their default features: no TLS stack
-## (rustls and ring) and no crates.io update check. Trunk finds every tool it
-## runs on PATH and downloads nothing; the WASM test runner talks plain HTTP to
-## the local chromedriver. The target directory stays (about 1.3 GB), so a new
-## wasm-bindgen version rebuilds only what changed.
-TOOL_PROFILE := CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=false \
+## Tools are built with a light profile (environment config overrides their
+## manifests' profiles): no LTO, no debug info, many codegen units; Trunk at
+## opt-level 0, since all it does for us is run cargo, wasm-bindgen and wasm-opt
+## (as fast either way, and it builds in 2.5 minutes instead of 4.5);
+## wasm-bindgen-cli at opt-level 1, since it rewrites the app's WASM on every
+## build (BENCHMARKS.md, "Setup and CI"). Both without their default features:
+## no TLS stack (rustls and ring) and no crates.io update check; Trunk finds
+## every tool it runs on PATH and downloads nothing, and the WASM test runner
+## talks plain HTTP to the local chromedriver. One target directory for both
+## (their build scripts and proc-macros are built once), kept (about 1 GB) so a
+## new version rebuilds only what changed.
+tool_profile = CARGO_PROFILE_RELEASE_OPT_LEVEL=$(1) CARGO_PROFILE_RELEASE_LTO=false \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64 CARGO_PROFILE_RELEASE_DEBUG=false \
   CARGO_PROFILE_RELEASE_INCREMENTAL=false CARGO_TARGET_DIR=$(TOOLS_DIR)/target
 
-## Installs the wasm target, Trunk, wasm-bindgen-cli and wasm-opt when missing.
-tools:
+## The toolchain's parts: rustfmt, clippy, the wasm32 target.
+rust-parts:
 	@for c in rustfmt clippy; do if ! rustup component list --installed | grep -q "^$$c"; then \
 	  echo "installing the $$c component"; rustup component add $$c; fi; done
 	@if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then \
 	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
+
+## Installs the toolchain's parts, Trunk, wasm-bindgen-cli and wasm-opt when missing.
+tools: rust-parts
 	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
 	  echo "installing trunk $(TRUNK_VERSION) (a few minutes, once)"; \
-	  $(TOOL_PROFILE) cargo install trunk --version $(TRUNK_VERSION) --locked --no-default-features; fi
+	  $(call tool_profile,0) cargo install trunk --version $(TRUNK_VERSION) --locked --no-default-features; fi
 	@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
 	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a few minutes, once)"; \
-	  $(TOOL_PROFILE) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force --no-default-features; fi
+	  $(call tool_profile,1) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force --no-default-features; fi
 	@if ! $(TOOLS_DIR)/binaryen/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $(BINARYEN_VERSION)"; then \
 	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
 	  mkdir -p $(TOOLS_DIR)/binaryen; \
