@@ -17,15 +17,13 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates rust-parts tools browser s3-emulator app app-wasm server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates rust-parts tools browser s3-emulator app server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
-## The server (the `serve` profile, Cargo.toml), the tools and the app's WASM
-## build two at a time: each has long single-threaded stretches (the app's LTO,
-## a tool's last crate and link), and cargo shares make's two job slots, so the
-## cores stay busy (BENCHMARKS.md, "Setup and CI").
-run:
-	@$(MAKE) --no-print-directory -j2 server app
+## The server is built with the `serve` profile (Cargo.toml): a third of the
+## release build's time, the analysis as fast. One build at a time: two at once
+## on two cores took longer here, not less (BENCHMARKS.md, "Setup and CI").
+run: tools app server
 	./target/serve/kinetoscope serve
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
@@ -34,10 +32,7 @@ run:
 ## a red result comes early; the gates' clippy --all-targets also compiles the
 ## benches, so they are not checked again. The app's pure logic is its own
 ## crate (kinetoscope-view), tested by `cargo test` with no host build of Leptos.
-## The app's release build (its LTO is one long single-threaded step) and the
-## tests' build run side by side, one per core.
-test: gates tools browser s3-emulator
-	@$(MAKE) --no-print-directory -j2 app debug-bin
+test: gates tools browser s3-emulator app
 	cargo test --locked
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --test web --locked
@@ -145,13 +140,7 @@ fuzz-seeds: fuzz-tools debug-bin
 debug-bin:
 	cargo test --locked --no-run
 
-## The app's WASM, compiled as Trunk compiles it (the same profile and target,
-## so Trunk's own cargo build then finds it done): it needs no tool, so it
-## builds beside them.
-app-wasm: rust-parts
-	cargo build -p app --target wasm32-unknown-unknown --profile wasm-release --locked
-
-app: tools app-wasm
+app: tools
 	trunk build --release
 
 server:
