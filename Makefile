@@ -17,27 +17,42 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates rust-parts tools browser s3-emulator app server debug-bin bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
-## release build's time, the analysis as fast. One build at a time: two at once
-## on two cores took longer here, not less (BENCHMARKS.md, "Setup and CI").
-run: tools app server
+## release build's time, the analysis as fast. Two builds at a time, sharing
+## two job slots (GNU make's jobserver, which cargo and rustc join: the `+`
+## on their lines): the server's build fills the cores that Trunk's and the
+## app's one-thread stretches (a long crate, the app's LTO) leave idle, and
+## never more than two compilers run. Each build has its own target
+## directory (cargo locks one per build). BENCHMARKS.md, "Setup and CI".
+run:
+	+$(MAKE) -j2 app server
 	./target/serve/kinetoscope serve
 
 ## Everything the CI checks: Rust tests (SQLite and PostgreSQL), WASM tests in headless
 ## Chromium, and the browser end-to-end tests against the built app. The gates
-## (formatting first, then lints) run before the app's long release build, so
-## a red result comes early; the gates' clippy --all-targets also compiles the
-## benches, so they are not checked again. The app's pure logic is its own
-## crate (kinetoscope-view), tested by `cargo test` with no host build of Leptos.
-test: gates tools browser s3-emulator app
+## (formatting first, then lints) run before any long build, so a red result
+## comes early; the gates' clippy --all-targets also compiles the benches, so
+## they are not checked again. The app's pure logic is its own crate
+## (kinetoscope-view), tested by `cargo test` with no host build of Leptos.
+## After the gates, work that does not depend on each other runs two at a time
+## on the jobserver's two slots (`-O`: each one's output printed whole when it
+## ends): the app beside the tests' build, the WASM tests beside the fuzz
+## build, the fuzz runs (one core each) beside the API fuzzing. The host tests
+## run alone: their timeouts assume the cores are theirs.
+test: gates
+	+$(MAKE) -j2 -O app debug-bin browser s3-emulator fuzz-tools api-fuzz-tools
 	cargo test --locked
-	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+	$(MAKE) fuzz-seeds
+	+$(MAKE) -j2 -O wasm-test fuzz-build
+	+$(MAKE) -j2 -O fuzz-runs api-fuzz FUZZ_SECONDS=15
+
+## The app's tests in headless Chromium (wasm-bindgen-test-runner).
+wasm-test:
+	+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p app --target wasm32-unknown-unknown --test web --locked
-	$(MAKE) fuzz-smoke
-	$(MAKE) api-fuzz
 
 ## The benchmarks: parse speed and memory on the generated 480 MB trace, and the
 ## service under 20 concurrent uploads and 200 concurrent readers (see BENCHMARKS.md).
@@ -91,8 +106,15 @@ SHARED_TRACES ?= $(CURDIR)/../shared/traces
 # freed when the scope has joined it (a race in the check; RELIABILITY.md).
 FUZZ := cd worker/trace && RUSTC_BOOTSTRAP=1 cargo fuzz
 fuzz: fuzz-seeds
-	@# Every target in one build: their binaries compile and link side by side.
-	$(FUZZ) build
+	+$(MAKE) fuzz-build
+	+$(MAKE) fuzz-runs
+
+## Every target in one build: their binaries compile and link side by side.
+fuzz-build:
+	+$(FUZZ) build
+
+## Each target in turn, on the seeds and corpus (after fuzz-seeds and fuzz-build).
+fuzz-runs:
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p target/fuzz-corpus/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
@@ -101,13 +123,8 @@ fuzz: fuzz-seeds
 	      $$( [ $$t = decode ] && echo -detect_leaks=0 ) $(FUZZ_ARGS) ) || exit 1; \
 	done
 
-## The smoke run in `make test`: each target builds, replays its seeds and
-## the crash regressions, then fuzzes briefly.
-fuzz-smoke: FUZZ_SECONDS = 15
-fuzz-smoke: fuzz
-
 fuzz-tools:
-	@if ! cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)"; then \
+	+@if ! cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)"; then \
 	  echo "installing cargo-fuzz $(CARGO_FUZZ_VERSION) (a minute or two, once)"; \
 	  cargo install cargo-fuzz --version $(CARGO_FUZZ_VERSION) --locked; fi
 
@@ -121,7 +138,7 @@ api-fuzz: api-fuzz-tools debug-bin
 	server/tests/api_fuzz.sh target/debug/kinetoscope $(TOOLS_DIR)/schemathesis/bin/st $(API_FUZZ_SECONDS) $(API_FUZZ_SEED)
 
 api-fuzz-tools:
-	@if ! $(TOOLS_DIR)/schemathesis/bin/st --version 2>/dev/null | grep -q "$(SCHEMATHESIS_VERSION)"; then \
+	+@if ! $(TOOLS_DIR)/schemathesis/bin/st --version 2>/dev/null | grep -q "$(SCHEMATHESIS_VERSION)"; then \
 	  echo "installing schemathesis $(SCHEMATHESIS_VERSION) (API fuzzing) in a virtualenv"; \
 	  python3 -m venv $(TOOLS_DIR)/schemathesis && \
 	  $(TOOLS_DIR)/schemathesis/bin/pip install -q "schemathesis==$(SCHEMATHESIS_VERSION)"; fi
@@ -138,28 +155,36 @@ fuzz-seeds: fuzz-tools debug-bin
 ## `cargo test` this builds nothing; `cargo build -p server` would build the
 ## server again with other features.
 debug-bin:
-	cargo test --locked --no-run
+	+cargo test --locked --no-run
 
+## The app, in its own target directory: cargo locks a target directory for
+## the whole of a build, so the app could not build beside the server or the
+## tests in ./target (and shares no compiled crate with them: wasm32).
 app: tools
-	trunk build --release
+	+CARGO_TARGET_DIR=$(CURDIR)/target/app trunk build --release
 
 server:
-	cargo build --profile serve -p server --locked
+	+cargo build --profile serve -p server --locked
 
 ## Tools are built with a light profile (environment config overrides their
-## manifests' profiles): no LTO, no debug info, many codegen units; Trunk at
-## opt-level 0, since all it does for us is run cargo, wasm-bindgen and wasm-opt
-## (as fast either way, and it builds in 2.5 minutes instead of 4.5);
-## wasm-bindgen-cli at opt-level 1, since it rewrites the app's WASM on every
-## build (BENCHMARKS.md, "Setup and CI"). Both without their default features:
+## manifests' profiles): no LTO, no debug info, many codegen units, opt-level 0,
+## since all Trunk does for us is run cargo, wasm-bindgen and wasm-opt (as fast
+## either way, and it builds in 2.5 minutes instead of 4.5). wasm-bindgen-cli
+## rewrites the app's WASM on every build, so the crates that do that work
+## (WASM_BINDGEN_HOT) are at opt-level 1: 0.5 s a rewrite against 0.3 s with
+## the whole tool at 1 and 1.1 s with none, for a build in 77 s instead of
+## 144 (BENCHMARKS.md, "Setup and CI"). Both without their default features:
 ## no TLS stack (rustls and ring) and no crates.io update check; Trunk finds
 ## every tool it runs on PATH and downloads nothing, and the WASM test runner
-## talks plain HTTP to the local chromedriver. One target directory for both
-## (their build scripts and proc-macros are built once), kept (about 1 GB) so a
-## new version rebuilds only what changed.
-tool_profile = CARGO_PROFILE_RELEASE_OPT_LEVEL=$(1) CARGO_PROFILE_RELEASE_LTO=false \
+## talks plain HTTP to the local chromedriver. One target directory for both,
+## so what they share (serde, clap, syn and the other proc-macros) is built
+## once, and kept (about 1 GB) so a new version rebuilds only what changed.
+## One at a time, then: cargo locks the target directory for a whole build.
+tool_profile = CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_LTO=false \
   CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64 CARGO_PROFILE_RELEASE_DEBUG=false \
   CARGO_PROFILE_RELEASE_INCREMENTAL=false CARGO_TARGET_DIR=$(TOOLS_DIR)/target
+WASM_BINDGEN_HOT := wasm-bindgen-cli-support walrus wasmparser wasm-encoder leb128 leb128fmt \
+  id-arena wasm-bindgen-shared gimli
 
 ## The toolchain's parts: rustfmt, clippy, the wasm32 target.
 rust-parts:
@@ -169,13 +194,21 @@ rust-parts:
 	  echo "installing the wasm32-unknown-unknown target"; rustup target add wasm32-unknown-unknown; fi
 
 ## Installs the toolchain's parts, Trunk, wasm-bindgen-cli and wasm-opt when missing.
-tools: rust-parts
-	@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
+tools: rust-parts trunk-tool wasm-bindgen-tool wasm-opt-tool
+
+trunk-tool:
+	+@if ! trunk --version 2>/dev/null | grep -q "$(TRUNK_VERSION)"; then \
 	  echo "installing trunk $(TRUNK_VERSION) (a few minutes, once)"; \
-	  $(call tool_profile,0) cargo install trunk --version $(TRUNK_VERSION) --locked --no-default-features; fi
-	@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
-	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a few minutes, once)"; \
-	  $(call tool_profile,1) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force --no-default-features; fi
+	  $(tool_profile) cargo install trunk --version $(TRUNK_VERSION) --locked --no-default-features; fi
+
+# After Trunk: the same target directory.
+wasm-bindgen-tool: trunk-tool
+	+@if ! wasm-bindgen --version 2>/dev/null | grep -q "$(WASM_BINDGEN_VERSION)"; then \
+	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (a minute or two, once)"; \
+	  $(tool_profile) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --force --no-default-features \
+	    $(foreach c,$(WASM_BINDGEN_HOT),--config profile.release.package.$(c).opt-level=1); fi
+
+wasm-opt-tool:
 	@if ! $(TOOLS_DIR)/binaryen/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q "version $(BINARYEN_VERSION)"; then \
 	  echo "installing binaryen $(BINARYEN_VERSION) (wasm-opt) from npm"; \
 	  mkdir -p $(TOOLS_DIR)/binaryen; \
