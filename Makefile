@@ -41,13 +41,16 @@ run:
 ## on the jobserver's two slots (`-O`: each one's output printed whole when it
 ## ends): the app beside the tests' build, the WASM tests beside the fuzz
 ## build, the fuzz runs (one core each) beside the API fuzzing. The host tests
-## run alone: their timeouts assume the cores are theirs.
+## run alone: their timeouts assume the cores are theirs. Beside the API
+## fuzzing a target runs 0.70-0.95x as many inputs a second as alone (the
+## analyze target least), so each fuzzes 22 s instead of the smoke's 15:
+## no fewer inputs than alone (BENCHMARKS.md, "Setup and CI").
 test: gates
 	+$(MAKE) -j2 -O app debug-bin browser s3-emulator fuzz-tools api-fuzz-tools
 	cargo test --locked
 	$(MAKE) fuzz-seeds
 	+$(MAKE) -j2 -O wasm-test fuzz-build
-	+$(MAKE) -j2 -O fuzz-runs api-fuzz FUZZ_SECONDS=15
+	+$(MAKE) -j2 -O fuzz-runs api-fuzz FUZZ_SECONDS=22
 
 ## The app's tests in headless Chromium (wasm-bindgen-test-runner).
 wasm-test:
@@ -122,6 +125,11 @@ fuzz-runs:
 	      -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=2048 -timeout=$(FUZZ_TIMEOUT) \
 	      $$( [ $$t = decode ] && echo -detect_leaks=0 ) $(FUZZ_ARGS) ) || exit 1; \
 	done
+
+## What `make test` runs, in its steps: every target builds, replays its seeds
+## and the crash regressions, then fuzzes briefly.
+fuzz-smoke: FUZZ_SECONDS = 15
+fuzz-smoke: fuzz
 
 fuzz-tools:
 	+@if ! cargo fuzz --version 2>/dev/null | grep -q "$(CARGO_FUZZ_VERSION)"; then \
