@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
@@ -45,8 +45,8 @@ run:
 ## fuzzing a target runs 0.70-0.95x as many inputs a second as alone (the
 ## analyze target least), so each fuzzes 22 s instead of the smoke's 15:
 ## no fewer inputs than alone (BENCHMARKS.md, "Setup and CI").
-test: gates
-	+$(MAKE) -j2 -O app debug-bin browser s3-emulator fuzz-tools api-fuzz-tools
+test: gates tools
+	+$(MAKE) -j2 -O app-build debug-bin browser s3-emulator fuzz-tools api-fuzz-tools
 	cargo test --locked
 	$(MAKE) fuzz-seeds
 	+$(MAKE) -j2 -O wasm-test fuzz-build
@@ -168,8 +168,17 @@ debug-bin:
 ## The app, in its own target directory: cargo locks a target directory for
 ## the whole of a build, so the app could not build beside the server or the
 ## tests in ./target (and shares no compiled crate with them: wasm32).
+APP_BUILD = CARGO_TARGET_DIR=$(CURDIR)/target/app trunk build --release
 app: tools
-	+CARGO_TARGET_DIR=$(CURDIR)/target/app trunk build --release
+	+$(APP_BUILD)
+
+## The app's build alone, for `make test` once the tools are in place: there
+## it must start before the tests' build, whose cargo would otherwise take
+## every job slot the tools' checks give back (a cargo blocked on the
+## jobserver's pipe wins each token as it is returned), and the app would
+## wait for the whole of that build.
+app-build:
+	+$(APP_BUILD)
 
 server:
 	+cargo build --profile serve -p server --locked
