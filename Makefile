@@ -42,7 +42,7 @@ run:
 ## ends): the app beside the tests' build, the WASM tests beside the fuzz
 ## build, the fuzz runs (one core each) beside the API fuzzing. The host tests
 ## run alone: their timeouts assume the cores are theirs. Beside the API
-## fuzzing a target runs 0.70-0.95x as many inputs a second as alone (the
+## fuzzing a target runs 0.64-0.95x as many inputs a second as alone (the
 ## analyze target least), so each fuzzes 22 s instead of the smoke's 15:
 ## no fewer inputs than alone (BENCHMARKS.md, "Setup and CI").
 test: gates tools
@@ -188,9 +188,10 @@ server:
 ## since all Trunk does for us is run cargo, wasm-bindgen and wasm-opt (as fast
 ## either way, and it builds in 2.5 minutes instead of 4.5). wasm-bindgen-cli
 ## rewrites the app's WASM on every build, so the crates that do that work
-## (WASM_BINDGEN_HOT) are at opt-level 1: 0.5 s a rewrite against 0.3 s with
-## the whole tool at 1 and 1.1 s with none, for a build in 77 s instead of
-## 144 (BENCHMARKS.md, "Setup and CI"). Both without their default features:
+## (WASM_BINDGEN_HOT) are at opt-level 1: it builds in 1 min 16 s instead of
+## 1 min 40 s with the whole tool at opt-level 1, and rewrites the app's WASM
+## in 0.35-0.40 s (0.26 s at opt-level 1, 1.06 s at 0: BENCHMARKS.md, "Setup
+## and CI", 2026-12-04 and 2026-12-03 night). Both without their default features:
 ## no TLS stack (rustls and ring) and no crates.io update check; Trunk finds
 ## every tool it runs on PATH and downloads nothing, and the WASM test runner
 ## talks plain HTTP to the local chromedriver. One target directory for both,
