@@ -1954,6 +1954,29 @@ pub fn write_overlapping_kernels<W: Write>(n: usize, out: W) -> io::Result<()> {
     out.flush()
 }
 
+/// Writes a "staircase": `n` CPU ops of one name on one thread, op `i`
+/// from `i` µs for `n` µs, so each starts inside the one before and ends
+/// after it (each nests in the last, as deep as the trace is long); every
+/// op launches one kernel. The shape that made the op table's folded
+/// calls and every walk up the op tree quadratic (RELIABILITY.md).
+pub fn write_staircase<W: Write>(n: usize, out: W) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
+    out.write_all(b"{\"traceEvents\":[")?;
+    for i in 0..n {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write!(
+            out,
+            r#"{{"ph":"X","cat":"cpu_op","name":"aten::stair","pid":1,"tid":1,"ts":{i},"dur":{n}}},{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{i}.1,"dur":0.5,"args":{{"correlation":{c}}}}},{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{k},"dur":1,"args":{{"device":0,"stream":7,"correlation":{c}}}}}"#,
+            c = i + 1,
+            k = 2 * i + n,
+        )?;
+    }
+    out.write_all(b"]}")?;
+    out.flush()
+}
+
 /// Writes a decode trace as JSON and returns what it contains.
 pub fn write_decode_trace<W: Write>(p: &DecodeParams, out: W) -> io::Result<Truth> {
     let mut w = Writer {

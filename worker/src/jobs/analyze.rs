@@ -78,12 +78,18 @@ async fn analyze(
         inner: reader,
         cancel: cancel.clone(),
     };
+    let flag = cancel.clone();
     let analysis = tokio::task::spawn_blocking(move || {
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
         read_trace(reader, &read).map(|t| -> Result<_, String> {
-            let a = analyze_stored(t, &opts).map_err(|e| e.to_string())?;
+            // Past the parse, every pass reads the flag at its checkpoints:
+            // a deleted run or a passed deadline frees this thread within
+            // a fraction of a second (kinetoscope_trace::cancel).
+            let a = kinetoscope_trace::cancel::run(&flag, || analyze_stored(t, &opts))
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
             let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string())?;
             Ok(Analyzed {
                 summary: a.summary,
@@ -96,8 +102,8 @@ async fn analyze(
     let outcome = match tokio::time::timeout(deadline, analysis).await {
         Ok(outcome) => outcome,
         Err(_) => {
-            // The parse stops at its next read; analysis past the parse is
-            // O(n log n) in the events read, so the thread ends soon after.
+            // The parse stops at its next read, the passes after it at
+            // their next checkpoint: the thread ends within a second.
             cancel.store(true, Ordering::Relaxed);
             beat.abort();
             return Err(JobError::BadInput(format!(

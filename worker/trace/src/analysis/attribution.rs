@@ -71,6 +71,7 @@ pub(crate) fn attribute(
     let a = &mut links.attribution;
     let mut step = StepCursor::new(steps);
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
             continue;
         }

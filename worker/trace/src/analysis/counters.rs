@@ -154,6 +154,7 @@ fn kernel_means(
     let mut acc: HashMap<(usize, usize, usize), (f64, u64)> = HashMap::new();
     let g = &t.gpu;
     for i in 0..g.len() {
+        crate::cancel::point(i);
         let key = (
             t.name(g.name()[i]).to_string(),
             (geometry(g.grid(i)), geometry(g.block(i))),

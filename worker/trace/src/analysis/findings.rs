@@ -1015,9 +1015,18 @@ fn whole_tensor_advice(g: &ShapeGroup, p: &PartlyUsed, f: &Facts) -> String {
 }
 
 /// Copies and casts of a whole tensor on every call while the steps use a
-/// growing part of it: what converting only that part would save.
+/// growing part of it: what converting only that part would save. The
+/// saving is GPU work, so it is measured in GPU time wherever the trace has
+/// GPU ops, even when the op table ranks by CPU time (a host-bound step:
+/// the cast's share of CPU time is a launch's, and hid it on the H200
+/// stack-and-memory capture, `tests/it/shared_traces.rs`).
 fn whole_tensor(f: &Facts, out: &mut Vec<Finding>) {
-    let clock = &f.clock;
+    let device = Clock::new(f.s, TimeBasis::Device);
+    let clock = if f.s.gpu_time.gpu_op_us > 0.0 {
+        &device
+    } else {
+        &f.clock
+    };
     for op in f.s.ops.iter().filter(|o| o.kind == OpKind::Op) {
         for g in &op.input_shapes {
             let Some(p) = &g.partly_used else { continue };

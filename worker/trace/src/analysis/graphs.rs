@@ -23,6 +23,7 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
     let mut eager: HashMap<Sym, i64> = HashMap::new();
     let mut launches: Vec<u32> = Vec::new();
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
             continue;
         }

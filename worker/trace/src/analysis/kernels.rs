@@ -53,6 +53,7 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
     let cpu = &t.cpu;
     let mut acc: HashMap<Sym, KernelAcc> = HashMap::new();
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         let kind = gpu.kind()[g];
         if !kind.is_gpu_op() {
             continue;

@@ -122,6 +122,7 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let mut by_kernel: HashMap<Sym, Role> = HashMap::new();
     let mut by_op: HashMap<Sym, Role> = HashMap::new();
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
@@ -523,6 +524,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         let gpu = &t.gpu;
         let mut spans: Vec<(i64, i64, u32, i64)> = Vec::new();
         for g in 0..gpu.len() {
+            crate::cancel::point(g);
             if gpu.kind()[g] == GpuKind::Annotation {
                 if let Some(i) = index_of(gpu.name()[g]) {
                     spans.push((
@@ -540,6 +542,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         }
         spans.sort();
         for g in 0..gpu.len() {
+            crate::cancel::point(g);
             if !gpu.kind()[g].is_gpu_op() {
                 continue;
             }
@@ -581,6 +584,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     const MAX_INSTANCES: usize = 4096;
     let mut instances: HashMap<&str, std::collections::BTreeSet<i64>> = HashMap::new();
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if cpu.kind()[i] == CpuKind::Module {
             if let Some((class, n)) = module_instance(t.name(cpu.name()[i])) {
                 if class.contains("Layer") || class.contains("Block") {
@@ -599,6 +603,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     // Frames of that class per thread, by start.
     let mut frames: HashMap<u32, Vec<(i64, i64, i64)>> = HashMap::new();
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if cpu.kind()[i] == CpuKind::Module {
             if let Some((c, n)) = module_instance(t.name(cpu.name()[i])) {
                 if c == class {

@@ -24,6 +24,18 @@ use kinetoscope_types::{Attribution, ExternalIdRegime};
 /// "No index" in the link vectors.
 pub const NO: u32 = u32::MAX;
 
+/// The deepest an op slice nests in the op tree: a slice that would open
+/// deeper is a leaf of the slice at this depth (its own children become
+/// that slice's). Every walk up the tree (launch owners, chains, folded
+/// calls, layer markers) is then bounded by it, however an upload nests: a
+/// "staircase" of partly overlapping ops nests as deep as it is long, and
+/// made those walks quadratic (RELIABILITY.md). Real traces nest ops,
+/// annotations and runtime calls at most 12 deep (the 8-rank DLRM and the
+/// CUDA-graph traces of `../shared/traces`, counted by
+/// `tests/it/shared_traces.rs::op_trees_stay_within_their_depth`), so 128
+/// is ten times that and changes no real trace.
+pub const MAX_OP_DEPTH: usize = 128;
+
 /// The links the analysis is built on.
 pub struct Links {
     /// Per CPU slice: the innermost enclosing op or annotation, or [`NO`].
@@ -146,6 +158,7 @@ impl OpTree {
         // Bucket slices by thread; module frames are not part of the op tree.
         let mut by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
         for i in 0..n {
+            crate::cancel::point(i);
             if cpu.kind()[i] != CpuKind::Module {
                 by_thread[cpu.track().get(i) as usize].push(i as u32);
             }
@@ -180,6 +193,8 @@ impl OpTree {
                 sort_by_start(frames, py.ts(), py.dur(), |_, _| std::cmp::Ordering::Equal);
             }
             stack.clear();
+            // Op slices on the stack.
+            let mut depth = 0usize;
             let mut next_frame = 0usize;
             // The last frame left out for outlasting what was open.
             let mut barrier: Option<(i64, i64)> = None;
@@ -194,7 +209,7 @@ impl OpTree {
                         break;
                     }
                     next_frame += 1;
-                    pop_outside(&mut stack, cpu, py, fts);
+                    pop_outside(&mut stack, &mut depth, cpu, py, fts);
                     // Only a frame that ends within what is open is inside
                     // it (torch's tree holds no partial children); one that
                     // outlasts it (the profiler's own `step` frame, say) is
@@ -216,7 +231,7 @@ impl OpTree {
                     }
                     stack.push((Open::Frame(f), op_below));
                 }
-                pop_outside(&mut stack, cpu, py, ts);
+                pop_outside(&mut stack, &mut depth, cpu, py, ts);
                 if let Some(&(open, op)) = stack.last() {
                     parent[ci] = op;
                     if let Open::Slice(top) = open {
@@ -227,7 +242,10 @@ impl OpTree {
                     }
                 }
                 if cpu.kind()[ci].is_op() {
-                    stack.push((Open::Slice(c), c));
+                    if depth < MAX_OP_DEPTH {
+                        depth += 1;
+                        stack.push((Open::Slice(c), c));
+                    }
                     preorder.push(c);
                 }
             }
@@ -254,6 +272,7 @@ enum Open {
 /// starts with it).
 fn pop_outside(
     stack: &mut Vec<(Open, u32)>,
+    depth: &mut usize,
     cpu: &crate::import::store::CpuTable,
     py: &crate::import::store::PythonTable,
     ts: i64,
@@ -265,6 +284,9 @@ fn pop_outside(
         };
         if top_ts <= ts && (ts < end_of(open, cpu, py) || ts == top_ts) {
             return;
+        }
+        if let Open::Slice(_) = open {
+            *depth -= 1;
         }
         stack.pop();
     }
@@ -290,6 +312,7 @@ fn external_id_names_op(t: &Tables, ids: &LaunchIds, attribution: &mut Attributi
     let n = cpu.len();
     let (mut with_both, mut equal) = (0u64, 0u64);
     for i in 0..n {
+        crate::cancel::point(i);
         if cpu.kind()[i].is_runtime() && correlation.get(i) != NONE && external_id.get(i) != NONE {
             with_both += 1;
             if correlation.get(i) == external_id.get(i) {
@@ -316,6 +339,7 @@ fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) ->
     let mut launcher = vec![NO; n];
     let mut by_external: Option<HashMap<i64, u32>> = None;
     for i in 0..n {
+        crate::cancel::point(i);
         if !cpu.kind()[i].is_runtime() {
             continue;
         }
@@ -393,6 +417,7 @@ fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> V
     let mut launch = vec![NO; gpu.len()];
     let mut missing_corr = false;
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
@@ -424,6 +449,7 @@ fn gpu_ops(
     let mut graph = vec![false; gpu.len()];
     let mut graph_launches = hashbrown::HashSet::new();
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
             continue;
         }
@@ -476,6 +502,7 @@ fn flow_fallback(
     let cpu = &t.cpu;
     let mut runtime_at: HashMap<(u32, i64), u32> = HashMap::new();
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if cpu.kind()[i].is_runtime() {
             runtime_at
                 .entry((cpu.track().get(i), cpu.ts().get(i)))
@@ -484,6 +511,7 @@ fn flow_fallback(
     }
     let gpu = &t.gpu;
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         if launch[g] != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE {
             continue;
         }

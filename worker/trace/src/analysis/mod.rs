@@ -222,7 +222,7 @@ fn summarize_owned<R>(
     // ids, the steps and the Python frames' tree only the trace: the tree on
     // one core, the rest on the other (the op tree takes longest).
     let (launches, early, tree) = std::thread::scope(|scope| {
-        let tree = scope.spawn(|| links::OpTree::build(&t));
+        let tree = crate::cancel::spawn(scope, || links::OpTree::build(&t));
         let launches = links::Launches::find(&t, &ids);
         let early = Early::find(&t, opts);
         (launches, early, joined(tree))
@@ -282,6 +282,7 @@ fn summarize<R>(
     timeline: impl FnOnce(crate::timeline::Inputs) -> R,
 ) -> Summarized<R> {
     let Early { steps, frames } = early;
+    crate::cancel::check();
     let stacks = python::Stacks::resolve(t, &links, &frames);
     drop(frames);
     let device = attribution::attribute(t, &mut links, &steps.spans, &stacks.replay_frame);
@@ -306,7 +307,7 @@ fn summarize<R>(
     // is laid out.
     let (trace, step_table, graphs, found, memory, ops, kernels) = std::thread::scope(|scope| {
         let (cx, source) = (&cx, steps.source);
-        let side = scope.spawn(move || {
+        let side = crate::cancel::spawn(scope, move || {
             (
                 trace_info::trace_info(cx),
                 steps::table(cx, source),
@@ -323,13 +324,15 @@ fn summarize<R>(
         let (trace, step_table, graphs, found, memory) = joined(side);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
+    crate::cancel::check();
     let mut kernels = kernels;
     let counters = counters::apply(t, &mut kernels);
     let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);
-        let numbers = scope.spawn(move || layers::numbers(cx, kernels, found.layers));
+        let numbers =
+            crate::cancel::spawn(scope, move || layers::numbers(cx, kernels, found.layers));
         let timeline = timeline(crate::timeline::Inputs {
             trace: t,
             parent: &cx.links.parent,
@@ -347,6 +350,7 @@ fn summarize<R>(
         (joined(numbers), timeline)
     });
     drop(cx);
+    crate::cancel::check();
     let mut summary = Summary {
         analyzer_version: ANALYZER_VERSION,
         trace,

@@ -71,35 +71,61 @@ struct GroupAcc {
 /// folded into that parent (a wrapper calling its own implementation, as
 /// `aten::add_` does): one call, whose self time is both slices' self
 /// time. Repeated until nothing folds, so a chain of such calls is one.
+///
+/// Each slice's call is found once, a walk up the chain stopping at the
+/// first slice already resolved, so the whole table is linear however deep
+/// such chains nest (a "staircase" of partly overlapping same-named ops
+/// makes one chain as deep as the trace: walking it from every slice was
+/// quadratic, RELIABILITY.md).
 struct FoldedCalls {
-    /// Per CPU slice: its direct children in the op tree, saturating at 2.
-    children: Vec<u8>,
+    /// Per CPU slice: the slice whose call it is.
+    call: Vec<u32>,
 }
 
 impl FoldedCalls {
     fn new(cx: &Context) -> FoldedCalls {
-        let mut children = vec![0u8; cx.t.cpu.len()];
+        let n = cx.t.cpu.len();
+        // Per CPU slice: its direct children in the op tree, saturating at 2.
+        let mut children = vec![0u8; n];
         for &p in &cx.links.parent {
             if p != NO {
                 let c = &mut children[p as usize];
                 *c = c.saturating_add(1).min(2);
             }
         }
-        FoldedCalls { children }
+        let name = cx.t.cpu.name();
+        // The parent `i` folds into, if it does.
+        let folds = |i: usize| {
+            let p = cx.links.parent[i];
+            (p != NO && children[p as usize] == 1 && name[p as usize] == name[i])
+                .then_some(p as usize)
+        };
+        let mut call = vec![NO; n];
+        let mut path = Vec::new();
+        for i in 0..n {
+            crate::cancel::point(i);
+            let mut j = i;
+            let resolved = loop {
+                if call[j] != NO {
+                    break call[j];
+                }
+                path.push(j);
+                match folds(j) {
+                    Some(p) => j = p,
+                    None => break j as u32,
+                }
+            };
+            for k in path.drain(..) {
+                call[k] = resolved;
+            }
+        }
+        FoldedCalls { call }
     }
 
     /// The slice whose call slice `i` is: `i`, or the outermost of the
     /// same-named single-child parents it is folded into.
-    fn call_of(&self, cx: &Context, mut i: usize) -> usize {
-        let cpu = &cx.t.cpu;
-        loop {
-            let p = cx.links.parent[i];
-            if p == NO || self.children[p as usize] != 1 || cpu.name()[p as usize] != cpu.name()[i]
-            {
-                return i;
-            }
-            i = p as usize;
-        }
+    fn call_of(&self, i: usize) -> usize {
+        self.call[i] as usize
     }
 }
 
@@ -113,6 +139,7 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
     // GPU ops each op name launched directly (graph replays have rows of
     // their own).
     for g in 0..t.gpu.len() {
+        crate::cancel::point(g);
         let op = cx.links.op[g];
         if op != NO && !cx.links.graph[g] && cpu.kind()[op as usize] != CpuKind::Module {
             acc[cpu.name()[op as usize] as usize].gpu_ops += 1;
@@ -122,13 +149,14 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
     let mut step = StepCursor::new(&cx.steps);
     let folded = FoldedCalls::new(cx);
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         let kind = cpu.kind()[i];
         if kind == CpuKind::Module {
             continue;
         }
         // torch's rule: a call whose parent has its name and no other
         // child is the parent's (one call, its time the parent's self time).
-        let call = folded.call_of(cx, i);
+        let call = folded.call_of(i);
         let whole = call == i;
         let a = &mut acc[cpu.name()[i] as usize];
         a.seen = true;
@@ -385,6 +413,7 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
     }
     let mut acc: HashMap<Sym, Acc> = HashMap::new();
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         let ctx = cx.replay[g];
         if ctx == NO {
             continue;

@@ -30,6 +30,7 @@ impl Frames {
         let py = &t.python;
         let mut by_track: HashMap<u32, Vec<u32>> = HashMap::new();
         for i in 0..py.len() {
+            crate::cancel::point(i);
             by_track.entry(py.track()[i]).or_default().push(i as u32);
         }
         let mut parent = vec![NO; py.len()];
@@ -177,6 +178,7 @@ impl Stacks {
             .filter(|&i| out.top_op[i as usize] == i)
             .collect();
         for g in 0..t.gpu.len() {
+            crate::cancel::point(g);
             let r = links.launch[g];
             if r != NO && (links.graph[g] || links.op[g] == NO) {
                 slices.push(r);

@@ -284,6 +284,7 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan]) {
     let mut telling: HashMap<Sym, bool> = HashMap::new();
     let mut cursor = StepCursor::new(steps);
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if cpu.kind()[i] != CpuKind::Op || cpu.shapes(i) == 0 {
             continue;
         }
@@ -351,12 +352,14 @@ fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
     };
     let cpu = &t.cpu;
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if cpu.kind()[i].is_op() {
             visit(cpu.name()[i], cpu.ts().get(i), cpu.dur().get(i));
         }
     }
     let py = &t.python;
     for i in 0..py.len() {
+        crate::cancel::point(i);
         visit(py.name()[i], py.ts().get(i), py.dur().get(i));
     }
     out
@@ -376,11 +379,13 @@ fn kinds_from_inside(t: &Tables, steps: &mut [StepSpan]) {
         }
     };
     for i in 0..t.cpu.len() {
+        crate::cancel::point(i);
         if t.cpu.kind()[i].is_op() {
             visit(t.cpu.name()[i], t.cpu.ts().get(i));
         }
     }
     for i in 0..t.python.len() {
+        crate::cancel::point(i);
         visit(t.python.name()[i], t.python.ts().get(i));
     }
     hints.sort_unstable();
@@ -401,6 +406,7 @@ fn annotated(t: &Tables) -> (Vec<StepSpan>, Option<StepMarker>) {
     let mut class: Vec<u8> = vec![0; t.names.len()];
     let mut found: Vec<(StepMarker, u32)> = Vec::new();
     for i in 0..cpu.len() {
+        crate::cancel::point(i);
         if !matches!(cpu.kind()[i], CpuKind::Annotation | CpuKind::Op) {
             continue;
         }
@@ -515,6 +521,7 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
         .collect();
     let mut span: Vec<(i64, i64)> = vec![(i64::MAX, i64::MIN); rows.len()];
     for g in 0..gpu.len() {
+        crate::cancel::point(g);
         let s = cx.gpu_step[g];
         if s == NO {
             continue;

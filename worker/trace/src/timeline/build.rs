@@ -104,7 +104,8 @@ fn layout(ids: &mut [u32], slot: &mut [u32], span: impl Fn(usize) -> (i64, i64))
     }
     let mut by_depth: Vec<Depth> = Vec::new();
     let mut created = 0u32;
-    for &id in ids.iter() {
+    for (k, &id) in ids.iter().enumerate() {
+        crate::cancel::point(k);
         let (start, end) = span(id as usize);
         let d = slot[id as usize] as usize;
         if by_depth.len() <= d {
@@ -327,7 +328,8 @@ impl TimelineIndex {
             let (pid, tid) = (t.track_id_text(track.pid), t.track_id_text(track.tid));
             // Depths: a parent is on its children's thread and comes before
             // them in start order.
-            for &i in slices.iter() {
+            for (k, &i) in slices.iter().enumerate() {
+                crate::cancel::point(k);
                 let p = inp.parent[i as usize];
                 if p != u32::MAX {
                     slot[i as usize] = slot[p as usize].saturating_add(1);

@@ -217,6 +217,7 @@ fn expected_device(file: &str) -> Option<(&'static str, PeakSource)> {
             Some(("NVIDIA GeForce RTX 2080 Ti", Table)),
         ),
         ("torch-cpu", None),
+        ("torch-h200", Some(("NVIDIA H200", Table))),
         ("tracelens-h100-bert", Some(("NVIDIA H100 SXM", Table))),
         // Their `deviceProperties` come after the events.
         ("tracelens-h100-owlv2", Some(("NVIDIA H100 SXM", Table))),
@@ -242,4 +243,32 @@ fn expected_device(file: &str) -> Option<(&'static str, PeakSource)> {
         .find(|(prefix, _)| file.starts_with(prefix))
         .unwrap_or_else(|| panic!("{file}: no expected device"))
         .1
+}
+
+/// The evidence behind `links::MAX_OP_DEPTH`: no shared trace nests ops,
+/// annotations and runtime calls deeper than 12, so the limit (128) cuts
+/// only what no profiler writes (a "staircase" upload).
+#[test]
+fn op_trees_stay_within_their_depth() {
+    use kinetoscope_trace::analysis::links::{link, MAX_OP_DEPTH, NO};
+    let mut deepest = 0;
+    for p in shared_traces() {
+        let t = read_trace_file(&p, &ReadOptions::default()).unwrap();
+        let links = link(&t);
+        let mut depth = vec![0u32; links.parent.len()];
+        // Parents first is not the table's order: walk each chain, bounded
+        // by the limit itself.
+        for i in 0..links.parent.len() {
+            let (mut d, mut p) = (1u32, links.parent[i]);
+            while p != NO && (d as usize) <= MAX_OP_DEPTH {
+                d += 1;
+                p = links.parent[p as usize];
+            }
+            depth[i] = d;
+        }
+        let max = depth.iter().copied().max().unwrap_or(0);
+        deepest = deepest.max(max);
+        assert!(max <= 12, "{}: ops nest {max} deep", p.display());
+    }
+    assert!(deepest >= 8, "the deepest shared trace nests {deepest}");
 }
