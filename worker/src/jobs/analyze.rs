@@ -90,7 +90,7 @@ async fn analyze(
             let a = kinetoscope_trace::cancel::run(&flag, || analyze_stored(t, &opts))
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
-            let json = serde_json::to_string(&a.summary).map_err(|e| e.to_string())?;
+            let json = String::from_utf8(a.summary_json).map_err(|e| e.to_string())?;
             Ok(Analyzed {
                 summary: a.summary,
                 json,

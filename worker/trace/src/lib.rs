@@ -19,6 +19,7 @@
 //! dependency tree has no sqlx, tokio, object_store, reqwest or axum.
 
 pub mod analysis;
+pub mod budget;
 pub mod cancel;
 pub mod devices;
 pub mod diff;

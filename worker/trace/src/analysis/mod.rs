@@ -50,9 +50,11 @@ pub mod shapes;
 pub mod steps;
 mod trace_info;
 
+use crate::budget;
 use crate::import::store::{Sym, Tables, Trace};
 use kinetoscope_types::*;
 use links::Links;
+use serde_json::Value;
 use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
@@ -143,8 +145,11 @@ pub fn analyze_all(t: &Trace, opts: &AnalysisOptions) -> Analysis {
 /// analysis output is a new pass here and a new [`ArtifactName`], nothing
 /// more.
 pub struct StoredAnalysis {
-    /// The summary (tables, findings).
+    /// The summary (tables, findings), within its byte budget
+    /// ([`budget`](crate::budget)).
     pub summary: Summary,
+    /// The summary's JSON, as stored.
+    pub summary_json: Vec<u8>,
     /// The artifacts beside the summary, each once.
     pub artifacts: Vec<StoredArtifact>,
 }
@@ -186,19 +191,43 @@ pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<Store
         name: ArtifactName::Timeline,
         bytes: timeline?,
     }];
+    // Each JSON artifact within its byte budget; the summary's notes say
+    // what was cut.
+    let mut notes = Vec::new();
     if !memory.devices.is_empty() {
+        let m = budget::fit(memory, budget::MEMORY_BYTES, |_, _| {})?;
+        notes.extend(
+            m.cut
+                .map(|c| c.words("memory artifact", budget::MEMORY_BYTES)),
+        );
         artifacts.push(StoredArtifact {
             name: ArtifactName::Memory,
-            bytes: serde_json::to_vec(&memory).map_err(std::io::Error::other)?,
+            bytes: m.json,
         });
     }
     if !counters.tracks.is_empty() {
+        let c = budget::fit(counters, budget::COUNTERS_BYTES, |_, _| {})?;
+        notes.extend(
+            c.cut
+                .map(|c| c.words("counters artifact", budget::COUNTERS_BYTES)),
+        );
         artifacts.push(StoredArtifact {
             name: ArtifactName::Counters,
-            bytes: serde_json::to_vec(&counters).map_err(std::io::Error::other)?,
+            bytes: c.json,
         });
     }
-    Ok(StoredAnalysis { summary, artifacts })
+    let mut summary = summary;
+    summary.trace.notes.extend(notes);
+    let s = budget::fit(summary, budget::SUMMARY_BYTES, |v, c| {
+        if let Some(Value::Array(notes)) = v.pointer_mut("/trace/notes") {
+            notes.push(Value::String(c.words("summary", budget::SUMMARY_BYTES)));
+        }
+    })?;
+    Ok(StoredAnalysis {
+        summary: s.value,
+        summary_json: s.json,
+        artifacts,
+    })
 }
 
 /// [`analyze`] for a trace the caller is done with (the CLI's `analyze`):

@@ -343,3 +343,104 @@ fn a_cancelled_analysis_stops_at_its_next_checkpoint() {
         setter.join().unwrap();
     }
 }
+
+/// Stored artifacts of an adversarial upload stay within their byte
+/// budgets (RELIABILITY.md): 3,000 counter series with 60 KB names, and
+/// 3,000 ops and kernels with distinct 60 KB names, each a small upload
+/// once compressed, made 540 MB and 185 MB artifacts before.
+#[test]
+fn artifacts_of_many_long_names_stay_within_their_budgets() {
+    use kinetoscope_trace::budget::{COUNTERS_BYTES, SUMMARY_BYTES};
+    use kinetoscope_types::ArtifactName;
+    let long = |i: usize| format!("{i:05}{}", "x".repeat(60_000));
+    let mut ev: Vec<String> = Vec::new();
+    for i in 0..3_000 {
+        ev.push(format!(
+            r#"{{"ph":"C","name":"{}","pid":1,"ts":{},"args":{{"value":{i}}}}}"#,
+            long(i),
+            i
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":5}}"#,
+            long(i),
+            10 * i
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":1,"args":{{"correlation":{}}}}}"#,
+            10 * i + 1,
+            i + 1
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"kernel","name":"k{}","pid":0,"tid":7,"ts":{},"dur":3,"args":{{"device":0,"stream":7,"correlation":{}}}}}"#,
+            long(i),
+            10 * i + 2,
+            i + 1
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let a = kinetoscope_trace::analyze_stored(t, &AnalysisOptions::default()).unwrap();
+    assert!(
+        a.summary_json.len() <= SUMMARY_BYTES,
+        "{}",
+        a.summary_json.len()
+    );
+    let counters = a.artifact(ArtifactName::Counters).expect("counters");
+    assert!(counters.len() <= COUNTERS_BYTES, "{}", counters.len());
+    // What was cut is said, and what is kept reads back and leads with the
+    // ranked rows.
+    let notes = &a.summary.trace.notes;
+    assert!(
+        notes.iter().any(|n| n.contains("summary was cut")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("counters artifact was cut")),
+        "{notes:?}"
+    );
+    let back: kinetoscope_types::Summary = serde_json::from_slice(&a.summary_json).unwrap();
+    assert!(back == a.summary);
+    assert!(!a.summary.ops.is_empty() && !a.summary.kernels.is_empty());
+    let _: kinetoscope_types::CounterReport = serde_json::from_slice(counters).unwrap();
+}
+
+/// The evidence behind the budgets: no shared trace's stored artifacts come
+/// within a quarter of them, and none is cut.
+#[test]
+fn real_artifacts_are_far_below_their_budgets() {
+    use kinetoscope_trace::budget::{COUNTERS_BYTES, MEMORY_BYTES, SUMMARY_BYTES};
+    use kinetoscope_types::ArtifactName;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+    let mut largest = [0usize; 3];
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.to_string_lossy().ends_with(".json.gz") {
+            continue;
+        }
+        let t = kinetoscope_trace::read_trace_file(&p, &ReadOptions::default()).unwrap();
+        let a = kinetoscope_trace::analyze_stored(t, &AnalysisOptions::default()).unwrap();
+        let sizes = [
+            a.summary_json.len(),
+            a.artifact(ArtifactName::Memory).map_or(0, <[u8]>::len),
+            a.artifact(ArtifactName::Counters).map_or(0, <[u8]>::len),
+        ];
+        for (l, s) in largest.iter_mut().zip(sizes) {
+            *l = (*l).max(s);
+        }
+        assert!(
+            !a.summary
+                .trace
+                .notes
+                .iter()
+                .any(|n| n.contains("byte budget")),
+            "{}",
+            p.display()
+        );
+    }
+    eprintln!("largest summary, memory, counters: {largest:?}");
+    assert!(largest[0] < SUMMARY_BYTES / 4);
+    assert!(largest[1] < MEMORY_BYTES / 4);
+    assert!(largest[2] < COUNTERS_BYTES / 4);
+}
