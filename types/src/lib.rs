@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 mod enums;
+pub mod escape;
 pub mod stats;
 pub mod steps;
 pub mod table;

@@ -553,7 +553,20 @@ pub async fn download(
         });
     };
     if q.purpose.as_deref() == Some("perfetto") && t.encoding.compression() == Compression::Zstd {
-        return decompressed(&state, &t.blob_key, &format!("{id}-rank{rank}.json")).await;
+        // Decompressed no further than the analysis read it: a trace the
+        // analysis refused (a stored bomb) or has not read yet is not
+        // decompressed at all, and an analyzed one stops at the JSON size
+        // its analysis counted.
+        if t.status != RunStatus::Done {
+            return Err(ApiError::Conflict(format!(
+                "the trace is {}: only an analyzed trace is decompressed for Perfetto;                  download it as stored (without ?for=perfetto)",
+                t.status
+            )));
+        }
+        let s = parsed_summary_of(&state, &id, rank, &traces).await?;
+        let limit = state.max_trace_bytes.min(s.trace.json_bytes);
+        let file = format!("{id}-rank{rank}.json");
+        return decompressed(&state, &t.blob_key, &file, limit).await;
     }
     let (size, stream) = state.blobs.stream(&t.blob_key).await?;
     let content_type = match t.encoding.as_str() {
@@ -582,12 +595,9 @@ pub async fn download(
 }
 
 /// A zstd blob decompressed to JSON as it streams out.
-async fn decompressed(state: &AppState, key: &str, file: &str) -> ApiResult<Response> {
+async fn decompressed(state: &AppState, key: &str, file: &str, limit: u64) -> ApiResult<Response> {
     use std::io::Read;
     let reader = state.blobs.reader(key).await?;
-    // The same limit as analysis: a stored bomb (18 GB from 572 KB) is cut
-    // off where the analysis would have refused it.
-    let limit = state.max_trace_bytes;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
     tokio::task::spawn_blocking(move || {
         let mut sent = 0u64;

@@ -100,13 +100,12 @@ pub fn clean_name(name: &str) -> ApiResult<String> {
     Ok(name.to_string())
 }
 
-/// Characters no name, tag or note may hold: controls (a note may hold
-/// line breaks and tabs, see [`clean_note`]), bidirectional overrides and
-/// isolates (they make text read other than it is stored) and zero-width
-/// characters (they make two names look alike).
+/// Characters no name, tag or note may hold: the one rule of hidden
+/// characters ([`kinetoscope_types::escape::hidden_char`]: controls,
+/// bidirectional marks, zero-width and other invisible characters, tag
+/// characters). A note may hold line breaks and tabs ([`clean_note`]).
 pub fn hidden_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    kinetoscope_types::escape::hidden_char(c)
 }
 
 /// Checks a note: at most 10,000 characters, no hidden characters but line

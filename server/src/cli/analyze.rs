@@ -21,13 +21,21 @@ pub fn device_line(d: &kinetoscope_types::Device) -> String {
         kinetoscope_types::PeakSource::Unknown => "not in the device table: no peaks",
     };
     match d.peaks_text() {
-        p if p.is_empty() => format!("{} ({source})", d.name),
-        p => format!("{}: {p} ({source})", d.name),
+        p if p.is_empty() => format!("{} ({source})", v(&d.name)),
+        p => format!("{}: {p} ({source})", v(&d.name)),
     }
 }
 
-/// Cuts a name to `n` characters, marking the cut.
+/// Trace text as the terminal shows it: hidden characters as escapes
+/// (no line a workflow reads as a command, no terminal sequence).
+fn v(s: &str) -> std::borrow::Cow<'_, str> {
+    kinetoscope_types::escape::visible(s)
+}
+
+/// Cuts a name to `n` characters, marking the cut (its hidden characters
+/// shown as escapes first).
 fn cut(s: &str, n: usize) -> String {
+    let s = &*v(s);
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -64,7 +72,7 @@ pub fn render(s: &Summary, rows: usize) -> String {
         time_us(t.span_us),
         t.devices
             .first()
-            .map(|d| format!(", {d}"))
+            .map(|d| format!(", {}", v(d)))
             .unwrap_or_default(),
         match (t.rank, t.world_size) {
             (Some(r), Some(w)) => format!(", rank {r} of {w}"),
@@ -94,7 +102,7 @@ pub fn render(s: &Summary, rows: usize) -> String {
         time_us(s.gpu_time.gpu_op_us)
     );
     for note in &t.notes {
-        let _ = writeln!(o, "Note: {note}");
+        let _ = writeln!(o, "Note: {}", v(note));
     }
 
     let _ = writeln!(
@@ -194,7 +202,7 @@ pub fn render(s: &Summary, rows: usize) -> String {
             time_us(k.total_us),
             time_us(k.avg_us),
             pct(k.pct),
-            by
+            v(&by)
         );
         // Launch geometries that split the kernel's time.
         if k.groups.len() > 1 {
@@ -212,10 +220,10 @@ pub fn render(s: &Summary, rows: usize) -> String {
                     time_us(g.total_us),
                     time_us(g.avg_us),
                     pct(g.pct),
-                    g.conversion
+                    v(&g.conversion
                         .clone()
                         .or_else(|| g.op.clone())
-                        .unwrap_or_default()
+                        .unwrap_or_default())
                 );
             }
         }
@@ -227,7 +235,7 @@ pub fn render(s: &Summary, rows: usize) -> String {
             "\nLayers: {} found by {} ({}); {} per layer on average",
             s.layers.count,
             s.layers.method,
-            s.layers.detail,
+            v(&s.layers.detail),
             time_us(
                 s.layers.items.iter().map(|l| l.device_us).sum::<f64>() / s.layers.count as f64
             )
@@ -237,7 +245,7 @@ pub fn render(s: &Summary, rows: usize) -> String {
     if !s.findings.is_empty() {
         let _ = writeln!(o, "\nFindings");
         for (k, f) in s.findings.iter().enumerate() {
-            let _ = writeln!(o, "{:>2}. {}", k + 1, f.text);
+            let _ = writeln!(o, "{:>2}. {}", k + 1, v(&f.text));
         }
     }
     o
@@ -246,7 +254,13 @@ pub fn render(s: &Summary, rows: usize) -> String {
 /// The text form of a diff.
 pub fn render_diff(d: &Diff, rows: usize) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "A: {}   B: {}   ({})", d.a.name, d.b.name, d.basis);
+    let _ = writeln!(
+        o,
+        "A: {}   B: {}   ({})",
+        v(&d.a.name),
+        v(&d.b.name),
+        d.basis
+    );
     if d.a.steps > 0 && d.b.steps > 0 {
         let _ = writeln!(
             o,
@@ -276,7 +290,7 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
         let _ = writeln!(
             o,
             "Memory on {}: peak {} -> {} ({:+.1}%){churn}",
-            m.device,
+            v(&m.device),
             bytes(m.a_peak_bytes as f64),
             bytes(m.b_peak_bytes as f64),
             m.peak_change_pct
@@ -284,7 +298,7 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
     }
     let _ = writeln!(o, "\nFindings");
     for (k, f) in d.findings.iter().enumerate() {
-        let _ = writeln!(o, "{:>2}. {}", k + 1, f.text);
+        let _ = writeln!(o, "{:>2}. {}", k + 1, v(&f.text));
     }
     for (title, table) in [("Ops (self device time)", &d.ops), ("Kernels", &d.kernels)] {
         let _ = writeln!(o, "\n{title}, {}", d.basis);

@@ -14,6 +14,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use kinetoscope_trace::diff::{diff, Side};
 use kinetoscope_trace::gate::{gate, parse_op_budget, parse_pct, Budgets};
+use kinetoscope_types::escape::{md_code, md_text, visible};
 use kinetoscope_types::units::{bytes, change_pct, pct, time_us};
 use kinetoscope_types::{Diff, Gate, GateVerdict, GatedDiff, Summary};
 use std::fmt::Write as _;
@@ -229,7 +230,7 @@ pub(crate) fn report(
         DiffFormat::Text => {
             print!("{}", render_diff(&d, rows));
             if let Some(g) = &g {
-                println!("\nGate: {}", verdict_line(g));
+                println!("\nGate: {}", visible(&verdict_line(g)));
             }
         }
         DiffFormat::Json => println!(
@@ -242,7 +243,7 @@ pub(crate) fn report(
         DiffFormat::Markdown => print!("{}", markdown(&d, g.as_ref(), links)),
     }
     let Some(g) = g else { return Ok(0) };
-    eprintln!("{who}: {}", verdict_line(&g));
+    eprintln!("{who}: {}", visible(&verdict_line(&g)));
     Ok(match g.verdict {
         GateVerdict::Pass => 0,
         GateVerdict::Fail => 1,
@@ -304,6 +305,7 @@ fn compare(args: &DiffArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<Comp
 }
 
 /// `FAIL: decode step time (median) +18.6% (83.6 ms -> 99.1 ms), over the 5.0% budget`.
+/// Raw: trace text in the reasons is escaped where it is written.
 fn verdict_line(g: &Gate) -> String {
     let word = match g.verdict {
         GateVerdict::Pass => "PASS",
@@ -318,13 +320,18 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
     let mut o = String::new();
     match g {
         Some(g) => {
-            let _ = writeln!(o, "### Kinetoscope: {}\n", verdict_line(g));
+            let _ = writeln!(o, "### Kinetoscope: {}\n", md_text(&verdict_line(g)));
         }
         None => {
             let _ = writeln!(o, "### Kinetoscope diff\n");
         }
     }
-    let _ = writeln!(o, "A (baseline): {}  \nB (patch): {}\n", d.a.name, d.b.name);
+    let _ = writeln!(
+        o,
+        "A (baseline): {}  \nB (patch): {}\n",
+        md_code(&d.a.name),
+        md_code(&d.b.name)
+    );
     if let Some(g) = g.filter(|g| !g.checks.is_empty()) {
         let _ = writeln!(
             o,
@@ -334,7 +341,7 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} |",
-                cell(&c.what),
+                md_text(&c.what),
                 time_us(c.a_us),
                 time_us(c.b_us),
                 change_pct(c.change_pct),
@@ -366,7 +373,7 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         let _ = writeln!(
             o,
             "Memory on {}: peak {} -> {} ({}){churn}\n",
-            m.device,
+            md_text(&m.device),
             bytes(m.a_peak_bytes as f64),
             bytes(m.b_peak_bytes as f64),
             change_pct(m.peak_change_pct)
@@ -375,7 +382,7 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
     if !d.findings.is_empty() {
         let _ = writeln!(o, "**What changed**\n");
         for f in d.findings.iter().take(6) {
-            let _ = writeln!(o, "- {}", cell(&f.text));
+            let _ = writeln!(o, "- {}", md_text(&f.text));
         }
         let _ = writeln!(o);
     }
@@ -389,8 +396,8 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         for r in top {
             let _ = writeln!(
                 o,
-                "| `{}` | {} | {} | {} |",
-                r.name.replace('`', "'").replace('|', "\\|"),
+                "| {} | {} | {} | {} |",
+                md_code(&r.name),
                 time_us(r.a_us),
                 time_us(r.b_us),
                 change_pct(r.change_pct)
@@ -412,11 +419,6 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         let _ = writeln!(o, "{}", parts.join(" · "));
     }
     o
-}
-
-/// Text safe in a markdown table cell.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 #[cfg(test)]
@@ -443,5 +445,73 @@ mod tests {
         assert!(Source::of(id, None).is_err());
         assert!(Source::of("http://h/other", None).is_err());
         assert!(Source::of("no-such-file.json", None).is_err());
+    }
+
+    /// Trace text in the pull-request comment renders as text: the three
+    /// injection names of the security review (a link and image, raw HTML
+    /// that opens a comment, a mention and a reference with a line break
+    /// that leaves the table), through a CommonMark renderer with GitHub's
+    /// tables, give no link, image, HTML or mention, and every row stays a
+    /// row of its table.
+    #[test]
+    fn trace_text_in_markdown_renders_as_text() {
+        use kinetoscope_types::{DeltaRow, DiffFinding};
+        use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+        let names = [
+            "[click](https://evil.example/x) ![px](https://evil.example/p.png) www.evil.example",
+            "<img src=x onerror=alert(1)><details><!-- hide the rest",
+            "aten::mm` | @octocat #12\n| x | y |\r\n::error::boom \u{1b}]8;;x\u{7}",
+        ]
+        .map(|n| n.replace("\\n", "\n").replace("\\r", "\r"));
+        let d = Diff {
+            ops: names
+                .iter()
+                .map(|n| DeltaRow {
+                    name: n.clone(),
+                    ..Default::default()
+                })
+                .collect(),
+            findings: names
+                .iter()
+                .map(|n| DiffFinding {
+                    text: format!("{n} got slower"),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let links = Links {
+            a: None,
+            b: None,
+            diff: None,
+        };
+        let md = markdown(&d, None, &links);
+        let mut rows = 0;
+        let (mut text, mut prose) = (String::new(), String::new());
+        for e in Parser::new_ext(&md, Options::ENABLE_TABLES) {
+            match e {
+                Event::Start(Tag::Link { .. } | Tag::Image { .. }) => panic!("a link: {md}"),
+                Event::Html(h) | Event::InlineHtml(h) => panic!("HTML {h}: {md}"),
+                Event::End(TagEnd::TableRow) => rows += 1,
+                Event::Text(t) => {
+                    prose.push_str(&t);
+                    text.push_str(&t);
+                }
+                Event::Code(t) => text.push_str(&t),
+                _ => {}
+            }
+        }
+        assert_eq!(rows, names.len(), "{md}");
+        // No mention or reference: `@` and `#` are followed by a word joiner
+        // outside code spans, which GitHub does not link.
+        let chars: Vec<char> = prose.chars().collect();
+        for w in chars.windows(2) {
+            assert!(
+                !(matches!(w[0], '@' | '#') && w[1].is_ascii_alphanumeric()),
+                "a mention or reference in {prose}"
+            );
+        }
+        assert!(!md.contains('\r') && !md.contains('\u{1b}'), "{md:?}");
+        assert!(!md.lines().any(|l| l.starts_with("::")), "{md}");
+        assert!(text.contains("aten::mm"), "{text}");
     }
 }
