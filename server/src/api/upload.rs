@@ -44,6 +44,18 @@ pub const GROUP_WINDOW_MS: i64 = 60 * 60 * 1000;
 /// Longest upload group key.
 pub const MAX_GROUP: usize = 200;
 
+/// The group a key names for the token that uploads: a group is bound to
+/// the token that opened it, so an upload token that learns (or guesses)
+/// another's key opens a group of its own rather than adding a rank to,
+/// or pre-claiming a rank of, the other's run. On an open server anyone may
+/// write anyway, and ranks from several hosts must meet: the key alone.
+fn group_of(token: Option<&str>, key: &str) -> String {
+    match token {
+        Some(name) => format!("{key}@token:{name}"),
+        None => key.to_string(),
+    }
+}
+
 /// Checks an upload group's key and rank.
 fn check_group(q: &UploadQuery) -> ApiResult<Option<(String, i64)>> {
     let Some(group) = q.group.as_deref().filter(|g| !g.is_empty()) else {
@@ -157,9 +169,11 @@ pub async fn create(
 ) -> ApiResult<impl IntoResponse> {
     // An unauthorized or over-the-cap upload counts as a rejected one too.
     let client = super::limits::client_ip(req.extensions());
-    let result = match writer.and_then(|_| state.upload_slots.acquire(client)) {
+    let result = match writer.and_then(|w| state.upload_slots.acquire(client).map(|s| (w, s))) {
         // The slot is held until the body is stored.
-        Ok(_slot) => create_inner(&state, &headers, q, req).await,
+        Ok((Writer(token), _slot)) => {
+            create_inner(&state, token.as_deref(), &headers, q, req).await
+        }
         Err(e) => {
             super::drain(req.into_body()).await;
             Err(e)
@@ -173,6 +187,7 @@ pub async fn create(
 
 async fn create_inner(
     state: &AppState,
+    token: Option<&str>,
     headers: &HeaderMap,
     q: UploadQuery,
     req: Request,
@@ -262,7 +277,7 @@ async fn create_inner(
         Some((key, rank)) => {
             match state
                 .db
-                .create_run_in_group(&run, &stored[0], key, GROUP_WINDOW_MS)
+                .create_run_in_group(&run, &stored[0], &group_of(token, key), GROUP_WINDOW_MS)
                 .await
             {
                 Ok(GroupOutcome::Created(id)) | Ok(GroupOutcome::Joined(id)) => Ok(id),

@@ -4,13 +4,21 @@
 //!
 //! A file is uploaded once it is complete: its size and modification time
 //! unchanged for `--settle-secs` (2 s), or at once when it was renamed into
-//! place. File events (`notify`) wake the scan; a rescan every few seconds
+//! place, and its JSON read to its end (a writer that paused longer than
+//! the settling time has not closed its event list; a file that stays cut
+//! off for [`INCOMPLETE_GRACE`] settling times goes up all the same, so
+//! its run says why it fails). File events (`notify`) wake the scan; a rescan every few seconds
 //! catches what an event queue dropped. Files of one profiling cycle
 //! written by several ranks (`…-TP-0…`, `…-TP-1…`, `rank3`) become one
 //! run: each is uploaded as its rank of an upload group named after the
-//! folder and the file name without its rank. What was uploaded is kept in
-//! `DIR/.kinetoscope-watch.json`, so a restarted watcher uploads nothing
-//! twice. Hidden files and folders (a leading `.`) are never uploaded.
+//! folder, the file name without its rank and a key of the watcher's own.
+//! What was uploaded is kept in `DIR/.kinetoscope-watch.json`, one line
+//! appended per file (never written through a link planted there), so a
+//! restarted watcher uploads nothing twice. A file is known by its device,
+//! inode, size and modification time: one renamed or moved is not
+//! uploaded again, one rewritten is. Hidden files and folders (a leading
+//! `.`), links, and files with more than one hard link (which may be a
+//! file outside the folder) are never uploaded.
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -64,6 +72,14 @@ pub struct WatchArgs {
     pub skip_existing: bool,
 }
 
+/// How many settling times a file that does not read to its end waits,
+/// unchanged, before it is uploaded anyway (a file cut off for good, whose
+/// run then says why it fails): long enough for a writer that pauses
+/// between flushes (torch's exporter writes in one go; a copy over a slow
+/// disk pauses for seconds), short enough that a broken file is reported
+/// within a minute at the default 2 s.
+pub const INCOMPLETE_GRACE: u32 = 10;
+
 /// What the watcher remembers of one file.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -76,35 +92,172 @@ pub struct Seen {
     /// Why the server refused it (it is not retried).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its device and inode.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dev: u64,
+    /// Inode.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ino: u64,
+    /// Its modification time, ns since the epoch.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mtime_ns: u64,
 }
 
-/// The state file's content: files by their path relative to the folder.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct State {
-    /// Files.
-    pub files: BTreeMap<String, Seen>,
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
-impl State {
-    fn load(dir: &Path) -> anyhow::Result<State> {
-        let path = dir.join(STATE_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a watcher's state file", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-            Err(e) => Err(e).with_context(|| path.display().to_string()),
+/// A file's identity: (device, inode, size, modification time in ns).
+type Identity = (u64, u64, u64, u64);
+
+impl Seen {
+    fn of(meta: &std::fs::Metadata) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            bytes: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mtime_ns: (meta.mtime() as u64).saturating_mul(1_000_000_000)
+                + meta.mtime_nsec() as u64,
+            ..Seen::default()
         }
     }
 
-    /// Written whole to a temporary file, then renamed over the old one: a
-    /// crash leaves the old state or the new, never half of one.
-    fn save(&self, dir: &Path) -> anyhow::Result<()> {
+    fn identity(&self) -> Identity {
+        (self.dev, self.ino, self.bytes, self.mtime_ns)
+    }
+
+    /// Whether `meta` is the file this was (the same size and time; a
+    /// record from before identities were kept matches by size).
+    fn matches(&self, meta: &std::fs::Metadata) -> bool {
+        let now = Seen::of(meta);
+        if self.mtime_ns == 0 {
+            return self.bytes == now.bytes;
+        }
+        self.identity() == now.identity()
+    }
+}
+
+/// One line of the state file.
+#[derive(Serialize, Deserialize)]
+struct Line {
+    path: String,
+    #[serde(flatten)]
+    seen: Seen,
+}
+
+/// The files seen, by their path relative to the folder, and by identity.
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    /// Files.
+    pub files: BTreeMap<String, Seen>,
+    by_identity: HashMap<Identity, String>,
+}
+
+impl State {
+    /// Reads the state file: one JSON line per file (the last line of a
+    /// path wins), or the whole-object form earlier watchers wrote. Then
+    /// writes it compacted, once.
+    fn load(dir: &Path) -> anyhow::Result<State> {
+        let path = dir.join(STATE_FILE);
+        let bytes = match std::fs::symlink_metadata(&path) {
+            Ok(m) if !m.is_file() => anyhow::bail!(
+                "{} is not a plain file (a link?): remove it to start afresh",
+                path.display()
+            ),
+            Ok(_) => std::fs::read(&path).with_context(|| path.display().to_string())?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| path.display().to_string()),
+        };
+        let mut state = State::default();
+        #[derive(Deserialize)]
+        struct Whole {
+            files: BTreeMap<String, Seen>,
+        }
+        if let Ok(w) = serde_json::from_slice::<Whole>(&bytes) {
+            for (p, s) in w.files {
+                state.note(p, s);
+            }
+        } else {
+            for (k, line) in bytes.split(|&b| b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let l: Line = serde_json::from_slice(line).with_context(|| {
+                    format!("{} line {} is not a watcher's state", path.display(), k + 1)
+                })?;
+                state.note(l.path, l.seen);
+            }
+        }
+        state.rewrite(dir)?;
+        Ok(state)
+    }
+
+    fn note(&mut self, path: String, seen: Seen) {
+        if seen.mtime_ns != 0 {
+            self.by_identity.insert(seen.identity(), path.clone());
+        }
+        self.files.insert(path, seen);
+    }
+
+    /// Records one file: in memory, and one line appended to the state
+    /// file (O(1) per file; the whole file is written only at start).
+    fn record(&mut self, dir: &Path, path: String, seen: Seen) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(&Line {
+            path: path.clone(),
+            seen: seen.clone(),
+        })?;
+        line.push(b'\n');
+        let mut f = open_no_follow(&dir.join(STATE_FILE), false)?;
+        std::io::Write::write_all(&mut f, &line)?;
+        self.note(path, seen);
+        Ok(())
+    }
+
+    /// Writes every line to a new file, then renames it over the old one:
+    /// a crash leaves the old state or the new, never half of one. The new
+    /// file is created afresh (a link planted at its name is removed, not
+    /// followed).
+    fn rewrite(&self, dir: &Path) -> anyhow::Result<()> {
         let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
+        let mut out = Vec::new();
+        for (path, seen) in &self.files {
+            serde_json::to_writer(
+                &mut out,
+                &Line {
+                    path: path.clone(),
+                    seen: seen.clone(),
+                },
+            )?;
+            out.push(b'\n');
+        }
+        let mut f = open_no_follow(&tmp, true)?;
+        std::io::Write::write_all(&mut f, &out)?;
+        f.sync_all()?;
         std::fs::rename(&tmp, dir.join(STATE_FILE))?;
         Ok(())
     }
+}
+
+/// Opens a state file for writing without following a link at its name:
+/// `fresh` removes whatever is there and creates it anew (exclusively),
+/// else it appends (and refuses a link, `O_NOFOLLOW`).
+fn open_no_follow(path: &Path, fresh: bool) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).custom_flags(libc::O_NOFOLLOW).mode(0o600);
+    if fresh {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| path.display().to_string()),
+        }
+        o.create_new(true);
+    } else {
+        o.append(true).create(true);
+    }
+    o.open(path)
+        .with_context(|| format!("{}: cannot write the watcher's state", path.display()))
 }
 
 /// Whether a file name is a trace the watcher uploads.
@@ -121,6 +274,9 @@ struct Pending {
     modified: Option<SystemTime>,
     since: Instant,
     renamed: bool,
+    /// Whether the file read to its end at this size and time (checked
+    /// once per change).
+    whole: Option<bool>,
 }
 
 /// Every trace file under `dir` (not in hidden folders), relative paths.
@@ -159,7 +315,12 @@ fn stem(name: &str) -> &str {
 
 /// The query of one file's upload: name, tags, and its upload group and
 /// rank when its name gives a rank.
-fn upload_query(root: &Path, rel: &str, args: &WatchArgs) -> Vec<(&'static str, String)> {
+fn upload_query(
+    root: &Path,
+    rel: &str,
+    args: &WatchArgs,
+    secret: &[u8],
+) -> Vec<(&'static str, String)> {
     let rel_path = Path::new(rel);
     let file = rel_path
         .file_name()
@@ -188,6 +349,7 @@ fn upload_query(root: &Path, rel: &str, args: &WatchArgs) -> Vec<(&'static str, 
         use sha2::Digest;
         let parent = rel_path.parent().unwrap_or(Path::new(""));
         let mut h = sha2::Sha256::new();
+        h.update(secret);
         h.update(root.to_string_lossy().as_bytes());
         h.update([0]);
         h.update(parent.join(&pattern).to_string_lossy().as_bytes());
@@ -201,6 +363,11 @@ fn upload_query(root: &Path, rel: &str, args: &WatchArgs) -> Vec<(&'static str, 
     q
 }
 
+/// Trace text (a file's path) as the terminal shows it.
+fn v(s: &str) -> std::borrow::Cow<'_, str> {
+    kinetoscope_types::escape::visible(s)
+}
+
 /// Runs `watch` until interrupted.
 pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> {
     let root = args
@@ -209,6 +376,10 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
         .with_context(|| format!("cannot watch {}", args.dir.display()))?;
     anyhow::ensure!(root.is_dir(), "{} is not a folder", root.display());
     let mut state = State::load(&root)?;
+    // This watcher's own part of its upload groups' keys: another client
+    // that knows the folder and the file names cannot compute them.
+    let mut group_secret = [0u8; 16];
+    getrandom::fill(&mut group_secret).context("the OS random source failed")?;
     let server = args.server.trim_end_matches('/').to_string();
     let settle = Duration::from_secs_f64(args.settle_secs.clamp(0.0, 3600.0));
     let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
@@ -223,13 +394,14 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
         let mut found = Vec::new();
         scan(&root, &mut found);
         for (rel, _, meta) in found {
-            state.files.entry(rel).or_insert(Seen {
-                bytes: meta.len(),
-                run: None,
-                error: Some("there before the watcher started (--skip-existing)".into()),
-            });
+            if !state.files.contains_key(&rel) {
+                let seen = Seen {
+                    error: Some("there before the watcher started (--skip-existing)".into()),
+                    ..Seen::of(&meta)
+                };
+                state.record(&root, rel, seen)?;
+            }
         }
-        state.save(&root)?;
     }
     eprintln!(
         "watching {} for traces; uploading to {server}",
@@ -276,8 +448,42 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
         let now = Instant::now();
         let mut ready: Vec<(String, PathBuf)> = Vec::new();
         for (rel, path, meta) in found {
-            if state.files.contains_key(&rel) || retry_at.get(&rel).is_some_and(|t| *t > now) {
+            if state.files.get(&rel).is_some_and(|s| s.matches(&meta))
+                || retry_at.get(&rel).is_some_and(|t| *t > now)
+            {
                 continue;
+            }
+            let seen = Seen::of(&meta);
+            // Moved or renamed from a file already uploaded: the same file.
+            if let Some(was) = state.by_identity.get(&seen.identity()).cloned() {
+                if was != rel {
+                    let old = state.files.get(&was).cloned().unwrap_or_default();
+                    state.record(&root, rel, Seen { ..old })?;
+                    continue;
+                }
+            }
+            {
+                use std::os::unix::fs::MetadataExt;
+                if meta.nlink() > 1 {
+                    eprintln!(
+                        "{}: not uploaded: it has {} hard links",
+                        v(&rel),
+                        meta.nlink()
+                    );
+                    let error = format!(
+                        "not uploaded: a file with {} hard links may be a file outside the folder",
+                        meta.nlink()
+                    );
+                    state.record(
+                        &root,
+                        rel,
+                        Seen {
+                            error: Some(error),
+                            ..seen
+                        },
+                    )?;
+                    continue;
+                }
             }
             let (bytes, modified) = (meta.len(), meta.modified().ok());
             let was_renamed = renamed.contains(&path);
@@ -286,19 +492,34 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
                 modified,
                 since: now,
                 renamed: false,
+                whole: None,
             });
             if p.bytes != bytes || p.modified != modified {
-                (p.bytes, p.modified, p.since) = (bytes, modified, now);
+                (p.bytes, p.modified, p.since, p.whole) = (bytes, modified, now, None);
             }
             p.renamed |= was_renamed;
-            if bytes > 0 && (p.renamed || now.duration_since(p.since) >= settle) {
+            if bytes == 0 || !(p.renamed || now.duration_since(p.since) >= settle) {
+                continue;
+            }
+            // Settled: read it to its end once, and wait while it is cut
+            // off (up to the grace).
+            let whole = *p.whole.get_or_insert_with(|| {
+                std::fs::File::open(&path)
+                    .and_then(kinetoscope_trace::import::written_whole)
+                    .unwrap_or(false)
+            });
+            if whole || now.duration_since(p.since) >= settle * INCOMPLETE_GRACE {
                 ready.push((rel, path));
             }
         }
         for (rel, path) in ready {
             pending.remove(&rel);
-            let query = upload_query(&root, &rel, &args);
-            let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            // What is uploaded is the file as it is now.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let seen = Seen::of(&meta);
+            let query = upload_query(&root, &rel, &args, &group_secret);
             let sent = rt.block_on(super::upload::send(
                 &client,
                 &server,
@@ -310,36 +531,32 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
             match sent {
                 Ok(created) => {
                     let link = format!("{server}{}", created.url);
-                    println!("{link}\t{rel}");
-                    state.files.insert(
-                        rel,
-                        Seen {
-                            bytes,
-                            run: Some(link),
-                            error: None,
-                        },
-                    );
+                    println!("{link}\t{}", v(&rel));
+                    let seen = Seen {
+                        run: Some(link),
+                        ..seen
+                    };
+                    state.record(&root, rel, seen)?;
                 }
                 Err(e) if refused(&e) => {
-                    eprintln!("{rel}: not uploaded: {e:#}");
-                    state.files.insert(
-                        rel,
-                        Seen {
-                            bytes,
-                            run: None,
-                            error: Some(format!("{e:#}")),
-                        },
-                    );
+                    eprintln!("{}: not uploaded: {}", v(&rel), v(&format!("{e:#}")));
+                    let seen = Seen {
+                        error: Some(format!("{e:#}")),
+                        ..seen
+                    };
+                    state.record(&root, rel, seen)?;
                 }
                 Err(e) => {
                     // The server is down or the network failed: try again
                     // in a while, the file still unseen.
-                    eprintln!("{rel}: upload failed, retrying in 10 s: {e:#}");
+                    eprintln!(
+                        "{}: upload failed, retrying in 10 s: {}",
+                        v(&rel),
+                        v(&format!("{e:#}"))
+                    );
                     retry_at.insert(rel, now + Duration::from_secs(10));
-                    continue;
                 }
             }
-            state.save(&root)?;
         }
     }
 }
@@ -392,12 +609,18 @@ mod tests {
             skip_existing: false,
         };
         let root = Path::new("/t");
-        let a = upload_query(root, "c/1712-TP-0.trace.json.gz", &args);
-        let b = upload_query(root, "c/1712-TP-1.trace.json.gz", &args);
-        let solo = upload_query(root, "c/host_12.1712.pt.trace.json.gz", &args);
+        let a = upload_query(root, "c/1712-TP-0.trace.json.gz", &args, b"k");
+        let b = upload_query(root, "c/1712-TP-1.trace.json.gz", &args, b"k");
+        let solo = upload_query(root, "c/host_12.1712.pt.trace.json.gz", &args, b"k");
+        let other = upload_query(root, "c/1712-TP-0.trace.json.gz", &args, b"l");
         let get =
             |q: &[(&str, String)], k: &str| q.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         assert_eq!(get(&a, "group"), get(&b, "group"));
+        assert_ne!(
+            get(&a, "group"),
+            get(&other, "group"),
+            "another watcher's key"
+        );
         assert!(get(&a, "group").is_some());
         assert_eq!(get(&a, "rank").as_deref(), Some("0"));
         assert_eq!(get(&b, "rank").as_deref(), Some("1"));

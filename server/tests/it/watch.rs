@@ -79,6 +79,11 @@ async fn the_watched_folder_uploads_each_trace_once() {
     let trace = small_trace(2, 4);
     // One there before the watcher starts.
     std::fs::write(root.join("before.json.zst"), &trace).unwrap();
+    // A link planted where the watcher writes its state: never followed.
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, b"untouched").unwrap();
+    std::os::unix::fs::symlink(&victim, root.join(".kinetoscope-watch.json.tmp")).unwrap();
     let w = Watcher::start(root, &srv.url);
     // Whole.
     std::fs::write(root.join("whole.json.zst"), &trace).unwrap();
@@ -152,16 +157,34 @@ async fn the_watched_folder_uploads_each_trace_once() {
     let grouped = srv.run(rank_links[0].rsplit('/').next().unwrap()).await;
     assert_eq!(grouped.ranks.len(), 2);
     assert_eq!(grouped.name, "1712.5-TP");
-    // The state file records every file, the bad one with its reason.
-    let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join(".kinetoscope-watch.json")).unwrap())
-            .unwrap();
-    assert!(state["files"]["notes.json"]["error"].is_string(), "{state}");
-    assert_eq!(state["files"].as_object().unwrap().len(), 8, "{state}");
+    // The state file records every file, the bad one with its reason, a
+    // line each; the planted link's target is untouched.
+    let state = std::fs::read_to_string(root.join(".kinetoscope-watch.json")).unwrap();
+    let lines: Vec<serde_json::Value> = state
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let notes = lines.iter().find(|l| l["path"] == "notes.json").unwrap();
+    assert!(notes["error"].is_string(), "{state}");
+    let paths: std::collections::HashSet<&str> =
+        lines.iter().map(|l| l["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 8, "{state}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
 
     // A restart uploads nothing twice, then the next new file.
     drop(w);
     let w = Watcher::start(root, &srv.url);
+    // Moved: the same file, not uploaded again. A hard link to a file
+    // outside the folder: not uploaded.
+    std::fs::create_dir(root.join("moved")).unwrap();
+    std::fs::rename(
+        root.join("whole.json.zst"),
+        root.join("moved/whole.json.zst"),
+    )
+    .unwrap();
+    let secret = outside.path().join("secret.json.zst");
+    std::fs::write(&secret, &trace).unwrap();
+    std::fs::hard_link(&secret, root.join("linked.json.zst")).unwrap();
     std::fs::write(root.join("after.json.zst"), &trace).unwrap();
     let ups = w.wait_for(1, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -146,11 +146,21 @@ pub fn read_trace_file(path: &std::path::Path, opts: &ReadOptions) -> Result<Tra
 /// Reads and parses a trace from any byte source.
 pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, TraceError> {
     let failed = Arc::new(AtomicBool::new(false));
-    let mut src = Counting {
+    let src = Counting {
         inner: src,
         progress: opts.progress.clone(),
         failed: failed.clone(),
     };
+    let (encoding, decoder) = decoder(src)?;
+    parse_stream(decoder, encoding, &opts.limits, &failed, BLOCK, parser_busy)
+}
+
+/// The decompressed stream of any byte source, and its encoding: the
+/// compression detected from its first bytes and undone (the format's
+/// reader, Kineto JSON, the only one, reads what this gives).
+pub fn decoder<'a, R: Read + Send + 'a>(
+    mut src: R,
+) -> Result<(Encoding, Box<dyn Read + Send + 'a>), TraceError> {
     let mut head = vec![0u8; 64 << 10];
     let mut n = 0;
     // At least 64 bytes, and past any leading whitespace.
@@ -163,10 +173,9 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
         }
     }
     let encoding = sniff(&head[..n]).map_err(TraceError::NotATrace)?;
-    let chained = io::Cursor::new(head[..n].to_vec()).chain(src);
-    // The compression is undone first; the format's reader (Kineto JSON,
-    // the only one) then reads the decompressed stream.
-    let decoder: Box<dyn Read + Send + '_> = match encoding.compression() {
+    head.truncate(n);
+    let chained = io::Cursor::new(head).chain(src);
+    let decoder: Box<dyn Read + Send + 'a> = match encoding.compression() {
         Compression::None => Box::new(chained),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
             io::BufReader::with_capacity(1 << 20, chained),
@@ -176,7 +185,67 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
                 .map_err(|e| TraceError::Corrupt("zstd", e.to_string()))?,
         ),
     };
-    parse_stream(decoder, encoding, &opts.limits, &failed, BLOCK, parser_busy)
+    Ok((encoding, decoder))
+}
+
+/// Whether a file is written to its end: its compressed stream (if any)
+/// ends whole, and its JSON closes the value it opened, with nothing but
+/// white space after. A writer that paused mid-file leaves a stream that
+/// ends early or a value still open (its events' objects close, its event
+/// list does not). Input that does not start a JSON object or array at
+/// all is "whole" too: whoever reads it next says what it is. Reads at
+/// about the speed of decompression, holding one buffer.
+pub fn written_whole<R: Read + Send>(src: R) -> io::Result<bool> {
+    let mut r = match decoder(src) {
+        Ok((_, r)) => r,
+        Err(TraceError::Io(e)) => return Err(e),
+        Err(TraceError::NotATrace(_)) => return Ok(true),
+        Err(_) => return Ok(false),
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut depth, mut opened, mut closed) = (0usize, false, false);
+    let (mut in_string, mut escaped) = (false, false);
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // A damaged or cut compressed stream.
+            Err(_) => return Ok(false),
+        };
+        for &b in &buf[..n] {
+            if closed {
+                if !b.is_ascii_whitespace() {
+                    // Something after the value: not ours to judge.
+                    return Ok(true);
+                }
+                continue;
+            }
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => {
+                    depth += 1;
+                    opened = true;
+                }
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    closed = depth == 0;
+                }
+                c if !opened && !c.is_ascii_whitespace() => return Ok(true),
+                _ => {}
+            }
+        }
+    }
+    Ok(closed || !opened)
 }
 
 /// Whether the decoding thread reads a block's events ahead, given the

@@ -15,7 +15,8 @@ pub mod parse;
 pub mod store;
 
 pub use input::{
-    head_needs_more, read_head, read_trace, read_trace_file, sniff, Encoding, ReadOptions,
+    decoder, head_needs_more, read_head, read_trace, read_trace_file, sniff, written_whole,
+    Encoding, ReadOptions,
 };
 pub use parse::Limits;
 pub use store::Trace;
