@@ -49,12 +49,16 @@ def _distributed():
     return None
 
 
-def _group_key(name, cycle, step, world):
+def _group_key(name, cycle, step, world, token=None):
     """A key every rank of one profiling cycle computes alike, without a
     collective (a collective in on_trace_ready could hang the job): the
     job's rendezvous (torchrun's run id, master address and port), the
-    world size, the run's name and the cycle's number and step."""
+    world size, the run's name and the cycle's number and step, and the
+    upload token when there is one (a secret the ranks share: who knows
+    the job's environment but not its token cannot compute the key; the
+    server binds a group to its token besides)."""
     parts = [
+        token or "",
         os.environ.get("TORCHELASTIC_RUN_ID", ""),
         os.environ.get("MASTER_ADDR", ""),
         os.environ.get("MASTER_PORT", ""),
@@ -106,8 +110,33 @@ class _Progress:
         return chunk
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: urllib would turn the upload's POST into a GET
+    and send the token along, even to another host; the 3xx is raised as
+    an HTTPError instead."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
+class _NotARun(Exception):
+    """A 2xx answer that is not a created run."""
+
+
+def _is_run_id(value):
+    return (
+        isinstance(value, str)
+        and len(value) == 22
+        and all(c.isascii() and (c.isalnum() or c in "-_") for c in value)
+    )
+
+
 def _upload(server, path, query, token, timeout):
-    """POSTs the file; the server's Created answer (a dict)."""
+    """POSTs the file; the server's Created answer (a dict), checked: a
+    201 with a run id, or _NotARun."""
     url = server.rstrip("/") + "/api/runs?" + urllib.parse.urlencode(query)
     size = os.path.getsize(path)
     headers = {
@@ -120,8 +149,16 @@ def _upload(server, path, query, token, timeout):
     with open(path, "rb") as f:
         body = _Progress(f, size, os.path.basename(path))
         req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read().decode("utf-8"))
+        with _opener.open(req, timeout=timeout) as resp:
+            status = resp.status
+            raw = resp.read(1 << 20)
+    try:
+        created = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        created = None
+    if status != 201 or not isinstance(created, dict) or not _is_run_id(created.get("id")):
+        raise _NotARun("answered %s without a run id: is it a Kinetoscope server?" % status)
+    return created
 
 
 def _http_detail(e):
@@ -187,7 +224,7 @@ def trace_handler(
             if tags:
                 query.append(("tags", ",".join(str(t) for t in tags)))
             if my_rank is not None:
-                query.append(("group", _group_key(name, cycle, step, world)))
+                query.append(("group", _group_key(name, cycle, step, world, token)))
                 query.append(("rank", str(my_rank)))
             try:
                 created = _upload(server, path, query, token, timeout)
@@ -199,16 +236,25 @@ def trace_handler(
                 _warn("%s; uploading rank %d as a run of its own" % (_http_detail(e), my_rank))
                 query = [q for q in query if q[0] not in ("group", "rank")]
                 created = _upload(server, path, query, token, timeout)
-            link = server.rstrip("/") + created.get("url", "/runs/" + created.get("id", ""))
+            link = server.rstrip("/") + "/runs/" + created["id"]
             who = "" if my_rank is None else " (rank %d)" % my_rank
             print("kinetoscope: run%s %s" % (who, link), flush=True)
             os.remove(path)
             return link
         except urllib.error.HTTPError as e:
-            _warn(
-                "the server %s refused the trace (%s): %s; the trace is kept at %s"
-                % (server, e.code, _http_detail(e), path)
-            )
+            if 300 <= e.code < 400:
+                _warn(
+                    "the server %s answered %s, redirecting to %r: uploads follow no redirect "
+                    "(the token would go along); give the final address as the server; "
+                    "the trace is kept at %s" % (server, e.code, e.headers.get("Location"), path)
+                )
+            else:
+                _warn(
+                    "the server %s refused the trace (%s): %s; the trace is kept at %s"
+                    % (server, e.code, _http_detail(e), path)
+                )
+        except _NotARun as e:
+            _warn("the server %s %s; the trace is kept at %s" % (server, e, path))
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             where = "the trace is kept at %s" % path if path and os.path.exists(path) else "no trace was written"

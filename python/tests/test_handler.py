@@ -143,6 +143,69 @@ class TraceHandler(unittest.TestCase):
         finally:
             del os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
 
+    def test_a_redirect_is_not_followed_and_the_trace_is_kept(self):
+        # A plain-http address behind a redirect: the POST is not turned
+        # into a GET, the token does not go to where it points, and nothing
+        # counts as uploaded.
+        import http.server
+        import threading
+
+        seen = []
+
+        class Target(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(self.headers.get("Authorization"))
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"ok": true}')
+
+            do_POST = do_GET
+
+            def log_message(self, *a):
+                pass
+
+        target = http.server.HTTPServer(("127.0.0.1", 0), Target)
+        where = "http://127.0.0.1:%d/api/runs" % target.server_port
+
+        class Redirect(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                self.send_response(302)
+                self.send_header("Location", where)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        redirect = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+        for srv in (target, redirect):
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            self.addCleanup(srv.server_close)
+            self.addCleanup(srv.shutdown)
+        handler = kinetoscope.trace_handler(
+            "http://127.0.0.1:%d" % redirect.server_port, token="kst_secret", dir=self.dir
+        )
+        link, out, err = call(handler, StandIn())
+        self.assertIsNone(link)
+        self.assertEqual(out, "")
+        self.assertIn("redirect", err)
+        self.assertEqual(seen, [])
+        self.assertEqual(len(os.listdir(self.dir)), 1, "the trace is kept")
+
+        # A 2xx that is not a created run is no success either.
+        handler = kinetoscope.trace_handler(
+            "http://127.0.0.1:%d" % target.server_port, name="other", dir=self.dir
+        )
+        link, out, err = call(handler, StandIn())
+        self.assertIsNone(link)
+        self.assertIn("without a run id", err)
+        self.assertEqual(len(os.listdir(self.dir)), 2)
+        self.assertEqual(seen, [None], "only the direct upload reached it, without a token")
+
     def test_the_version_is_the_servers(self):
         self.assertEqual(kinetoscope.__version__, os.environ["KINETOSCOPE_TEST_VERSION"])
 

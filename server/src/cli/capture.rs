@@ -34,7 +34,7 @@ pub struct CaptureArgs {
 /// Runs `capture`.
 pub async fn run(args: CaptureArgs) -> anyhow::Result<()> {
     let server = args.server.trim_end_matches('/').to_string();
-    let client = reqwest::Client::new();
+    let client = super::client();
     let mut req = client
         .post(format!("{server}/api/captures"))
         .json(&CaptureRequest {

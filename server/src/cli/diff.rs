@@ -152,7 +152,7 @@ pub(crate) fn is_run_id(s: &str) -> bool {
 
 /// A stored run's summary (rank 0), from its server.
 pub(crate) async fn fetch(server: &str, id: &str, token: Option<&str>) -> anyhow::Result<Summary> {
-    let client = reqwest::Client::new();
+    let client = super::client();
     let mut req = client.get(format!("{server}/api/runs/{id}/summary"));
     if let Some(t) = token {
         req = req.bearer_auth(t);

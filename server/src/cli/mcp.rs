@@ -56,7 +56,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let k = Kinetoscope {
         server: args.server.trim_end_matches('/').to_string(),
         token: args.token,
-        http: reqwest::Client::new(),
+        http: super::client(),
     };
     let service = k
         .serve(rmcp::transport::stdio())

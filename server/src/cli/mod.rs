@@ -15,11 +15,34 @@ use std::time::Duration;
 /// Turns a failed HTTP answer into an error with the server's `detail`.
 pub(crate) async fn http_error(resp: reqwest::Response) -> anyhow::Error {
     let status = resp.status();
+    if status.is_redirection() {
+        let to = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .unwrap_or("nowhere");
+        return anyhow::anyhow!(
+            "the server answered {status}, redirecting to {}: the CLI follows no redirect \
+             (an upload would turn into a GET, and the token would go along): give the \
+             final address as --server",
+            kinetoscope_types::escape::visible(to)
+        );
+    }
     let text = resp.text().await.unwrap_or_default();
     let detail = serde_json::from_str::<kinetoscope_types::ApiError>(&text)
         .map(|e| e.detail)
         .unwrap_or(text);
     anyhow::anyhow!("the server answered {status}: {detail}")
+}
+
+/// The CLI's HTTP client: it follows no redirect, so an upload is never
+/// turned into a GET that counts as success, and a token never travels to
+/// where a redirect points (RELIABILITY.md).
+pub(crate) fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("the HTTP client builds")
 }
 
 /// Waits for a run's analysis (or capture) to end, printing its stage on

@@ -172,7 +172,27 @@ pub(crate) async fn send(
     if !resp.status().is_success() {
         return Err(super::http_error(resp).await);
     }
-    Ok(resp.json().await?)
+    anyhow::ensure!(
+        resp.status() == reqwest::StatusCode::CREATED,
+        "{server} answered {} without a run id: is it a Kinetoscope server?",
+        resp.status()
+    );
+    let created: Created = resp
+        .json()
+        .await
+        .with_context(|| format!("{server} answered 201 without a run"))?;
+    // A run id is 22 URL-safe characters: anything else is not our server's
+    // answer, and no link is printed for it.
+    let id_ok = created.id.len() == 22
+        && created
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    anyhow::ensure!(
+        id_ok && created.url == format!("/runs/{}", created.id),
+        "{server} answered 201 without a run id: is it a Kinetoscope server?"
+    );
+    Ok(created)
 }
 
 /// A progress bar of `total` bytes.
@@ -207,7 +227,7 @@ pub async fn run(args: UploadArgs) -> anyhow::Result<i32> {
     let bar = bytes_bar(total);
     let server = args.server.trim_end_matches('/').to_string();
     let token = args.token.as_deref();
-    let client = reqwest::Client::new();
+    let client = super::client();
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(n) = &args.name {
         query.push(("name", n.clone()));

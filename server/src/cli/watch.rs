@@ -407,7 +407,7 @@ pub fn run(args: WatchArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<()> 
         "watching {} for traces; uploading to {server}",
         root.display()
     );
-    let client = reqwest::Client::new();
+    let client = super::client();
     let mut pending: HashMap<String, Pending> = HashMap::new();
     // Files the server could not be reached for: retried after this.
     let mut retry_at: HashMap<String, Instant> = HashMap::new();

@@ -558,3 +558,75 @@ async fn upload_groups_gather_ranks_into_one_run() {
         srv.stop().await;
     }
 }
+
+/// An upload group is bound to the token that opened it: another upload
+/// token that knows the key neither joins the run (not even one marked as
+/// a baseline) nor pre-claims a rank of it; its upload is a run of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_groups_are_bound_to_their_token() {
+    use kinetoscope_types::TokenScope;
+    for backend in BACKENDS {
+        let data = tempfile::tempdir().unwrap();
+        let db_url = backend.url(data.path()).await;
+        let srv = TestServer::start_in(
+            data,
+            Opts {
+                database_url: Some(db_url.clone()),
+                auth: server::api::auth::AuthMode::Tokens,
+                ..Default::default()
+            },
+        )
+        .await;
+        let db = worker::db::Db::connect(&db_url).await.unwrap();
+        let (alice, mallory) = (
+            "kst_alice-upload-0123456789",
+            "kst_mallory-upload-012345678",
+        );
+        for (name, secret) in [("alice", alice), ("mallory", mallory)] {
+            let hash = worker::blobs::sha256_hex(secret.as_bytes());
+            db.add_token(
+                &server::api::new_id(),
+                name,
+                &hash,
+                TokenScope::Upload,
+                None,
+            )
+            .await
+            .unwrap();
+        }
+        let u = srv.url.clone();
+        let send = |token: &'static str, rank: i64| {
+            srv.http
+                .post(format!(
+                    "{u}/api/runs?group=job-9:cycle-1&rank={rank}&name=tp2"
+                ))
+                .bearer_auth(token)
+                .body(small_trace(2, 4))
+                .send()
+        };
+        // Mallory pre-claims rank 1 of the key before Alice's ranks come.
+        let m1 = send(mallory, 1).await.unwrap();
+        assert_eq!(m1.status(), 201, "{backend:?}");
+        let m1: kinetoscope_types::Created = m1.json().await.unwrap();
+        let a0 = send(alice, 0).await.unwrap();
+        let a1 = send(alice, 1).await.unwrap();
+        assert_eq!(
+            (a0.status().as_u16(), a1.status().as_u16()),
+            (201, 201),
+            "{backend:?}"
+        );
+        let (a0, a1): (kinetoscope_types::Created, kinetoscope_types::Created) =
+            (a0.json().await.unwrap(), a1.json().await.unwrap());
+        assert_eq!(a0.id, a1.id, "{backend:?}: Alice's ranks are one run");
+        assert_ne!(
+            a0.id, m1.id,
+            "{backend:?}: Mallory's upload is a run of its own"
+        );
+        // Mallory's rank 0 joins Mallory's own run, never Alice's.
+        let m0: kinetoscope_types::Created = send(mallory, 0).await.unwrap().json().await.unwrap();
+        assert_eq!(m0.id, m1.id, "{backend:?}");
+        let alices = srv.wait(&a0.id, LONG).await;
+        assert_eq!(alices.ranks.len(), 2, "{backend:?}");
+        srv.stop().await;
+    }
+}

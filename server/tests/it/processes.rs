@@ -542,3 +542,105 @@ fn line_of(table: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} not in {table}"))
         .to_string()
 }
+
+/// A server that answers every request with `answer`, after reading the
+/// request's headers and body; what it was sent, request by request.
+async fn answering(
+    answer: &'static str,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 65536];
+                // Read until the body has come (Content-Length) or the
+                // client stops sending for a moment.
+                loop {
+                    let r =
+                        tokio::time::timeout(Duration::from_millis(500), s.read(&mut chunk)).await;
+                    match r {
+                        Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                        _ => break,
+                    }
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break;
+                        }
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf)
+                    .split("\r\n\r\n")
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                log.lock().unwrap().push(head);
+                let _ = s.write_all(answer.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// The CLI follows no redirect on an upload (it would turn the POST into a
+/// GET and take the token along), and a 2xx that is not a created run is
+/// a failure, not an empty link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_upload_refuses_redirects_and_answers_without_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.json.zst");
+    std::fs::write(&file, small_trace(1, 2)).unwrap();
+    let (target, target_seen) = answering(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+    )
+    .await;
+    let redirect: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 302 Found\r\nLocation: {target}/api/runs\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .into_boxed_str(),
+    );
+    let (redirecting, _) = answering(redirect).await;
+    for (server, why) in [(&redirecting, "redirect"), (&target, "without a run id")] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kinetoscope"))
+            .args([
+                "upload",
+                file.to_str().unwrap(),
+                "--server",
+                server,
+                "--token",
+                "kst_secret",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(err.contains(why), "{err}");
+    }
+    // The redirect's target saw only the direct upload, never a redirected
+    // one.
+    let seen = target_seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].starts_with("POST "), "{seen:?}");
+}

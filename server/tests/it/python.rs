@@ -80,7 +80,7 @@ async fn the_python_trace_handler_against_a_real_server() {
         .env("KINETOSCOPE_TEST_VERSION", env!("CARGO_PKG_VERSION"))
         .env_remove("KINETOSCOPE_SERVER")
         .env_remove("KINETOSCOPE_TOKEN"));
-    assert!(out.contains("Ran 7 tests"), "{out}");
+    assert!(out.contains("Ran 8 tests"), "{out}");
     assert!(out.contains("OK"), "{out}");
     assert!(!out.contains("skipped"), "{out}");
     // The three ranks uploaded one by one are one run, analyzed as one: a
