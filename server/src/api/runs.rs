@@ -105,6 +105,21 @@ pub async fn list(
             "a search may be at most {MAX_SEARCH} characters"
         )));
     }
+    // No name or tag holds a hidden character (the upload refuses them),
+    // so a search for one matches nothing; said at once, the same on both
+    // databases (PostgreSQL refused a NUL with a 500, SQLite cut the text
+    // at it and matched every run).
+    if search
+        .chars()
+        .chain(q.tag.as_deref().unwrap_or("").chars())
+        .any(kinetoscope_types::escape::hidden_char)
+    {
+        return Err(ApiError::BadRequest(
+            "a search may not hold control, bidirectional or invisible characters: \
+             no name or tag holds them"
+                .into(),
+        ));
+    }
     let offset = q.offset.unwrap_or(0);
     if offset < 0 {
         return Err(ApiError::BadRequest("offset must not be negative".into()));

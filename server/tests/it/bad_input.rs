@@ -1226,3 +1226,58 @@ async fn an_analysis_past_its_deadline_fails_its_run() {
     assert_eq!(done.status, kinetoscope_types::RunStatus::Done);
     srv.stop().await;
 }
+
+/// Hidden characters (the one rule, `types::escape::hidden_char`) are
+/// refused in names, tags and searches alike, with the same 400 on both
+/// databases: PostgreSQL answered a NUL in a search with a 500, SQLite
+/// matched every run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_characters_are_refused_on_both_databases() {
+    for backend in BACKENDS {
+        let data = tempfile::tempdir().unwrap();
+        let db_url = backend.url(data.path()).await;
+        let srv = TestServer::start_in(
+            data,
+            Opts {
+                database_url: Some(db_url),
+                ..Default::default()
+            },
+        )
+        .await;
+        let u = srv.url.clone();
+        let ok = srv.upload(small_trace(1, 2), "plain").await;
+        srv.wait(&ok.id, LONG).await;
+        for c in [
+            "%00",
+            "%D8%9C",
+            "%F3%A0%81%81",
+            "%C2%AD",
+            "%E1%A0%8E",
+            "%E3%85%A4",
+            "%EF%BF%B9",
+        ] {
+            for q in [format!("name=a{c}b"), format!("tags=a{c}b")] {
+                let r = srv
+                    .http
+                    .post(format!("{u}/api/runs?{q}"))
+                    .body(small_trace(1, 2))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 400, "{backend:?} {q}");
+            }
+            for q in [format!("q=a{c}"), format!("tag={c}")] {
+                let r = srv
+                    .http
+                    .get(format!("{u}/api/runs?{q}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 400, "{backend:?} {q}");
+                let e: kinetoscope_types::ApiError = r.json().await.unwrap();
+                assert!(e.detail.contains("invisible"), "{}", e.detail);
+            }
+        }
+        srv.stop().await;
+    }
+}
