@@ -12,7 +12,7 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
     let n = steps.len().max(1) as f64;
     let max = steps
         .iter()
-        .map(|s| s.cpu_us.max(s.device_us))
+        .map(|s| s.time().max(s.device_us))
         .fold(0.0, f64::max)
         .max(1e-9);
     let out = step_outliers(steps);
@@ -25,13 +25,13 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
         .enumerate()
         .map(|(i, (s, outlier))| {
             let x = i as f64 * slot + slot * 0.1;
-            let hc = h * s.cpu_us / max;
+            let hc = h * s.time() / max;
             let hd = h * s.device_us / max;
             let cls = if outlier { "bar-cpu outlier" } else { "bar-cpu" };
             view! {
                 <g>
                     <rect class=cls x=x y=h - hc width=bw height=hc>
-                        <title>{format!("{}: step {}{}", s.name, time_us(s.cpu_us), if outlier { " (slow)" } else { "" })}</title>
+                        <title>{format!("{}: step {}{}", s.name, time_us(s.time()), if outlier { " (slow)" } else { "" })}</title>
                     </rect>
                     <rect class="bar-device" x=x + bw y=h - hd width=bw height=hd>
                         <title>{format!("{}: GPU work {}, {} GPU ops", s.name, time_us(s.device_us), s.kernels)}</title>

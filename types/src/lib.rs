@@ -426,6 +426,11 @@ pub struct GraphStats {
     pub pct: f64,
     /// Device time of GPU ops launched one by one (outside graphs), µs.
     pub eager_us: f64,
+    /// Device time of GPU ops whose launch is not in the file (launched
+    /// before the profiling window opened), µs: neither eager nor a
+    /// replay's, as far as the trace tells.
+    #[serde(skip_serializing_if = "is_default")]
+    pub unlaunched_us: f64,
     /// The eager GPU op names with the most device time (piecewise mode:
     /// what runs between the graphs).
     pub top_eager: Vec<NameTime>,
@@ -816,12 +821,30 @@ pub struct StepRow {
     pub number: Option<i64>,
     /// Start relative to the start of the trace window.
     pub start_us: f64,
-    /// CPU-side duration of the step annotation (the step time).
+    /// CPU-side duration of the step annotation.
     pub cpu_us: f64,
+    /// The step's time, what the statistics, the slow-step rule and the
+    /// charts read ([`StepRow::time`]): the longer of its CPU range and its
+    /// GPU-side span. When the CPU runs ahead of the GPU (CUDA-graph
+    /// replays, a loop without a sync per step) its CPU range is a fraction
+    /// of the step, and the GPU's span is the step's period.
+    #[serde(skip_serializing_if = "is_default")]
+    pub time_us: f64,
+    /// CPU start to the end of the step's GPU work (its latency).
+    #[serde(skip_serializing_if = "is_default")]
+    pub wall_us: f64,
     /// GPU-op time of the GPU ops launched within the step.
     pub device_us: f64,
     /// First start to last end of those GPU ops.
     pub gpu_span_us: f64,
+    /// The step's GPU-side span, relative to the start of the trace window:
+    /// torch's `gpu_user_annotation` of the step where the trace has one,
+    /// else the span of the GPU ops launched within the step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_start_us: Option<f64>,
+    /// Its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_end_us: Option<f64>,
     /// GPU ops launched within the step.
     pub kernels: u64,
     /// `prefill`, `decode` or `mixed`, where the step's name tells, or
@@ -834,7 +857,19 @@ pub struct StepRow {
     pub left_out: bool,
 }
 
-/// Statistics over the steps' CPU durations.
+impl StepRow {
+    /// The step's time ([`StepRow::time_us`]); a summary stored before it
+    /// was written has its CPU range.
+    pub fn time(&self) -> f64 {
+        if self.time_us > 0.0 {
+            self.time_us
+        } else {
+            self.cpu_us
+        }
+    }
+}
+
+/// Statistics over the steps' times ([`StepRow::time`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct StepsStats {

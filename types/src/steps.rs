@@ -46,7 +46,7 @@ pub fn compared_medians(steps: &[StepRow]) -> Vec<Option<f64>> {
         let mut d: Vec<f64> = steps
             .iter()
             .filter(|s| !s.left_out && group(s) == kind)
-            .map(|s| s.cpu_us)
+            .map(StepRow::time)
             .collect();
         if d.len() < MIN_COMPARED {
             return None;
@@ -77,7 +77,7 @@ pub fn slow_steps(steps: &[StepRow]) -> Vec<bool> {
     steps
         .iter()
         .zip(compared_medians(steps))
-        .map(|(s, m)| m.is_some_and(|m| m > 0.0 && s.cpu_us >= SLOW_STEP_RATIO * m))
+        .map(|(s, m)| m.is_some_and(|m| m > 0.0 && s.time() >= SLOW_STEP_RATIO * m))
         .collect()
 }
 

@@ -862,7 +862,7 @@ fn steps_tab(s: &Summary) -> impl IntoView {
                         <td class="mono">{st.name.clone()}</td>
                         <td>{st.kind.map(|k| k.as_str()).unwrap_or_default()}</td>
                         <td class="num">{time_us(st.start_us)}</td>
-                        <td class="num">{time_us(st.cpu_us)}</td>
+                        <td class="num">{time_us(st.time())}</td>
                         <td class="num">{time_us(st.device_us)}</td>
                         <td class="num">{time_us(st.gpu_span_us)}</td>
                         <td class="num">{st.kernels}</td>

@@ -528,7 +528,7 @@ impl Kinetoscope {
                 "count": st.count, "source": st.source, "mean_us": us(st.mean_us), "p50_us": us(st.p50_us),
                 "p90_us": us(st.p90_us), "min_us": us(st.min_us), "max_us": us(st.max_us),
                 "by_kind": st.by_kind.iter().map(|k| json!({"kind": k.kind, "count": k.count, "mean_us": us(k.mean_us), "p50_us": us(k.p50_us)})).collect::<Vec<_>>(),
-                "rows": s.steps.iter().take(n).map(|r| json!({"name": r.name, "kind": r.kind, "cpu_us": us(r.cpu_us), "device_us": us(r.device_us), "kernels": r.kernels})).collect::<Vec<_>>(),
+                "rows": s.steps.iter().take(n).map(|r| json!({"name": r.name, "kind": r.kind, "cpu_us": us(r.cpu_us), "time_us": us(r.time()), "wall_us": us(r.wall_us), "device_us": us(r.device_us), "kernels": r.kernels})).collect::<Vec<_>>(),
             },
             "layers": {
                 "method": l.method, "count": l.count, "period": l.period, "confidence": pct(l.confidence),

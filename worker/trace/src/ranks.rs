@@ -119,7 +119,11 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
             steps: s.steps_stats.count,
             mean_step_us: s.steps_stats.mean_us,
             p90_step_us: s.steps_stats.p90_us,
-            step_us: s.steps.iter().map(|st| st.cpu_us).collect(),
+            step_us: s
+                .steps
+                .iter()
+                .map(kinetoscope_types::StepRow::time)
+                .collect(),
             span_us: s.trace.span_us,
             busy_pct: s.gpu_time.busy_pct,
             collective_us: s

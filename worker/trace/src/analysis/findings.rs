@@ -526,25 +526,35 @@ fn launch_bound(f: &Facts, out: &mut Vec<Finding>) {
 fn sync(f: &Facts, out: &mut Vec<Finding>) {
     let (s, has_steps) = (f.s, f.has_steps);
     let g = &s.gpu_time;
-    let window = if has_steps {
-        s.steps.iter().map(|st| st.cpu_us).sum::<f64>()
+    let step_time = if has_steps {
+        s.steps
+            .iter()
+            .map(kinetoscope_types::StepRow::time)
+            .sum::<f64>()
     } else {
-        s.trace.span_us
+        0.0
     };
     for op in s
         .ops
         .iter()
         .filter(|o| o.kind == OpKind::Runtime && is_blocking(&o.name))
     {
+        // Against the step time when the waits fit in it; a wait that
+        // outlasts the steps (the final sync after graphs queued ahead)
+        // is measured against the whole window, and no share passes 100%.
+        let (window, of) = if has_steps && op.cpu_total_us <= step_time {
+            (step_time, "step time")
+        } else {
+            (s.trace.span_us, "the window")
+        };
         let share = if window > 0.0 {
-            100.0 * op.cpu_total_us / window
+            (100.0 * op.cpu_total_us / window).min(100.0)
         } else {
             0.0
         };
         if share < 10.0 {
             continue;
         }
-        let of = if has_steps { "step time" } else { "the window" };
         // A CPU waiting for a busy GPU is the GPU-bound case, not a problem
         // of its own; a CPU waiting while the GPU idles serializes the two.
         let (text, impact) = if g.busy_pct >= 85.0 {
@@ -711,24 +721,24 @@ fn slow_step(f: &Facts, out: &mut Vec<Finding>) {
         .iter()
         .zip(&medians)
         .filter_map(|(st, m)| m.filter(|m| *m > 0.0).map(|m| (st, m)))
-        .max_by(|a, b| (a.0.cpu_us / a.1).total_cmp(&(b.0.cpu_us / b.1)));
+        .max_by(|a, b| (a.0.time() / a.1).total_cmp(&(b.0.time() / b.1)));
     let Some((worst, median)) = worst else {
         return;
     };
-    let ratio = worst.cpu_us / median;
+    let ratio = worst.time() / median;
     if ratio >= kinetoscope_types::steps::SLOW_STEP_RATIO {
         let total: f64 = s
             .steps
             .iter()
             .filter(|st| !st.left_out)
-            .map(|st| st.cpu_us)
+            .map(kinetoscope_types::StepRow::time)
             .sum();
         out.push(finding(
             FindingKind::SlowStep,
             format!(
                 "{} takes {}, {:.1}x the median {}step ({})",
                 worst.name,
-                time_us(worst.cpu_us),
+                time_us(worst.time()),
                 ratio,
                 worst
                     .kind
@@ -737,7 +747,7 @@ fn slow_step(f: &Facts, out: &mut Vec<Finding>) {
                     .unwrap_or_default(),
                 time_us(median)
             ),
-            100.0 * (worst.cpu_us - median) / total,
+            100.0 * (worst.time() - median) / total,
             FindingTab::Steps,
             Some(&worst.name),
         ));

@@ -19,7 +19,7 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
             ..Default::default()
         };
     }
-    let (mut graph_ns, mut eager_ns) = (0i64, 0i64);
+    let (mut graph_ns, mut eager_ns, mut unlaunched_ns) = (0i64, 0i64, 0i64);
     let mut eager: HashMap<Sym, i64> = HashMap::new();
     let mut launches: Vec<u32> = Vec::new();
     for g in 0..gpu.len() {
@@ -30,6 +30,11 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
         if cx.links.graph[g] {
             graph_ns += gpu.dur().get(g);
             launches.push(cx.links.launch[g]);
+        } else if cx.links.launch[g] == super::links::NO {
+            // Launched before the window opened (the end of a replay queued
+            // in the step before): neither a replay's nor eager, as far as
+            // the file tells.
+            unlaunched_ns += gpu.dur().get(g);
         } else {
             eager_ns += gpu.dur().get(g);
             *eager.entry(gpu.name()[g]).or_default() += gpu.dur().get(g);
@@ -72,6 +77,7 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
         device_us: us(graph_ns),
         pct: pct(graph_ns as f64, total),
         eager_us: us(eager_ns),
+        unlaunched_us: us(unlaunched_ns),
         top_eager: top
             .into_iter()
             .take(3)

@@ -59,7 +59,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 7;
+pub const ANALYZER_VERSION: u32 = 8;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -95,8 +95,13 @@ impl Context<'_> {
     }
 }
 
-/// The op-table name of a graph replay context.
+/// The op-table name of a graph replay context: a step's number folds
+/// (`graph replay: ProfilerStep#*`), as torch folds the steps of its own
+/// tables, so one graph replayed in every step is one row.
 pub fn replay_row_name(context: &str) -> String {
+    if steps::step_number(context).is_some() {
+        return "graph replay: ProfilerStep#*".to_string();
+    }
     format!("graph replay: {}", python::short_frame(context))
 }
 

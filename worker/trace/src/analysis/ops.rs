@@ -411,14 +411,28 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
         dev: i64,
         gpu_ops: u64,
     }
-    let mut acc: HashMap<Sym, Acc> = HashMap::new();
+    // One row per row name: the contexts whose names fold alike (the same
+    // graph replayed under `ProfilerStep#1` … `#6`) are one row, as torch
+    // prints them (`ProfilerStep#*`).
+    let mut row_of: HashMap<Sym, usize> = HashMap::new();
+    let mut rows: Vec<(String, Acc)> = Vec::new();
     for g in 0..gpu.len() {
         crate::cancel::point(g);
         let ctx = cx.replay[g];
         if ctx == NO {
             continue;
         }
-        let a = acc.entry(ctx).or_default();
+        let k = *row_of.entry(ctx).or_insert_with(|| {
+            let name = replay_row_name(t.name(ctx));
+            match rows.iter().position(|(n, _)| *n == name) {
+                Some(k) => k,
+                None => {
+                    rows.push((name, Acc::default()));
+                    rows.len() - 1
+                }
+            }
+        });
+        let a = &mut rows[k].1;
         a.dev += gpu.dur().get(g);
         a.gpu_ops += 1;
         let r = cx.links.launch[g];
@@ -430,9 +444,9 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
         }
     }
     let total_gpu = us(cx.gpu_op_ns);
-    acc.into_iter()
-        .map(|(ctx, a)| OpRow {
-            name: replay_row_name(t.name(ctx)),
+    rows.into_iter()
+        .map(|(name, a)| OpRow {
+            name,
             kind: OpKind::Graph,
             calls: a.launches.len() as u64,
             self_cpu_us: us(a.launch_ns),

@@ -3,7 +3,7 @@
 
 use super::links::NO;
 use super::{us, Context};
-use crate::import::store::{CpuKind, Sym, Tables};
+use crate::import::store::{CpuKind, GpuKind, Sym, Tables};
 use hashbrown::HashMap;
 use kinetoscope_types::{StepKindStats, StepRow, StepsStats};
 
@@ -532,10 +532,41 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
         span[s].0 = span[s].0.min(gpu.ts().get(g));
         span[s].1 = span[s].1.max(gpu.ts().get(g) + gpu.dur().get(g));
     }
-    for (row, (a, b)) in rows.iter_mut().zip(span) {
+    let annotated = gpu_annotations(cx);
+    // Each step ends when both its CPU range and its GPU work have (its
+    // completion). A step's time is the time from the previous step's
+    // completion, or from its own CPU start when that is later (an idle
+    // gap between steps is no step's), to its own completion: the step's
+    // period when the CPU runs ahead of the GPU (graph replays, a loop
+    // without a sync per step), its own CPU-start-to-GPU-end otherwise, and
+    // the steps' times never add up to more than the time they span. The
+    // first step has no previous completion: the longer of its CPU range
+    // and its GPU side (work queued before the window opened is no step's).
+    let mut previous: Option<i64> = None;
+    for (k, (row, (a, b))) in rows.iter_mut().zip(span).enumerate() {
         if a <= b {
             row.gpu_span_us = us(b - a);
         }
+        // The GPU side: the step's own GPU annotation, else its ops' span.
+        let side = annotated[k].or((a <= b).then_some((a, b)));
+        let (ts, end) = (cx.steps[k].ts, cx.steps[k].end);
+        let done = side.map_or(end, |(_, gb)| end.max(gb));
+        if let Some((ga, gb)) = side {
+            row.gpu_start_us = Some(us(ga - lo));
+            row.gpu_end_us = Some(us(gb - lo));
+        }
+        let time = match previous {
+            None => side.map_or(end - ts, |(ga, gb)| (end - ts).max(gb - ga)),
+            Some(p) => match done - ts.max(p) {
+                t if t > 0 => t,
+                // Done before the step before it was (work on another
+                // stream): its CPU range.
+                _ => end - ts,
+            },
+        };
+        row.time_us = us(time);
+        row.wall_us = us(done - ts);
+        previous = Some(previous.map_or(done, |p| p.max(done)));
     }
     // A trailing step that ran no GPU op in a trace that has GPU ops (the
     // engine's frame after its last batch) is no step of the model's.
@@ -590,6 +621,55 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
     StepTable { rows, stats }
 }
 
+/// Per step: the span of its GPU-side annotation (torch writes each
+/// `ProfilerStep#N`, and each `record_function` range, once on the CPU and
+/// once as a `gpu_user_annotation` around that range's GPU work), when the
+/// trace has one of the step's name: the first start to the last end over
+/// the streams it is on. A name that marks several steps (an engine's
+/// `execute_model`) is matched in order: the k-th GPU annotation of a name
+/// to the k-th step of that name.
+fn gpu_annotations(cx: &Context) -> Vec<Option<(i64, i64)>> {
+    let t = cx.t;
+    let gpu = &t.gpu;
+    let mut out = vec![None; cx.steps.len()];
+    let mut by_name: hashbrown::HashMap<Sym, Vec<usize>> = hashbrown::HashMap::new();
+    for (k, s) in cx.steps.iter().enumerate() {
+        by_name.entry(s.name).or_default().push(k);
+    }
+    // Per name, the GPU annotations in start order, merged across streams
+    // where they overlap (one range on two streams).
+    let mut spans: hashbrown::HashMap<Sym, Vec<(i64, i64)>> = hashbrown::HashMap::new();
+    for g in 0..gpu.len() {
+        crate::cancel::point(g);
+        if gpu.kind()[g] != GpuKind::Annotation || !by_name.contains_key(&gpu.name()[g]) {
+            continue;
+        }
+        let ts = gpu.ts().get(g);
+        spans
+            .entry(gpu.name()[g])
+            .or_default()
+            .push((ts, ts + gpu.dur().get(g)));
+    }
+    for (name, mut v) in spans {
+        v.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::new();
+        for (a, b) in v {
+            match merged.last_mut() {
+                Some(m) if a < m.1 => m.1 = m.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        let steps = &by_name[&name];
+        // Only a one-to-one match says which GPU span is which step's.
+        if merged.len() == steps.len() {
+            for (&k, span) in steps.iter().zip(merged) {
+                out[k] = Some(span);
+            }
+        }
+    }
+    out
+}
+
 /// The statistics of some steps' durations.
 struct Durations {
     count: u64,
@@ -604,7 +684,7 @@ struct Durations {
 impl Durations {
     /// Over at least one step.
     fn of(rows: &[&StepRow]) -> Durations {
-        let mut durs: Vec<f64> = rows.iter().map(|r| r.cpu_us).collect();
+        let mut durs: Vec<f64> = rows.iter().map(|r| r.time()).collect();
         durs.sort_by(f64::total_cmp);
         let n = durs.len();
         Durations {

@@ -245,10 +245,45 @@ fn check(name: &str, op: &str) {
     let (n, mean) = steps(&events);
     assert_eq!(s.steps_stats.count as usize, n, "{name}: steps");
     if n > 0 {
+        // The reference reads the steps' CPU ranges; the step time (the
+        // statistics) is the later of the CPU and GPU sides, checked by its
+        // invariants.
+        let cpu_mean = s.steps.iter().map(|r| r.cpu_us).sum::<f64>() / n as f64;
         assert!(
-            close(s.steps_stats.mean_us, mean),
-            "{name}: mean step {} != {mean}",
-            s.steps_stats.mean_us
+            close(cpu_mean, mean),
+            "{name}: mean CPU range of a step {cpu_mean} != {mean}"
+        );
+        step_times_hold(name, &s);
+    }
+}
+
+/// The step times' invariants: no step is shorter than... nothing, each
+/// ends no earlier than its CPU range would say of a step that ran alone
+/// (a step's time is at least its CPU range or its GPU side, unless it
+/// overlapped the step before), and together they span no more than the
+/// trace's window.
+pub(crate) fn step_times_hold(name: &str, s: &kinetoscope_types::Summary) {
+    let total: f64 = s.steps.iter().map(|r| r.time()).sum();
+    assert!(
+        total <= s.trace.span_us * 1.000_001 + 1.0,
+        "{name}: the steps' times add up to {total} µs, past the {} µs window",
+        s.trace.span_us
+    );
+    for r in &s.steps {
+        assert!(r.time() > 0.0, "{name}: {} has no time", r.name);
+        assert!(
+            r.wall_us + 1e-6 >= r.cpu_us,
+            "{name}: {} wall {} < CPU {}",
+            r.name,
+            r.wall_us,
+            r.cpu_us
+        );
+        assert!(
+            r.time() <= r.wall_us + 1e-6 || r.wall_us == 0.0,
+            "{name}: {} time {} > wall {}",
+            r.name,
+            r.time(),
+            r.wall_us
         );
     }
 }

@@ -7,6 +7,7 @@ mod diff_layers;
 mod expected;
 mod generated;
 mod memory;
+mod real_captures;
 mod robustness;
 mod shared_traces;
 mod steps;

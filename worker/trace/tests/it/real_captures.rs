@@ -1,0 +1,140 @@
+//! Real captures of real engines (`../shared/traces/torch-h200-*`, torch
+//! 2.11 on an NVIDIA H200, with the model's truth beside each in
+//! `torch/`): steps when the GPU lags the CPU, graph replays, and shares.
+
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions};
+use kinetoscope_types::Summary;
+use serde_json::Value;
+use std::io::Read;
+use std::path::PathBuf;
+
+fn shared(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(name)
+}
+
+fn summary_of(path: &std::path::Path) -> Summary {
+    let t = read_trace_file(path, &ReadOptions::default()).unwrap();
+    analyze(&t, &AnalysisOptions::default())
+}
+
+fn events(name: &str) -> Vec<Value> {
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(shared(name)).unwrap())
+        .read_to_end(&mut json)
+        .unwrap();
+    let v: Value = serde_json::from_slice(&json).unwrap();
+    v["traceEvents"].as_array().unwrap().clone()
+}
+
+/// A hybrid replayed as one CUDA graph per step: the CPU range of a step
+/// is 1.2 ms, its GPU work 16.7 ms. Each step's time is within 10% of its
+/// GPU-side span (torch's `gpu_user_annotation` of the step), the graph is
+/// one op-table row whatever the step number, and the GPU ops launched
+/// before the window are not "eager between the graphs".
+#[test]
+fn a_graph_replayed_decode_takes_its_gpu_time_per_step() {
+    let name = "torch-h200-decode-hybrid-graph-48l.json.gz";
+    let s = summary_of(&shared(name));
+    let gpu_spans: Vec<f64> = {
+        let mut v: Vec<(f64, f64)> = events(name)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "gpu_user_annotation"
+                    && e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("ProfilerStep#"))
+            })
+            .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v.into_iter().map(|(_, d)| d).collect()
+    };
+    assert_eq!(gpu_spans.len(), 6);
+    assert_eq!(s.steps.len(), 6);
+    for (r, want) in s.steps.iter().zip(&gpu_spans) {
+        assert!(
+            (r.time() - want).abs() <= 0.1 * want,
+            "{}: {} µs against a GPU-side span of {want} µs",
+            r.name,
+            r.time()
+        );
+        assert!(r.cpu_us < 0.2 * want, "{}: the CPU range is short", r.name);
+        assert!(r.gpu_end_us.is_some());
+    }
+    let mean = gpu_spans.iter().sum::<f64>() / 6.0;
+    assert!((s.steps_stats.mean_us - mean).abs() <= 0.1 * mean);
+    // One row for the graph, as torch prints its steps.
+    let replays: Vec<&str> = s
+        .ops
+        .iter()
+        .filter(|o| o.name.starts_with("graph replay:"))
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(replays, ["graph replay: ProfilerStep#*"]);
+    let row = s.ops.iter().find(|o| o.name == replays[0]).unwrap();
+    assert_eq!(row.calls, 6);
+    // Launched before the window: neither eager nor a replay's.
+    assert!(s.graphs.unlaunched_us > 10_000.0, "{:?}", s.graphs);
+    assert!(
+        s.graphs.eager_us < 0.05 * s.gpu_time.gpu_op_us,
+        "{:?}",
+        s.graphs
+    );
+    assert!(!s
+        .findings
+        .iter()
+        .any(|f| f.text.contains("eagerly between")));
+}
+
+/// The shares a sentence states: each number directly before `%` that is
+/// not a change (`+12%`, `-3.0%`, `->`).
+fn shares(text: &str) -> Vec<f64> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('%') {
+        let mut j = i;
+        while j > 0 && (b[j - 1].is_ascii_digit() || b[j - 1] == b'.') {
+            j -= 1;
+        }
+        if j == i || (j > 0 && matches!(b[j - 1], b'+' | b'-')) {
+            continue;
+        }
+        if let Ok(v) = text[j..i].parse::<f64>() {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// No finding on any shared trace states a share over 100% ("waits 1416.8%
+/// of step time" on the hybrid graph capture before).
+#[test]
+fn no_finding_states_a_share_over_100_percent() {
+    assert_eq!(shares("a 12.5% share, +140% change, 3x"), [12.5]);
+    let dir = shared("");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.to_string_lossy().ends_with(".json.gz") {
+            continue;
+        }
+        let s = summary_of(&p);
+        for f in &s.findings {
+            for v in shares(&f.text) {
+                assert!(v <= 100.0 + 1e-9, "{}: {}", p.display(), f.text);
+            }
+            assert!(
+                f.impact_pct <= 100.0 + 1e-9,
+                "{}: impact {} of {}",
+                p.display(),
+                f.impact_pct,
+                f.text
+            );
+        }
+        if s.steps.len() > 1 {
+            crate::expected::step_times_hold(&p.display().to_string(), &s);
+        }
+    }
+}
