@@ -255,18 +255,21 @@ fn op_trees_stay_within_their_depth() {
     for p in shared_traces() {
         let t = read_trace_file(&p, &ReadOptions::default()).unwrap();
         let links = link(&t);
-        let mut depth = vec![0u32; links.parent.len()];
         // Parents first is not the table's order: walk each chain, bounded
         // by the limit itself.
-        for i in 0..links.parent.len() {
-            let (mut d, mut p) = (1u32, links.parent[i]);
-            while p != NO && (d as usize) <= MAX_OP_DEPTH {
-                d += 1;
-                p = links.parent[p as usize];
-            }
-            depth[i] = d;
-        }
-        let max = depth.iter().copied().max().unwrap_or(0);
+        let max = links
+            .parent
+            .iter()
+            .map(|&first| {
+                let (mut d, mut p) = (1u32, first);
+                while p != NO && (d as usize) <= MAX_OP_DEPTH {
+                    d += 1;
+                    p = links.parent[p as usize];
+                }
+                d
+            })
+            .max()
+            .unwrap_or(0);
         deepest = deepest.max(max);
         assert!(max <= 12, "{}: ops nest {max} deep", p.display());
     }
