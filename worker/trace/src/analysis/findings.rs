@@ -588,6 +588,44 @@ fn sync(f: &Facts, out: &mut Vec<Finding>) {
             Some(&op.name),
         ));
     }
+    full_queue(f, step_time, out);
+}
+
+/// Launches that blocked on a full launch queue (Kineto's `Command Buffer
+/// Full` overhead inside them): the CPU ran ahead until the GPU's queue
+/// filled, which says the GPU bounds the step. Reported from a tenth of the
+/// step time (or the window), where it is a visible part of the host's
+/// time; the H200 stack-and-memory capture blocks 850 ms of 4 steps.
+fn full_queue(f: &Facts, step_time: f64, out: &mut Vec<Finding>) {
+    let s = f.s;
+    let Some(op) = s.ops.iter().find(|o| o.name == "Command Buffer Full") else {
+        return;
+    };
+    let (window, of) = if f.has_steps && op.self_cpu_us <= step_time {
+        (step_time, "step time")
+    } else {
+        (s.trace.span_us, "the window")
+    };
+    let share = if window > 0.0 {
+        (100.0 * op.self_cpu_us / window).min(100.0)
+    } else {
+        0.0
+    };
+    if share < 10.0 {
+        return;
+    }
+    out.push(finding(
+        FindingKind::Sync,
+        format!(
+            "{} kernel launches blocked on a full launch queue (Command Buffer Full, {} in all, {} of {of}): the CPU ran ahead until the GPU's queue filled, so the GPU bounds the step and GPU time is what to cut",
+            op.calls,
+            time_us(op.self_cpu_us),
+            pct(share),
+        ),
+        share * 0.1,
+        FindingTab::Ops,
+        Some(&op.name),
+    ));
 }
 
 /// Host copies from pageable memory.

@@ -53,9 +53,8 @@ fn classify_cat(cat: &str) -> CatClass {
         "gpu_user_annotation" => CatClass::Gpu(GpuKind::Annotation),
         "python_function" => CatClass::Python,
         "ac2g" | "async_cpu_to_gpu" | "async" => CatClass::LaunchFlow,
-        "" | "Trace" | "fwdbwd" | "cpu_instant_event" | "overhead" | "python_function_flow" => {
-            CatClass::Ignored
-        }
+        "overhead" | "Overhead" => CatClass::Cpu(CpuKind::Overhead),
+        "" | "Trace" | "fwdbwd" | "cpu_instant_event" | "python_function_flow" => CatClass::Ignored,
         "cuda_sync" | "cuda_profiler_range" => CatClass::KeptKnown,
         _ => CatClass::Unknown,
     }

@@ -554,6 +554,11 @@ pub enum CpuKind {
     Driver = 3,
     /// `python_function` frames of `nn.Module`s (other Python frames are only counted).
     Module = 4,
+    /// Kineto's `overhead` events (`Command Buffer Full` inside a launch
+    /// that blocked on a full queue, `Lazy Function Loading`, `Buffer
+    /// Flush`): written on a track of their own (pid -1), but children of
+    /// the runtime call around them in torch's event tree.
+    Overhead = 5,
 }
 
 impl CpuKind {
