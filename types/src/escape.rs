@@ -86,23 +86,53 @@ pub fn md_code(s: &str) -> String {
 }
 
 /// `s` as markdown prose that reads as written: hidden characters as
-/// escapes, every ASCII punctuation character that markdown reads
-/// backslash-escaped (no link, image, raw HTML, emphasis, code, entity or
-/// table cell break; `\:` and `\.` also stop GitHub's autolinks), and `@`
-/// and `#` followed by a word joiner (no mention, no issue reference).
+/// escapes, and backslash escapes on exactly what markdown (GitHub's
+/// flavour) would read as markup, so the raw comment stays readable:
+/// `\` `` ` `` `*` `[` `]` `<` `|` `~` `$` always (no emphasis, code,
+/// link, image, raw HTML, table cell break, strikethrough or math), `_`
+/// where it could open emphasis (not after a word: `aten::copy_` stays),
+/// `&` before a letter or `#` (no entity), `:` before `//` and `.` after
+/// `www` (no autolink), and `@` and `#` followed by a word joiner (no
+/// mention, no issue reference). Text is written mid-line, so line-start
+/// markers (`#`, `-`, `>`, `1.`) need nothing more.
 pub fn md_text(s: &str) -> String {
     let v = visible(s);
     let mut out = String::with_capacity(v.len() + 16);
-    for c in v.chars() {
+    let chars: Vec<char> = v.chars().collect();
+    let word = |i: Option<&char>| i.is_some_and(|c| c.is_alphanumeric());
+    for (i, &c) in chars.iter().enumerate() {
+        let (before, after) = (
+            i.checked_sub(1).and_then(|j| chars.get(j)),
+            chars.get(i + 1),
+        );
         match c {
             '@' | '#' => {
                 out.push('\\');
                 out.push(c);
                 out.push('\u{2060}');
             }
-            c if c.is_ascii_punctuation() => {
+            '\\' | '`' | '*' | '[' | ']' | '<' | '|' | '~' | '$' => {
                 out.push('\\');
                 out.push(c);
+            }
+            // Only an underscore that could open emphasis: none follows a
+            // word (`aten::copy_`), and one before a space opens nothing.
+            '_' if !word(before) && after.is_some_and(|a| !a.is_whitespace()) => {
+                out.push_str("\\_")
+            }
+            '&' if after.is_some_and(|a| a.is_ascii_alphabetic() || *a == '#') => {
+                out.push_str("\\&")
+            }
+            ':' if after == Some(&'/') && chars.get(i + 2) == Some(&'/') => {
+                out.push_str("\\:");
+            }
+            '.' if i >= 3
+                && chars[i - 3..i]
+                    .iter()
+                    .collect::<String>()
+                    .eq_ignore_ascii_case("www") =>
+            {
+                out.push_str("\\.");
             }
             c => out.push(c),
         }
@@ -141,8 +171,8 @@ mod tests {
         assert_eq!(md_code("`x"), "`` `x ``");
         assert_eq!(md_code("a|b\nc"), "`a\\|b\\nc`");
         assert_eq!(
-            md_text("[x](http://e.com) @bob #1"),
-            "\\[x\\]\\(http\\:\\/\\/e\\.com\\) \\@\u{2060}bob \\#\u{2060}1"
+            md_text("[x](http://www.e.com) @bob #1 a->b aten::copy_ _em_ &amp;"),
+            "\\[x\\](http\\://www\\.e.com) \\@\u{2060}bob \\#\u{2060}1 a->b aten::copy_ \\_em_ \\&amp;"
         );
     }
 }
