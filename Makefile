@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: captures run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
@@ -90,6 +90,20 @@ soak:
 ## Time the run page in the browser on the summary of the generated 490 MB trace.
 bench-ui: tools browser app
 	KINETOSCOPE_UI_BENCH=1 cargo test --release -p server --test e2e_browser -- --nocapture --test-threads 1 timing
+
+## Remakes the real-capture family the tests check the analysis against
+## (worker/trace/tests/captures/: traces, torch's key_averages, the models'
+## truth) with torch on this machine: python/captures/capture.py, CPU modes
+## always, the GPU modes (CUDA graphs) where torch sees a GPU. Torch goes
+## into a virtualenv under TOOLS_DIR once (about 4 GB with its CUDA
+## libraries, a minute here); CI never needs it. CAPTURE_SEED picks the family.
+CAPTURE_SEED ?= 41
+captures:
+	@if ! $(TOOLS_DIR)/torch/bin/python -c 'import torch' 2>/dev/null; then \
+	  echo "installing torch in $(TOOLS_DIR)/torch (once)"; \
+	  python3 -m venv $(TOOLS_DIR)/torch && $(TOOLS_DIR)/torch/bin/pip install -q torch numpy; fi
+	$(TOOLS_DIR)/torch/bin/python python/captures/capture.py --seed $(CAPTURE_SEED) \
+	  --out worker/trace/tests/captures $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
 ## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,

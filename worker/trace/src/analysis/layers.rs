@@ -418,6 +418,8 @@ fn summarize(
             Role::Attention => acc.parts.attention = true,
             Role::Linear => acc.parts.linear = true,
             Role::Moe => acc.parts.moe = true,
+            Role::TopK => acc.parts.topk = true,
+            Role::Combine => acc.parts.combine = true,
             _ => {}
         }
         let name = t.name(it.name);
@@ -753,7 +755,8 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
 /// the detail sentence.
 fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
     let any_attention = parts.iter().any(|p| p.attention);
-    let named = any_attention || parts.iter().any(|p| p.moe || p.linear);
+    let topk_everywhere = parts.iter().all(|p| p.topk);
+    let named = any_attention || parts.iter().any(|p| p.is_moe(topk_everywhere) || p.linear);
     if !named || items.len() < 2 {
         return None;
     }
@@ -761,7 +764,7 @@ fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
     for (item, p) in items.iter_mut().zip(parts) {
         let kind = if !p.attention && (any_attention || p.linear) {
             LayerKind::Linear
-        } else if p.moe {
+        } else if p.is_moe(topk_everywhere) {
             LayerKind::Moe
         } else {
             LayerKind::Dense
@@ -788,6 +791,20 @@ struct Parts {
     attention: bool,
     linear: bool,
     moe: bool,
+    /// A top-k, and rows added back by index: routed experts, when both.
+    topk: bool,
+    combine: bool,
+}
+
+impl Parts {
+    /// Whether the layer routes to experts: names that say so, or a top-k
+    /// whose rows come back by index, or a top-k that only some layers run
+    /// (a dense prefix before MoE layers). A top-k in every layer and no
+    /// expert names is a sparse-attention indexer's (GLM-5's DSA: its dense
+    /// layers were called MoE; the family's `dsa-*` captures).
+    fn is_moe(&self, topk_everywhere: bool) -> bool {
+        self.moe || (self.topk && (self.combine || !topk_everywhere))
+    }
 }
 
 /// A user's marker and/or period.

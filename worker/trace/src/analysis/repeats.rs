@@ -41,6 +41,12 @@ pub(crate) enum Role {
     Ffn,
     /// MoE routing and experts.
     Moe,
+    /// A top-k selection: an MoE router's, or a sparse-attention indexer's
+    /// (DeepSeek's DSA, GLM-5): no MoE on its own.
+    TopK,
+    /// Adding rows back by index (`index_add_`, `scatter_add`): how experts'
+    /// outputs are combined.
+    Combine,
     /// Anything else.
     Other,
 }
@@ -98,18 +104,24 @@ pub(crate) fn role_of(name: &str) -> Role {
     if is_moe(&l) {
         return Role::Moe;
     }
+    if l.contains("topk") || l.contains("top_k") {
+        return Role::TopK;
+    }
+    if any(&["index_add", "scatter_add", "scatter_reduce", "moe_sum"]) {
+        return Role::Combine;
+    }
     if any(&["silu", "gelu", "act_and_mul", "swiglu", "geglu", "relu"]) {
         return Role::Ffn;
     }
     Role::Other
 }
 
-/// Whether a (lower-case) name speaks of mixture-of-experts routing or experts.
+/// Whether a (lower-case) name speaks of mixture-of-experts routing or
+/// experts. A top-k alone does not: sparse attention's indexers select
+/// their keys by top-k too (GLM-5's dense layers were called MoE); with
+/// experts combined by index in the same layer it does (layers.rs).
 pub(crate) fn is_moe(lower: &str) -> bool {
-    lower.contains("moe")
-        || lower.contains("expert")
-        || lower.contains("topk")
-        || lower.contains("router")
+    lower.contains("moe") || lower.contains("expert") || lower.contains("router")
 }
 
 /// One item of a step's sequence.
@@ -525,7 +537,9 @@ mod tests {
         );
         assert_eq!(role_of("aten::rms_norm"), Role::Norm);
         assert_eq!(role_of("aten::normal_"), Role::Other);
-        assert_eq!(role_of("aten::topk"), Role::Moe);
+        assert_eq!(role_of("aten::topk"), Role::TopK);
+        assert_eq!(role_of("aten::index_add_"), Role::Combine);
+        assert_eq!(role_of("topk_softmax"), Role::TopK);
         assert_eq!(role_of("void vllm::act_and_mul_kernel<...>"), Role::Ffn);
         assert_eq!(role_of("aten::mm"), Role::Other);
     }

@@ -175,7 +175,10 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
                     }
                 }
                 match best {
-                    None => (Vec::new(), None),
+                    None => match repeating_annotation(t) {
+                        Some((spans, name)) => (spans, Some(format!("annotation: {name}"))),
+                        None => (Vec::new(), None),
+                    },
                     Some(rank) => {
                         let spans = spans_named(t, |name| engine_frame_rank(name) == Some(rank));
                         let source = spans
@@ -363,6 +366,74 @@ fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
         visit(py.name()[i], py.ts().get(i), py.dur().get(i));
     }
     out
+}
+
+/// How many times an outermost annotation must repeat to mark steps: an
+/// engine loop's `record_function("execute_model")` runs once per step,
+/// and two steps are the fewest a loop shows (the family's engine captures
+/// have five, `tests/it/captures.rs`). One alone is a region, not a step.
+const MIN_STEP_REPEATS: usize = 2;
+
+/// When nothing else marks steps: the outermost annotation (a
+/// `record_function` range inside no other op or annotation on its
+/// thread) that repeats and holds the most of the trace's time, as an
+/// engine loop's `execute_model` does. Its spans, and its name.
+fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
+    let cpu = &t.cpu;
+    // Per thread: ops and annotations by start, longer first.
+    let mut by_track: HashMap<u32, Vec<u32>> = HashMap::new();
+    for i in 0..cpu.len() {
+        crate::cancel::point(i);
+        if cpu.kind()[i].is_op() {
+            by_track
+                .entry(cpu.track().get(i))
+                .or_default()
+                .push(i as u32);
+        }
+    }
+    // Per name: the outermost annotations' spans.
+    let mut outer: HashMap<Sym, Vec<(i64, i64)>> = HashMap::new();
+    for slices in by_track.values_mut() {
+        crate::import::store::sort_by_start(slices, cpu.ts(), cpu.dur(), |_, _| {
+            std::cmp::Ordering::Equal
+        });
+        let mut open_until = i64::MIN;
+        for &i in slices.iter() {
+            let (ts, end) = (
+                cpu.ts().get(i as usize),
+                cpu.ts().get(i as usize) + cpu.dur().get(i as usize),
+            );
+            if ts < open_until {
+                continue;
+            }
+            open_until = end;
+            if cpu.kind()[i as usize] == CpuKind::Annotation {
+                outer
+                    .entry(cpu.name()[i as usize])
+                    .or_default()
+                    .push((ts, end));
+            }
+        }
+    }
+    let (name, spans) = outer
+        .into_iter()
+        .filter(|(_, v)| v.len() >= MIN_STEP_REPEATS)
+        .max_by_key(|(name, v)| {
+            (
+                v.iter().map(|(a, b)| b - a).sum::<i64>(),
+                std::cmp::Reverse(*name),
+            )
+        })?;
+    let steps = spans
+        .into_iter()
+        .map(|(ts, end)| StepSpan {
+            name,
+            ts,
+            end,
+            kind: kind_of(t.name(name)),
+        })
+        .collect();
+    Some((steps, t.name(name).to_string()))
 }
 
 /// Steps without a kind of their own take it from the annotations and

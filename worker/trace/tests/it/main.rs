@@ -3,6 +3,7 @@
 //! subject; `cargo test -p kinetoscope-trace --test it MODULE` runs one.
 
 mod architectures;
+mod captures;
 mod diff_layers;
 mod expected;
 mod generated;

@@ -1,0 +1,227 @@
+//! The real-capture family (`worker/trace/tests/captures/`, made by
+//! `make captures`: `python/captures/capture.py`, torch 2.15 on this
+//! machine's CPU): seven architectures (dense, MoE, interleaved, hybrid,
+//! DSA, local/global, unfused MLPs) in five execution modes (eager,
+//! `torch.compile` default and `reduce-overhead`, an engine loop marked by
+//! `record_function("execute_model")` with a prefill and then decodes, and
+//! training), with and without `with_stack` and `profile_memory`, each
+//! with torch's `key_averages()` and the model's truth beside it. Torch is
+//! not needed here.
+//!
+//! Checked on every capture: the steps (count, and the prefill of an
+//! engine loop), the layers and their kinds, the FP8 -> BF16 casts per
+//! step, torch's `key_averages()` (calls exactly, self CPU within 2%), and
+//! that no finding states a share over 100%. What does not hold yet is
+//! listed in [`KNOWN`], each with why; a capture that starts to pass a
+//! check listed there fails the test too, so the list stays true.
+
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions};
+use kinetoscope_types::StepKind;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// (capture name prefix, check) pairs that do not hold yet:
+/// - `layers` under `torch.compile` on the CPU: Inductor's generated C++
+///   runs outside the profiler, so a layer's ops are a handful of extern
+///   GEMMs whose repetition the layer rules do not recognise for dense and
+///   MoE blocks (`layers::find` sees no repeating mixer), and the
+///   interleaved one's kinds go unlabelled;
+/// - `layers` of the hybrid (a linear mixer in most layers, full attention
+///   every 2nd or 4th) on the CPU path: the repetition takes the period of
+///   the whole pattern (an attention layer and its linear ones) as one
+///   layer where the mixer blocks would give each;
+/// - `key_averages` of `torch.compile`'s `## Call CompiledFxGraph ##`
+///   ranges where Inductor's Python wrapper frame starts inside the range
+///   and ends after it: torch's tree takes the C++ kernels' frames below it
+///   as the range's children (41 µs of self CPU), the op tree leaves a
+///   frame that outlasts what is open out, with what is inside it (2 ms).
+const KNOWN: &[(&str, &str)] = &[
+    ("dense-compile-6l", "key_averages"),
+    ("interleaved-compile-6l", "key_averages"),
+    ("dense-compile", "layers"),
+    ("dense-compile_ro", "layers"),
+    ("moe-compile", "layers"),
+    ("moe-compile_ro", "layers"),
+    ("interleaved-compile-", "layers"),
+    ("hybrid-eager", "layers"),
+    ("hybrid-engine", "layers"),
+    ("hybrid-compile-", "layers"),
+];
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
+}
+
+/// The shares a sentence states (numbers before `%` that are no change).
+fn shares(text: &str) -> Vec<f64> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('%') {
+        let mut j = i;
+        while j > 0 && (b[j - 1].is_ascii_digit() || b[j - 1] == b'.') {
+            j -= 1;
+        }
+        if j == i || (j > 0 && matches!(b[j - 1], b'+' | b'-')) {
+            continue;
+        }
+        if let Ok(v) = text[j..i].parse::<f64>() {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// One capture's checks: the names of those that failed, with why.
+fn check(name: &str, truth: &Value) -> Vec<(&'static str, String)> {
+    let path = dir().join(format!("{name}.json.gz"));
+    let t = read_trace_file(&path, &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    let mut failed = Vec::new();
+    // Steps, and the engine loop's prefill.
+    let steps = truth["steps"].as_u64().unwrap();
+    if s.steps_stats.count != steps {
+        failed.push(("steps", format!("{} steps of {steps}", s.steps_stats.count)));
+    }
+    let kinds: Vec<&str> = truth["step_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    let got: Vec<Option<StepKind>> = s.steps.iter().map(|r| r.kind).collect();
+    if kinds.contains(&"prefill") {
+        let want: Vec<Option<StepKind>> = kinds
+            .iter()
+            .map(|k| {
+                Some(if *k == "prefill" {
+                    StepKind::Prefill
+                } else {
+                    StepKind::Decode
+                })
+            })
+            .collect();
+        if got != want {
+            failed.push(("step kinds", format!("{got:?}")));
+        }
+    } else if got.contains(&Some(StepKind::Prefill)) {
+        failed.push(("step kinds", format!("a prefill among like steps: {got:?}")));
+    }
+    // Layers and their kinds.
+    let layers = truth["layers"].as_u64().unwrap();
+    let want_kinds: Vec<&str> = truth["layer_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    let got_kinds: Vec<&str> = s
+        .layers
+        .items
+        .iter()
+        .map(|r| r.kind.map_or("dense", |k| k.as_str()))
+        .collect();
+    if s.layers.count != layers || got_kinds != want_kinds {
+        failed.push((
+            "layers",
+            format!(
+                "{} layers {got_kinds:?}: {}",
+                s.layers.count, s.layers.detail
+            ),
+        ));
+    }
+    // The story's cast, once per attention layer per step (where it is an
+    // op of its own).
+    if let Some(casts) = truth["casts_per_step"].as_f64() {
+        let per_step: f64 = s
+            .ops
+            .iter()
+            .flat_map(|o| &o.input_shapes)
+            .filter(|g| {
+                g.conversion
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("Float8_e4m3fn -> BFloat16"))
+            })
+            .filter_map(|g| g.calls_per_step)
+            .sum();
+        if per_step != casts {
+            failed.push(("casts", format!("{per_step} per step of {casts}")));
+        }
+    }
+    // torch's key_averages: calls exactly, self CPU within 2% (1 µs for
+    // the smallest rows).
+    let want: Vec<Value> = serde_json::from_slice(
+        &std::fs::read(dir().join(format!("{name}.key_averages.json"))).unwrap(),
+    )
+    .unwrap();
+    for w in &want {
+        let n = w["name"].as_str().unwrap();
+        let rows: Vec<_> = if n == "ProfilerStep*" {
+            s.ops
+                .iter()
+                .filter(|o| o.name.starts_with("ProfilerStep#"))
+                .collect()
+        } else {
+            s.ops.iter().filter(|o| o.name == n).collect()
+        };
+        let calls: u64 = rows.iter().map(|o| o.calls).sum();
+        let self_cpu: f64 = rows.iter().map(|o| o.self_cpu_us).sum();
+        let (wc, ws) = (
+            w["calls"].as_u64().unwrap(),
+            w["self_cpu_us"].as_f64().unwrap(),
+        );
+        if calls != wc || (self_cpu - ws).abs() > (0.02 * ws).max(1.0) {
+            failed.push((
+                "key_averages",
+                format!("{n}: calls {calls} vs {wc}, self CPU {self_cpu:.1} vs {ws:.1}"),
+            ));
+        }
+    }
+    // No share over 100%.
+    for f in &s.findings {
+        if shares(&f.text).iter().any(|&v| v > 100.0) || f.impact_pct > 100.0 {
+            failed.push(("shares", f.text.clone()));
+        }
+    }
+    failed
+}
+
+#[test]
+fn the_real_capture_family_holds() {
+    let mut names: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".truth.json").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 30, "the family: {} captures", names.len());
+    let mut bad = Vec::new();
+    let mut known_seen = vec![false; KNOWN.len()];
+    for name in &names {
+        let truth: Value = serde_json::from_slice(
+            &std::fs::read(dir().join(format!("{name}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let failed = check(name, &truth);
+        for (k, (prefix, what)) in KNOWN.iter().enumerate() {
+            if name.starts_with(prefix) {
+                if failed.iter().any(|f| f.0 == *what) {
+                    known_seen[k] = true;
+                } else {
+                    bad.push(format!("{name}: {what} now holds: take it off KNOWN"));
+                }
+            }
+        }
+        for (what, why) in failed {
+            if !KNOWN.iter().any(|(p, w)| name.starts_with(p) && *w == what) {
+                bad.push(format!("{name}: {what}: {why}"));
+            }
+        }
+    }
+    for (k, seen) in known_seen.iter().enumerate() {
+        assert!(*seen, "KNOWN {:?} matches no capture", KNOWN[k]);
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
