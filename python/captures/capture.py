@@ -283,6 +283,23 @@ def capture(d, out_dir, torch, device="cpu"):
                 fwd(tokens, pos)
 
     tok = lambda n: torch.randint(0, 1000, (1, n), device=device)
+    if mode == "graph":
+        # One decode step captured as a CUDA graph, replayed each step (the
+        # position is the captured one: a graph is static).
+        static = tok(1)
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(side):
+            for _ in range(2):
+                model(static, ctx)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.no_grad(), torch.cuda.graph(graph):
+            model(static, ctx)
+
+        def one(pos, tokens):
+            graph.replay()
+
     # Warm-up outside the profile (compilation, allocator): three positions,
     # so torch.compile has made its dynamic-length graph before the
     # profile opens (a recompile inside it writes gigabytes of trace).

@@ -259,6 +259,18 @@ string_enum! {
 }
 
 string_enum! {
+    /// What bounds a run's step.
+    StepBound ("step bound") {
+        /// The GPU: it is busy most of the step.
+        Gpu => "gpu",
+        /// The host: CPU work between launches, launch overhead, Python.
+        Host => "host",
+        /// Waits on synchronizing calls while the GPU idles.
+        Sync => "sync",
+    }
+}
+
+string_enum! {
     /// What a step did, where its name tells.
     StepKind ("step kind") {
         /// Prompt processing (SGLang's extend).

@@ -1108,6 +1108,14 @@ pub struct Diff {
     pub gpu_busy: ValueDiff,
     /// Ops.
     pub ops: Vec<DeltaRow>,
+    /// Each op's self CPU time per step (per trace without steps), A and B,
+    /// the step ranges' own self time (Python between ops) as
+    /// `ProfilerStep#*`, ranked by the change: what the host spent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_ops: Vec<DeltaRow>,
+    /// The host's time as a whole, and how its change is spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostChange>,
     /// Kernels.
     pub kernels: Vec<DeltaRow>,
     /// Categories.
@@ -1175,7 +1183,59 @@ pub struct DiffSide {
     pub layers: Vec<LayerRow>,
     /// Layer method.
     pub layer_method: LayerMethod,
+    /// What bounds the run's step, and the parts it is told by (a diff of
+    /// summaries stored before it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
+
+/// What bounds a run's step: the GPU (busy most of the step), the host
+/// (CPU work between launches, launch overhead, Python), or waits on syncs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Bound {
+    /// Which.
+    pub by: StepBound,
+    /// Share of the window the GPU was busy, %.
+    pub gpu_busy_pct: f64,
+    /// Self CPU time of every op, runtime call and step range per step
+    /// (per trace without steps), µs, waits aside: the host's work.
+    pub host_us: f64,
+    /// CPU time blocked waiting for the GPU (synchronizing calls, launches
+    /// on a full queue) per step, µs.
+    pub sync_us: f64,
+    /// The step's time (per trace without steps), µs.
+    pub step_us: f64,
+}
+
+/// How the host's time changed from A to B, and how that change is spread
+/// over the host's ops.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HostChange {
+    /// A's host time per step, µs ([`Bound::host_us`]).
+    pub a_us: f64,
+    /// B's.
+    pub b_us: f64,
+    /// Change, %.
+    pub change_pct: f64,
+    /// The median of B's time over A's across the host's ops.
+    pub median_ratio: f64,
+    /// Share of A's host time in ops whose ratio is within
+    /// [`UNIFORM_BAND`](crate::UNIFORM_BAND) of the median, %.
+    pub uniform_pct: f64,
+    /// Whether the change is spread over the ops alike: the host itself
+    /// ran slower (or faster), not one op.
+    pub uniform: bool,
+    /// The op the change is concentrated in, when one holds most of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concentrated_in: Option<String>,
+}
+
+/// Ops whose time changed by the median ratio within this band (±15%)
+/// changed alike: the band the diff's host rule uses (issue 42: the H200
+/// pair's host ops grew 12-39%, around a median of 1.2x).
+pub const UNIFORM_BAND: f64 = 0.15;
 
 /// Step time of run a against run b.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

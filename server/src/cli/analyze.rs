@@ -300,7 +300,23 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
     for (k, f) in d.findings.iter().enumerate() {
         let _ = writeln!(o, "{:>2}. {}", k + 1, v(&f.text));
     }
-    for (title, table) in [("Ops (self device time)", &d.ops), ("Kernels", &d.kernels)] {
+    for (side, bound) in [("A", &d.a.bound), ("B", &d.b.bound)] {
+        if let Some(b) = bound {
+            let _ = writeln!(o, "{side} is {}", kinetoscope_trace::host::bound_words(b));
+        }
+    }
+    let ops_title = match d.op_time {
+        kinetoscope_types::TimeBasis::Device => "Ops (self device time)",
+        kinetoscope_types::TimeBasis::Cpu => "Ops (self CPU time)",
+    };
+    for (title, table) in [
+        (ops_title, &d.ops),
+        ("Host (self CPU time, waits aside)", &d.host_ops),
+        ("Kernels", &d.kernels),
+    ] {
+        if table.is_empty() {
+            continue;
+        }
         let _ = writeln!(o, "\n{title}, {}", d.basis);
         let _ = writeln!(
             o,

@@ -54,6 +54,11 @@ pub struct DiffArgs {
     /// A budget for one op's time per step, `aten::copy_=10%` (repeatable).
     #[arg(long = "fail-op", value_name = "OP=PCT%", value_parser = parse_op_budget)]
     pub fail_op: Vec<(String, f64)>,
+    /// Judge a step-time rise even when B's step is bound by a host that
+    /// ran uniformly slower (every host op alike slower: another machine,
+    /// its clock, contention); without it that is exit 2, not comparable.
+    #[arg(long)]
+    pub strict: bool,
     /// How to print it.
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
@@ -191,6 +196,7 @@ pub fn run(args: DiffArgs, rt: &tokio::runtime::Runtime) -> anyhow::Result<i32> 
     let budgets = Budgets {
         step_pct: args.fail_above,
         ops: args.fail_op.clone(),
+        strict: args.strict,
     };
     let gated = !budgets.is_empty();
     let result = compare(&args, rt).map(|(d, sa, sb, links)| {
@@ -386,6 +392,16 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         }
         let _ = writeln!(o);
     }
+    for (side, bound) in [("A", &d.a.bound), ("B", &d.b.bound)] {
+        if let Some(b) = bound {
+            let _ = writeln!(
+                o,
+                "{side} is {}  ",
+                md_text(&kinetoscope_trace::host::bound_words(b))
+            );
+        }
+    }
+    let _ = writeln!(o);
     let top: Vec<_> = d.ops.iter().take(5).collect();
     if !top.is_empty() {
         let _ = writeln!(
@@ -394,6 +410,25 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
             d.basis
         );
         for r in top {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                md_code(&r.name),
+                time_us(r.a_us),
+                time_us(r.b_us),
+                change_pct(r.change_pct)
+            );
+        }
+        let _ = writeln!(o);
+    }
+    let host: Vec<_> = d.host_ops.iter().take(5).collect();
+    if !host.is_empty() {
+        let _ = writeln!(
+            o,
+            "| host ({}, self CPU) | A | B | change |\n|---|---:|---:|---:|",
+            d.basis
+        );
+        for r in host {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} |",

@@ -174,13 +174,14 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "diff_runs",
-            "Compare baseline run A with patch run B (steps aligned by kind), with the regression gate's verdict when a budget is given. Returns {verdict, reasons, checks, step_time: {a_p50_us, b_p50_us, change_pct, ...}, what_changed: [...], ops: [{name, a_us, b_us, change_pct}], kernels: [...], link}.",
+            "Compare baseline run A with patch run B (steps aligned by kind), with the regression gate's verdict when a budget is given. Returns {verdict, reasons, checks, step_time: {a_p50_us, b_p50_us, change_pct, ...}, what_changed: [...], ops: [{name, a_us, b_us, change_pct}], host_ops: [the same, self CPU time], bound: {a, b: {by: gpu|host|sync, gpu_busy_pct, host_us, sync_us, step_us}}, host: {a_us, b_us, change_pct, median_ratio, uniform_pct, uniform, concentrated_in}, kernels: [...], link}. A step-time rise from a uniformly slower host is not comparable unless strict.",
             schema(
                 json!({
                     "a": {"type": "string", "description": "Baseline: a run id, a run link, or baseline:NAME"},
                     "b": {"type": "string", "description": "Patch: a run id, a run link, or baseline:NAME"},
                     "fail_above": {"type": "number", "minimum": 0, "description": "Fail when B's median step is more than this percent slower"},
                     "fail_ops": {"type": "array", "items": {"type": "string"}, "description": "Per-op budgets, e.g. aten::copy_=10%"},
+                    "strict": {"type": "boolean", "description": "Judge a step-time rise even when a uniformly slower host explains it"},
                     "limit": limit_prop()
                 }),
                 &["a", "b"],
@@ -592,6 +593,7 @@ impl Kinetoscope {
         let budgets = Budgets {
             step_pct: a.0.get("fail_above").and_then(Value::as_f64),
             ops,
+            strict: a.0.get("strict").and_then(Value::as_bool).unwrap_or(false),
         };
         let d = diff(
             &Side {
@@ -630,6 +632,9 @@ impl Kinetoscope {
             },
             "what_changed": d.findings.iter().take(n).map(|f| f.text.clone()).collect::<Vec<_>>(),
             "ops": delta(&d.ops),
+            "host_ops": delta(&d.host_ops),
+            "bound": {"a": d.a.bound, "b": d.b.bound},
+            "host": d.host,
             "kernels": delta(&d.kernels),
             "link": format!("{}/diff/{ia}/{ib}", self.server),
         }))

@@ -58,6 +58,11 @@ pub struct UploadArgs {
     /// A budget for one op's time per step, `aten::copy_=10%` (repeatable).
     #[arg(long = "fail-op", value_name = "OP=PCT%", value_parser = parse_op_budget, requires = "compare_to")]
     pub fail_op: Vec<(String, f64)>,
+    /// Judge a step-time rise even when B's step is bound by a host that
+    /// ran uniformly slower (every host op alike slower: another machine,
+    /// its clock, contention); without it that is exit 2, not comparable.
+    #[arg(long, requires = "compare_to")]
+    pub strict: bool,
     /// How to print the comparison.
     #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
     pub format: DiffFormat,
@@ -251,6 +256,7 @@ pub async fn run(args: UploadArgs) -> anyhow::Result<i32> {
     let budgets = Budgets {
         step_pct: args.fail_above,
         ops: args.fail_op.clone(),
+        strict: args.strict,
     };
     if run.status == RunStatus::Failed {
         let why = format!(

@@ -70,6 +70,7 @@ fn side(s: &Side) -> DiffSide {
         busy_pct: s.summary.gpu_time.busy_pct,
         layers: s.summary.layers.items.clone(),
         layer_method: s.summary.layers.method,
+        bound: Some(crate::host::bound(s.summary)),
     }
 }
 
@@ -289,9 +290,16 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let weight_b = |n: &str| kb.get(n).map_or(0.0, |v| v.0);
     let op_rows = finish(op_rows);
     let kernel_rows = finish(kernel_rows);
+    let (side_a, side_b) = (side(a), side(b));
+    let mut host_ops = crate::host::host_rows(sa, sb);
+    let host = match (&side_a.bound, &side_b.bound) {
+        (Some(x), Some(y)) => Some(crate::host::host_change(&host_ops, x, y)),
+        _ => None,
+    };
+    host_ops.truncate(MAX_ROWS);
     let mut d = Diff {
-        a: side(a),
-        b: side(b),
+        a: side_a,
+        b: side_b,
         basis: if per_step {
             DiffBasis::PerStep
         } else {
@@ -300,6 +308,8 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         steps,
         gpu_busy,
         ops: op_rows,
+        host_ops,
+        host,
         kernels: kernel_rows,
         categories: finish(cat_rows),
         layers,
@@ -537,10 +547,96 @@ fn findings(
             ));
         }
     }
+    host_findings(d, &mut out);
     out.sort_by(|x, y| y.0.total_cmp(&x.0));
     out.into_iter()
         .map(|(_, text)| DiffFinding { text })
         .collect()
+}
+
+/// What bounds each side, and what the host's time did: the sentences
+/// that explain a step time the device tables cannot (a patch whose step
+/// is now bound by its host; a host that ran slower as a whole).
+fn host_findings(d: &Diff, out: &mut Vec<(f64, String)>) {
+    let (Some(a), Some(b), Some(h)) = (&d.a.bound, &d.b.bound, &d.host) else {
+        return;
+    };
+    // Below the largest op's sentences (what the patch changed leads),
+    // above the rest.
+    let top = d
+        .ops
+        .first()
+        .map_or(1e9, |r| r.delta_us.abs() * 0.95)
+        .max(1.0);
+    if a.by != b.by {
+        out.push((
+            top,
+            format!(
+                "A is {}; B is {}",
+                crate::host::bound_words(a),
+                crate::host::bound_words(b)
+            ),
+        ));
+    }
+    if b.by == StepBound::Gpu && a.by == StepBound::Gpu {
+        return;
+    }
+    let per = if d.basis == DiffBasis::PerStep {
+        " per step"
+    } else {
+        ""
+    };
+    let what = format!(
+        "host time{per} {} ({})",
+        change_pct(h.change_pct),
+        pair(h.a_us, h.b_us)
+    );
+    if crate::host::slower_host(b, h) {
+        out.push((
+            top * 0.9,
+            format!(
+                "{what}, alike in every op: {} of A's host time is in ops that took {:.2}x their time (within 15%), so the host itself ran {} (another machine, its clock, contention), not the patch",
+                pct(h.uniform_pct),
+                h.median_ratio,
+                if h.median_ratio > 1.0 { "slower" } else { "faster" }
+            ),
+        ));
+        return;
+    }
+    if let Some(op) = h
+        .concentrated_in
+        .as_ref()
+        .filter(|_| h.change_pct >= crate::host::MIN_HOST_CHANGE_PCT)
+    {
+        let r = d.host_ops.iter().find(|r| &r.name == op);
+        out.push((
+            top * 0.9,
+            format!(
+                "{what}, most of it in {op}{}",
+                r.map(|r| format!(" ({})", pair(r.a_us, r.b_us)))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    if b.by == StepBound::Host {
+        // What B's step, bound by its host, is made of.
+        let mut top_b: Vec<&DeltaRow> = d.host_ops.iter().collect();
+        top_b.sort_by(|x, y| y.b_us.total_cmp(&x.b_us));
+        let parts: Vec<String> = top_b
+            .iter()
+            .take(3)
+            .map(|r| format!("{} {}", r.name, time_us(r.b_us)))
+            .collect();
+        out.push((
+            top * 0.8,
+            format!(
+                "B's step is bound by its host: {}{per} of CPU work ({}), most of it in {}",
+                time_us(b.host_us),
+                what,
+                parts.join(", ")
+            ),
+        ));
+    }
 }
 
 /// Sentences on the cross-rank numbers of two multi-rank runs.

@@ -18,6 +18,9 @@ pub struct Budgets {
     pub step_pct: Option<f64>,
     /// Per op name, the most its time per step may grow, %.
     pub ops: Vec<(String, f64)>,
+    /// Judge a step-time rise even when a uniformly slower host explains
+    /// it (`--strict`); without it such a rise is not comparable (exit 2).
+    pub strict: bool,
 }
 
 impl Budgets {
@@ -174,6 +177,43 @@ pub fn gate(a: &Summary, b: &Summary, budgets: &Budgets) -> Gate {
             budget_pct: *budget,
             ok,
         });
+    }
+    // A step-time rise that a uniformly slower host explains (B bound by
+    // its host, every host op alike slower) is not the patch's: not
+    // comparable unless `--strict`. One concentrated in an op names it.
+    let step_failed = checks
+        .iter()
+        .any(|c| !c.ok && !budgets.ops.iter().any(|(n, _)| *n == c.what));
+    let ops_failed = checks
+        .iter()
+        .any(|c| !c.ok && budgets.ops.iter().any(|(n, _)| *n == c.what));
+    if step_failed {
+        let (ba, bb) = (crate::host::bound(a), crate::host::bound(b));
+        let rows = crate::host::host_rows(a, b);
+        let h = crate::host::host_change(&rows, &ba, &bb);
+        if crate::host::slower_host(&bb, &h) {
+            if !budgets.strict && !ops_failed {
+                incomparable = true;
+            }
+            reasons.push(format!(
+                "B's step is bound by its host, which ran uniformly slower: {} of A's host time is in ops that took {:.2}x their time (host time per step {}); another machine, its clock or contention, not the patch{}",
+                pct(h.uniform_pct),
+                h.median_ratio,
+                change_pct(h.change_pct),
+                if budgets.strict { "" } else { " (--strict judges it anyway)" }
+            ));
+        } else if let Some(op) = h
+            .concentrated_in
+            .filter(|_| h.change_pct >= crate::host::MIN_HOST_CHANGE_PCT)
+        {
+            let r = rows.iter().find(|r| r.name == op);
+            reasons.push(format!(
+                "the host's time per step grew {}, most of it in {op}{}",
+                change_pct(h.change_pct),
+                r.map(|r| format!(" ({} -> {})", time_us(r.a_us), time_us(r.b_us)))
+                    .unwrap_or_default()
+            ));
+        }
     }
     let verdict = if incomparable {
         GateVerdict::Incomparable

@@ -24,6 +24,7 @@ pub mod cancel;
 pub mod devices;
 pub mod diff;
 pub mod gate;
+pub mod host;
 pub mod import;
 pub mod ranks;
 pub mod timeline;

@@ -1361,8 +1361,9 @@ fn layer_kinds(l: &kinetoscope_types::Layers) -> String {
     format!("{}; ", parts.join(", "))
 }
 
-/// Runtime calls that block the calling CPU thread until the GPU catches up.
-fn is_blocking(name: &str) -> bool {
+/// Runtime calls that block the calling CPU thread until the GPU catches up
+/// (one rule: the findings and the diff's bound, `host.rs`).
+pub(crate) fn is_blocking(name: &str) -> bool {
     name.contains("Synchronize") || matches!(name, "cudaMemcpy" | "hipMemcpy" | "cudaMemcpy2D")
 }
 

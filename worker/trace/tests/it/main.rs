@@ -7,6 +7,7 @@ mod captures;
 mod diff_layers;
 mod expected;
 mod generated;
+mod host;
 mod memory;
 mod real_captures;
 mod robustness;
