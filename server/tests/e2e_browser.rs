@@ -561,6 +561,27 @@ async fn diff_link_shows_both_headlines_and_deltas() {
     )
     .await;
     assert_eq!(first.as_str(), Some(diff.ops[0].name.as_str()));
+    // The host table (issue 42): the ops' self CPU time per step, first
+    // row the largest change, and what bounds each side.
+    assert!(!diff.host_ops.is_empty());
+    b.wait_for("#diff-host tbody tr", LONG).await;
+    let host_first = js(
+        &b,
+        "document.querySelector('#diff-host tbody tr').dataset.name",
+    )
+    .await;
+    assert_eq!(host_first.as_str(), Some(diff.host_ops[0].name.as_str()));
+    let bounds = js(
+        &b,
+        "Array.from(document.querySelectorAll('.bound')).map(e => e.dataset.bound).join(',')",
+    )
+    .await;
+    let want = [&diff.a, &diff.b]
+        .iter()
+        .map(|s| s.bound.as_ref().unwrap().by.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(bounds.as_str(), Some(want.as_str()));
     b.screenshot("diff").await;
     // Swap goes to b/a.
     b.client

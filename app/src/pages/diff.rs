@@ -93,6 +93,13 @@ fn side_card(s: &DiffSide, label: &str) -> impl IntoView {
                 <div><dt>"Steps"</dt><dd>{s.steps}</dd></div>
                 <div><dt>"GPU busy"</dt><dd>{pct(s.busy_pct)}</dd></div>
                 <div><dt>"Device"</dt><dd>{s.devices.first().cloned().unwrap_or_default()}</dd></div>
+                {s.bound.as_ref().map(|b| view! {
+                    <div><dt>"Bound by"</dt><dd class="bound" data-bound=b.by.as_str()>{match b.by {
+                        kinetoscope_types::StepBound::Gpu => "the GPU".to_string(),
+                        kinetoscope_types::StepBound::Host => format!("the host ({} of CPU work per step)", time_us(b.host_us)),
+                        kinetoscope_types::StepBound::Sync => format!("waits on syncs ({} per step)", time_us(b.sync_us)),
+                    }}</dd></div>
+                })}
             </dl>
         </div>
     }
@@ -172,6 +179,7 @@ fn diff_body(d: Diff) -> impl IntoView {
                 TimeBasis::Device => "Ops, self device time",
                 TimeBasis::Cpu => "Ops, self CPU time",
             }, d.basis)}
+            {(!d.host_ops.is_empty()).then(|| delta_table(&d.host_ops, "diff-host", "Host, self CPU time (waits aside)", d.basis))}
             {delta_table(&d.kernels, "diff-kernels", "Kernels", d.basis)}
             {delta_table(&d.categories, "diff-categories", "Kernel categories", d.basis)}
         </div>
