@@ -285,7 +285,7 @@ mod tests {
     fn kinds_are_compared_with_their_own_kind() {
         let step = |pct| Budgets {
             step_pct: Some(pct),
-            ops: Vec::new(),
+            ..Default::default()
         };
         // B adds a slow prefill; its decode steps are 3% slower.
         let (a, b) = (run(100.0, None, 50.0), run(103.0, Some(900.0), 50.0));
@@ -305,8 +305,8 @@ mod tests {
     fn op_budgets() {
         let (a, b) = (run(100.0, None, 50.0), run(100.0, None, 56.0));
         let ops = |name: &str, pct| Budgets {
-            step_pct: None,
             ops: vec![(name.to_string(), pct)],
+            ..Default::default()
         };
         assert_eq!(
             gate(&a, &b, &ops("aten::copy_", 15.0)).verdict,
