@@ -34,10 +34,19 @@ pub fn client() -> reqwest::Client {
         .unwrap_or_default()
 }
 
-/// Whether an engine answers (any HTTP status counts), with a note if not.
+/// Whether an engine answers (any HTTP status but a redirect counts: the
+/// client follows none, so an engine that only redirects cannot be
+/// captured), with a note if not.
 pub async fn probe(http: &reqwest::Client, engine: &Engine) -> (bool, Option<String>) {
     let url = format!("{}/health", engine.url.trim_end_matches('/'));
     match http.get(&url).timeout(Duration::from_secs(2)).send().await {
+        Ok(r) if r.status().is_redirection() => (
+            false,
+            Some(format!(
+                "the engine answers {} (a redirect): captures follow none; configure its final address",
+                r.status()
+            )),
+        ),
         Ok(_) => (true, None),
         Err(e) => (false, Some(format!("no answer from the engine: {e}"))),
     }

@@ -503,8 +503,15 @@ async fn a_redirecting_engine_is_not_followed() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
+    // An engine that answers every request with a redirect, health too.
+    let only = Router::new()
+        .fallback(|| async { axum::response::Redirect::temporary("http://127.0.0.1:9/health") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let only_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, only).await });
     let srv = server_for(serde_json::json!([
-        {"name": "redirects", "url": url, "flavour": "sglang", "trace_dir": traces.path(), "ranks": 1}
+        {"name": "redirects", "url": url, "flavour": "sglang", "trace_dir": traces.path(), "ranks": 1},
+        {"name": "only-redirects", "url": only_url, "flavour": "vllm", "trace_dir": traces.path(), "ranks": 1}
     ]))
     .await;
     let created: Created = capture(&srv, "redirects", 2).await.json().await.unwrap();
@@ -513,5 +520,23 @@ async fn a_redirecting_engine_is_not_followed() {
     let error = run.error.unwrap_or_default();
     assert!(error.contains("307"), "{error}");
     assert_eq!(state.lock().unwrap().starts, 0, "the redirect was followed");
+    // The refused capture left no folder behind.
+    let left: Vec<_> = std::fs::read_dir(traces.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("kinetoscope-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // An engine that only redirects is not reachable.
+    let engines: Vec<EngineInfo> = srv.get_json("/api/engines").await;
+    let only = engines.iter().find(|e| e.name == "only-redirects").unwrap();
+    assert!(!only.reachable, "{only:?}");
+    assert!(
+        only.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("redirect")),
+        "{only:?}"
+    );
     srv.stop().await;
 }

@@ -55,6 +55,8 @@ struct Collector {
     sizes: HashMap<String, u64>,
     /// Complete files.
     done: BTreeMap<RankKey, PathBuf>,
+    /// Files skipped and said so (once each, not every look).
+    skipped: HashSet<String>,
 }
 
 impl Collector {
@@ -64,6 +66,7 @@ impl Collector {
             ignore,
             sizes: HashMap::new(),
             done: BTreeMap::new(),
+            skipped: HashSet::new(),
         }
     }
 
@@ -83,8 +86,15 @@ impl Collector {
             // Plain files only: a symlink (or anything else) in the folder
             // could point outside it, at a file the worker may read but the
             // engine's user should not reach through a capture.
-            if !e.file_type().is_ok_and(|t| t.is_file()) {
-                tracing::warn!(file = %name, "a capture skips what is not a plain file");
+            // A hard link is a plain file that may be one outside the folder
+            // all the same.
+            if !e.file_type().is_ok_and(|t| t.is_file()) || !single_link(&e.path()) {
+                if self.skipped.insert(name.clone()) {
+                    tracing::warn!(
+                        file = %name,
+                        "a capture skips what is not a plain file with one link"
+                    );
+                }
                 continue;
             }
             seen += 1;
@@ -198,7 +208,11 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
                 "with_stack": req.with_stack.unwrap_or(true),
                 "profile_by_stage": false,
             });
-            post(&http, &format!("{base}/start_profile"), Some(body)).await?;
+            if let Err(e) = post(&http, &format!("{base}/start_profile"), Some(body)).await {
+                // The engine refused: no folder is left behind.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
             let c = Collector::new(&dir, HashSet::new());
             (dir, c)
         }
@@ -301,6 +315,14 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     Ok(())
 }
 
+/// Whether a path is a file with one hard link (not followed: a link is
+/// not one). A file with several may be a file outside the trace folder,
+/// linked in by whoever can write there.
+fn single_link(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.nlink() == 1)
+}
+
 /// Copies one rank's file into the blob store (the same path uploads take).
 async fn store(
     runner: &Runner,
@@ -313,9 +335,9 @@ async fn store(
     let plain = tokio::fs::symlink_metadata(path)
         .await
         .is_ok_and(|m| m.file_type().is_file());
-    if !plain {
+    if !plain || !single_link(path) {
         return Err(bad(format!(
-            "{} is not a plain file in the engine's trace folder",
+            "{} is not a plain file with one link in the engine's trace folder",
             path.display()
         )));
     }
@@ -358,8 +380,9 @@ mod tests {
         assert!(!is_trace_file("profiler_out_0.txt"));
     }
 
-    /// A link in the engine's folder, to a trace outside it, is never read:
-    /// a capture takes plain files only.
+    /// A link in the engine's folder, to a trace outside it, is never read,
+    /// nor a hard link to one: a capture takes plain files with one link
+    /// only, and says so once per file.
     #[cfg(unix)]
     #[tokio::test]
     async fn links_out_of_the_trace_folder_are_not_collected() {
@@ -375,6 +398,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("x-TP-1.trace.json"), trace).unwrap();
+        std::fs::write(outside.join("x-TP-2.trace.json"), trace).unwrap();
+        std::fs::hard_link(
+            outside.join("x-TP-2.trace.json"),
+            dir.join("x-TP-2.trace.json"),
+        )
+        .unwrap();
         let mut c = Collector::new(&dir, HashSet::new());
         // Twice: a file counts once its size held still between looks.
         c.poll().await;
@@ -382,6 +411,8 @@ mod tests {
         assert_eq!(seen, 1, "only the plain file is seen");
         assert_eq!(c.done.len(), 1);
         assert!(c.done.values().all(|p| p.ends_with("x-TP-1.trace.json")));
+        assert_eq!(c.skipped.len(), 2, "each skipped file said once");
+        assert!(!single_link(&dir.join("x-TP-2.trace.json")));
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

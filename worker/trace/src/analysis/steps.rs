@@ -373,11 +373,18 @@ fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
 /// and two steps are the fewest a loop shows (the family's engine captures
 /// have five, `tests/it/captures.rs`). One alone is a region, not a step.
 const MIN_STEP_REPEATS: usize = 2;
+/// Least share of the time its threads' outermost slices hold that the
+/// repeating annotation must hold: a step holds the work. The family's
+/// `execute_model` holds nearly all of it; torch's own
+/// `Optimizer.step#SGD.step`, repeated outermost in a training loop without
+/// ProfilerStep (`hta-gp100-gpu-user-annotation`), holds a few percent and
+/// is no step.
+const MIN_STEP_COVERAGE: f64 = 0.5;
 
 /// When nothing else marks steps: the outermost annotation (a
 /// `record_function` range inside no other op or annotation on its
-/// thread) that repeats and holds the most of the trace's time, as an
-/// engine loop's `execute_model` does. Its spans, and its name.
+/// thread) that repeats and holds most of its thread's time, as an engine
+/// loop's `execute_model` does. Its spans, and its name.
 fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     let cpu = &t.cpu;
     // Per thread: ops and annotations by start, longer first.
@@ -391,33 +398,43 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
                 .push(i as u32);
         }
     }
-    // Per name: the outermost annotations' spans.
+    // Per name: the outermost annotations' spans, and (its time, the time
+    // of the outermost slices on the threads it is on).
     let mut outer: HashMap<Sym, Vec<(i64, i64)>> = HashMap::new();
+    let mut held: HashMap<Sym, (i64, i64)> = HashMap::new();
     for slices in by_track.values_mut() {
         crate::import::store::sort_by_start(slices, cpu.ts(), cpu.dur(), |_, _| {
             std::cmp::Ordering::Equal
         });
         let mut open_until = i64::MIN;
+        let mut thread_ns = 0i64;
+        let mut on_thread: HashMap<Sym, i64> = HashMap::new();
         for &i in slices.iter() {
-            let (ts, end) = (
-                cpu.ts().get(i as usize),
-                cpu.ts().get(i as usize) + cpu.dur().get(i as usize),
-            );
+            let i = i as usize;
+            let (ts, end) = (cpu.ts().get(i), cpu.ts().get(i) + cpu.dur().get(i));
             if ts < open_until {
                 continue;
             }
             open_until = end;
-            if cpu.kind()[i as usize] == CpuKind::Annotation {
-                outer
-                    .entry(cpu.name()[i as usize])
-                    .or_default()
-                    .push((ts, end));
+            thread_ns += end - ts;
+            if cpu.kind()[i] == CpuKind::Annotation {
+                outer.entry(cpu.name()[i]).or_default().push((ts, end));
+                *on_thread.entry(cpu.name()[i]).or_default() += end - ts;
             }
         }
+        for (name, ns) in on_thread {
+            let e = held.entry(name).or_default();
+            e.0 += ns;
+            e.1 += thread_ns;
+        }
     }
+    let covers = |name: &Sym| {
+        held.get(name)
+            .is_some_and(|&(ns, all)| all > 0 && ns as f64 >= MIN_STEP_COVERAGE * all as f64)
+    };
     let (name, spans) = outer
         .into_iter()
-        .filter(|(_, v)| v.len() >= MIN_STEP_REPEATS)
+        .filter(|(name, v)| v.len() >= MIN_STEP_REPEATS && covers(name))
         .max_by_key(|(name, v)| {
             (
                 v.iter().map(|(a, b)| b - a).sum::<i64>(),
