@@ -658,6 +658,12 @@ pub struct ShapeGroup {
     /// steps use.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partly_used: Option<PartlyUsed>,
+    /// A copy or cast of the same tensor (shape and dtypes) several times in
+    /// every step, every step: work a loop repeats on an unchanged input
+    /// (the story's FP8 pool cast once per layer), whether or not a growing
+    /// tensor shows which part the steps use.
+    #[serde(skip_serializing_if = "is_default")]
+    pub loop_invariant: bool,
 }
 
 /// A tensor converted whole while the steps use a growing part of it: the

@@ -984,6 +984,18 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     }
     if let Some(p) = &g.partly_used {
         text.push_str(&format!("; {}", whole_tensor_advice(g, p, f)));
+    } else if g.loop_invariant {
+        let shape = shapes::dims(&g.shapes)
+            .into_iter()
+            .next()
+            .map(|d| format!("{d:?}"))
+            .unwrap_or_else(|| g.shapes.clone());
+        text.push_str(&format!(
+            "; it {} the same {shape} tensor {}: loop-invariant work, the same input each time: {} once and reuse it, or keep it in the dtype its reader wants",
+            if g.conversion.is_some() { "converts" } else { "copies" },
+            per_step_words(g, f),
+            if g.conversion.is_some() { "convert it" } else { "copy it" },
+        ));
     }
     let others = op.calls.saturating_sub(g.calls);
     if others > 0 {

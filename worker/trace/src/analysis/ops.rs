@@ -274,6 +274,7 @@ fn partly_used(by_op: &mut HashMap<Sym, Vec<(ShapeGroup, u32)>>, cx: &Context) {
     if steps < MIN_GROWING_STEPS {
         return;
     }
+    loop_invariant(by_op, cx, steps);
     let t = cx.t;
     // Growing layouts: per (op, input, dim, the other dims), the lengths
     // that dim takes.
@@ -343,6 +344,32 @@ fn partly_used(by_op: &mut HashMap<Sym, Vec<(ShapeGroup, u32)>>, cx: &Context) {
                     seen_shape: format!("{shape:?}"),
                 });
             }
+        }
+    }
+}
+
+/// The least bytes a call of a repeated copy or cast moves for it to be
+/// named loop-invariant work: 1 MiB, far below the story's 857 MB pool
+/// cast, the H200 captures' 101 MB and the shared CPU capture's 31 MB
+/// (`[2, 20000, 4, 64]`), far above the scalar conversions a step makes by
+/// the dozen (`float -> BFloat16 [[8], [8], []]`, 48 bytes), which are no
+/// work worth a sentence.
+const LOOP_INVARIANT_MIN_BYTES: f64 = (1 << 20) as f64;
+
+/// Marks the copies and casts of the same tensor (one shape and dtypes)
+/// made a whole number of times, at least twice, in every step: work a
+/// loop repeats on an input the loop does not change.
+fn loop_invariant(by_op: &mut HashMap<Sym, Vec<(ShapeGroup, u32)>>, cx: &Context, steps: u32) {
+    for (&op, groups) in by_op.iter_mut() {
+        if !shapes::is_copy_like(cx.t.name(op)) {
+            continue;
+        }
+        for (g, steps_seen) in groups.iter_mut() {
+            g.loop_invariant = *steps_seen >= steps
+                && g.calls_per_step
+                    .is_some_and(|c| c >= 2.0 && c.fract() == 0.0)
+                && g.bytes_per_call
+                    .is_some_and(|b| b >= LOOP_INVARIANT_MIN_BYTES);
         }
     }
 }

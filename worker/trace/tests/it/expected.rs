@@ -867,3 +867,41 @@ fn the_op_table_matches_key_averages_on_h200_captures() {
     }
     assert!(checked > 300, "{checked}");
 }
+
+/// The story's cast without a tensor that grows beside it (a faithful
+/// trace of a pool read whole by a kernel whose inputs are not recorded):
+/// converting the same tensor several times in every step is still named,
+/// as loop-invariant work; a small scalar conversion repeated as often is
+/// not.
+#[test]
+fn a_repeated_cast_of_one_tensor_is_loop_invariant_work() {
+    let mut ev: Vec<String> = Vec::new();
+    for step in 0..4u64 {
+        let t0 = 10_000 * step;
+        ev.push(format!(r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,"ts":{t0},"dur":9000}}"#));
+        for layer in 0..6u64 {
+            let ts = t0 + 100 + 1000 * layer;
+            ev.push(format!(r#"{{"ph":"X","cat":"cpu_op","name":"aten::copy_","pid":1,"tid":1,"ts":{ts},"dur":600,"args":{{"Input Dims":[[2,4096,4,64],[2,4096,4,64],[]],"Input type":["c10::BFloat16","c10::Float8_e4m3fn","Scalar"]}}}}"#));
+            ev.push(format!(r#"{{"ph":"X","cat":"cpu_op","name":"aten::copy_","pid":1,"tid":1,"ts":{},"dur":20,"args":{{"Input Dims":[[8],[8],[]],"Input type":["c10::BFloat16","float","Scalar"]}}}}"#, ts + 700));
+        }
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = kinetoscope_trace::read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let s = kinetoscope_trace::analyze(&t, &AnalysisOptions::default());
+    let copy = s.ops.iter().find(|o| o.name == "aten::copy_").unwrap();
+    let big = copy
+        .input_shapes
+        .iter()
+        .find(|g| g.shapes.starts_with("[[2, 4096"))
+        .unwrap();
+    let small = copy
+        .input_shapes
+        .iter()
+        .find(|g| g.shapes.starts_with("[[8]"))
+        .unwrap();
+    assert!(big.loop_invariant && big.partly_used.is_none());
+    assert!(!small.loop_invariant);
+    let first = &s.findings[0].text;
+    assert!(first.contains("loop-invariant work"), "{first}");
+    assert!(first.contains("[2, 4096, 4, 64]"), "{first}");
+}
