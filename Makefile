@@ -104,6 +104,7 @@ captures:
 	  python3 -m venv $(TOOLS_DIR)/torch && $(TOOLS_DIR)/torch/bin/pip install -q torch numpy; fi
 	$(TOOLS_DIR)/torch/bin/python python/captures/capture.py --seed $(CAPTURE_SEED) \
 	  --out worker/trace/tests/captures $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
+	$(TOOLS_DIR)/torch/bin/python python/captures/recompile.py --out worker/trace/tests/captures/compiling
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
 ## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,

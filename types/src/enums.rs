@@ -440,6 +440,8 @@ string_enum! {
         StepKinds => "step_kinds",
         /// A step slow against its kind's median.
         SlowStep => "slow_step",
+        /// Steps that compiled (`torch.compile` inside the profiled steps).
+        Compiling => "compiling",
         /// Device time no op can be blamed for.
         Unattributed => "unattributed",
         /// Across ranks: the slowest rank against the median one.

@@ -851,6 +851,10 @@ pub struct StepRow {
     /// Its end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_end_us: Option<f64>,
+    /// CPU time the step spent compiling (`torch.compile`'s dynamo and
+    /// Inductor ranges inside it, the outermost of them), µs.
+    #[serde(skip_serializing_if = "is_default")]
+    pub compile_us: f64,
     /// GPU ops launched within the step.
     pub kernels: u64,
     /// `prefill`, `decode` or `mixed`, where the step's name tells, or

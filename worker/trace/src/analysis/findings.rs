@@ -64,6 +64,7 @@ const RULES: &[Rule] = &[
     layers,
     step_kinds,
     slow_step,
+    compiling,
     unattributed,
     whole_tensor,
     launch_geometry,
@@ -625,6 +626,48 @@ fn full_queue(f: &Facts, step_time: f64, out: &mut Vec<Finding>) {
         share * 0.1,
         FindingTab::Ops,
         Some(&op.name),
+    ));
+}
+
+/// Least share of a step's time spent compiling for the step to count as
+/// compiling: a tenth. A recompiling `torch.compile` step spends seconds
+/// compiling against milliseconds of work (4-7 s for 21 ms, issue 41); a
+/// guard check or a cache lookup in every step is microseconds.
+const COMPILING_SHARE: f64 = 0.1;
+
+/// Steps that compiled: `torch.compile` inside the profiled steps (its
+/// recompile limit, a shape that changes every step), said once with what
+/// to do, rather than its phases one by one.
+fn compiling(f: &Facts, out: &mut Vec<Finding>) {
+    let s = f.s;
+    let steps: Vec<&kinetoscope_types::StepRow> = s.steps.iter().filter(|r| !r.left_out).collect();
+    let hit: Vec<&&kinetoscope_types::StepRow> = steps
+        .iter()
+        .filter(|r| r.compile_us > 0.0 && r.compile_us >= COMPILING_SHARE * r.time())
+        .collect();
+    if hit.is_empty() {
+        return;
+    }
+    let compile: f64 = hit.iter().map(|r| r.compile_us).sum();
+    let total: f64 = steps.iter().map(|r| r.time()).sum();
+    let share = if total > 0.0 {
+        (100.0 * compile / total).min(100.0)
+    } else {
+        0.0
+    };
+    out.push(finding(
+        FindingKind::Compiling,
+        format!(
+            "{} of the {} steps were compiling ({} of {} of step time, {}): torch.compile compiled inside the profiled steps; profile after warm-up, and if it recompiles every step (a changing shape, its recompile limit), mark the changing dimension dynamic (torch._dynamo.mark_dynamic)",
+            hit.len(),
+            steps.len(),
+            time_us(compile),
+            time_us(total),
+            pct(share)
+        ),
+        share,
+        FindingTab::Steps,
+        None,
     ));
 }
 

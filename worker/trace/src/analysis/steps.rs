@@ -620,6 +620,7 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
         span[s].0 = span[s].0.min(gpu.ts().get(g));
         span[s].1 = span[s].1.max(gpu.ts().get(g) + gpu.dur().get(g));
     }
+    compile_time(cx, &mut rows);
     let annotated = gpu_annotations(cx);
     // Each step ends when both its CPU range and its GPU work have (its
     // completion). A step's time is the time from the previous step's
@@ -707,6 +708,68 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
         by_kind,
     };
     StepTable { rows, stats }
+}
+
+/// Whether an op or annotation name is `torch.compile` compiling (not
+/// running what it compiled): dynamo's and Inductor's timed ranges (`…
+/// (dynamo_timed)`, torch 2.x's `record_function` of each phase) and the
+/// phases they are named after. `Torch-Compiled Region`, `TorchDynamo
+/// Cache Lookup` and `## Call CompiledFxGraph ##` run compiled code and are
+/// not compiling.
+pub fn is_compiling(name: &str) -> bool {
+    name.ends_with("(dynamo_timed)")
+        || [
+            "_compile.compile_inner",
+            "compile_fx",
+            "GraphLowering.run",
+            "GraphLowering.compile_to_module",
+            "Scheduler.codegen",
+            "Scheduler.__init__",
+            "OutputGraph.call_user_compiler",
+            "create_aot_dispatcher_function",
+            "PythonDispatchMode",
+            "async_compile.wait",
+        ]
+        .iter()
+        .any(|k| name.starts_with(k))
+}
+
+/// Each step's CPU time in compilation ranges (the outermost of them, so a
+/// phase inside a phase counts once).
+fn compile_time(cx: &Context, rows: &mut [StepRow]) {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let mut class: HashMap<Sym, bool> = HashMap::new();
+    let mut compiling = |i: usize| {
+        cpu.kind()[i].is_op()
+            && *class
+                .entry(cpu.name()[i])
+                .or_insert_with(|| is_compiling(t.name(cpu.name()[i])))
+    };
+    let mut cursor = StepCursor::new(&cx.steps);
+    for i in 0..cpu.len() {
+        crate::cancel::point(i);
+        if !compiling(i) {
+            continue;
+        }
+        // Only the outermost: no compiling range above it (the walk is
+        // bounded by the op tree's depth).
+        let mut p = cx.links.parent[i];
+        let mut inside = false;
+        while p != NO {
+            if compiling(p as usize) {
+                inside = true;
+                break;
+            }
+            p = cx.links.parent[p as usize];
+        }
+        if inside {
+            continue;
+        }
+        if let Some(k) = cursor.at(cpu.ts().get(i)) {
+            rows[k].compile_us += us(cpu.dur().get(i));
+        }
+    }
 }
 
 /// Per step: the span of its GPU-side annotation (torch writes each

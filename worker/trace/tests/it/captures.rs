@@ -225,3 +225,55 @@ fn the_real_capture_family_holds() {
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// A real capture whose steps recompile (`python/captures/recompile.py`:
+/// torch 2.15, a new input length every step, automatic dynamic shapes
+/// off): the first finding says how many steps were compiling and for how
+/// long, with what to do, instead of listing the compiler's phases; no
+/// finding says so of the family's compiled captures, which compiled
+/// before their profile.
+#[test]
+fn steps_that_compile_are_said_to() {
+    let dir = dir().join("compiling");
+    let truth: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("recompile.truth.json")).unwrap()).unwrap();
+    let t = read_trace_file(&dir.join("recompile.json.gz"), &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    let n = truth["compiling_steps"].as_u64().unwrap();
+    let first = &s.findings[0];
+    assert_eq!(
+        first.kind,
+        kinetoscope_types::FindingKind::Compiling,
+        "{}",
+        first.text
+    );
+    assert!(
+        first
+            .text
+            .starts_with(&format!("{n} of the {n} steps were compiling")),
+        "{}",
+        first.text
+    );
+    assert!(first.text.contains("mark_dynamic"), "{}", first.text);
+    for r in &s.steps {
+        assert!(
+            r.compile_us > 0.5 * r.time() && r.compile_us <= r.time() * 1.001,
+            "{r:?}"
+        );
+    }
+    for e in std::fs::read_dir(super::captures::dir()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if !(name.contains("compile") && name.ends_with(".json.gz")) {
+            continue;
+        }
+        let t = read_trace_file(&p, &ReadOptions::default()).unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        assert!(
+            !s.findings
+                .iter()
+                .any(|f| f.kind == kinetoscope_types::FindingKind::Compiling),
+            "{name}"
+        );
+    }
+}
