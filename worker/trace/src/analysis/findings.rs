@@ -540,19 +540,7 @@ fn sync(f: &Facts, out: &mut Vec<Finding>) {
         .iter()
         .filter(|o| o.kind == OpKind::Runtime && is_blocking(&o.name))
     {
-        // Against the step time when the waits fit in it; a wait that
-        // outlasts the steps (the final sync after graphs queued ahead)
-        // is measured against the whole window, and no share passes 100%.
-        let (window, of) = if has_steps && op.cpu_total_us <= step_time {
-            (step_time, "step time")
-        } else {
-            (s.trace.span_us, "the window")
-        };
-        let share = if window > 0.0 {
-            (100.0 * op.cpu_total_us / window).min(100.0)
-        } else {
-            0.0
-        };
+        let (share, of) = wait_share(f, step_time, op.cpu_total_us);
         if share < 10.0 {
             continue;
         }
@@ -592,6 +580,23 @@ fn sync(f: &Facts, out: &mut Vec<Finding>) {
     full_queue(f, step_time, out);
 }
 
+/// A wait's share, and what of: against the step time when the waits fit
+/// in it; a wait that outlasts the steps (the final sync after graphs
+/// queued ahead) against the whole window. No share passes 100%.
+fn wait_share(f: &Facts, step_time: f64, wait_us: f64) -> (f64, &'static str) {
+    let (window, of) = if f.has_steps && wait_us <= step_time {
+        (step_time, "step time")
+    } else {
+        (f.s.trace.span_us, "the window")
+    };
+    let share = if window > 0.0 {
+        (100.0 * wait_us / window).min(100.0)
+    } else {
+        0.0
+    };
+    (share, of)
+}
+
 /// Launches that blocked on a full launch queue (Kineto's `Command Buffer
 /// Full` overhead inside them): the CPU ran ahead until the GPU's queue
 /// filled, which says the GPU bounds the step. Reported from a tenth of the
@@ -602,16 +607,7 @@ fn full_queue(f: &Facts, step_time: f64, out: &mut Vec<Finding>) {
     let Some(op) = s.ops.iter().find(|o| o.name == "Command Buffer Full") else {
         return;
     };
-    let (window, of) = if f.has_steps && op.self_cpu_us <= step_time {
-        (step_time, "step time")
-    } else {
-        (s.trace.span_us, "the window")
-    };
-    let share = if window > 0.0 {
-        (100.0 * op.self_cpu_us / window).min(100.0)
-    } else {
-        0.0
-    };
+    let (share, of) = wait_share(f, step_time, op.self_cpu_us);
     if share < 10.0 {
         return;
     }

@@ -53,25 +53,6 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
 }
 
-/// The shares a sentence states (numbers before `%` that are no change).
-fn shares(text: &str) -> Vec<f64> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    for (i, _) in text.match_indices('%') {
-        let mut j = i;
-        while j > 0 && (b[j - 1].is_ascii_digit() || b[j - 1] == b'.') {
-            j -= 1;
-        }
-        if j == i || (j > 0 && matches!(b[j - 1], b'+' | b'-')) {
-            continue;
-        }
-        if let Ok(v) = text[j..i].parse::<f64>() {
-            out.push(v);
-        }
-    }
-    out
-}
-
 /// One capture's checks: the names of those that failed, with why.
 fn check(name: &str, truth: &Value) -> Vec<(&'static str, String)> {
     let path = dir().join(format!("{name}.json.gz"));
@@ -179,7 +160,11 @@ fn check(name: &str, truth: &Value) -> Vec<(&'static str, String)> {
     }
     // No share over 100%.
     for f in &s.findings {
-        if shares(&f.text).iter().any(|&v| v > 100.0) || f.impact_pct > 100.0 {
+        if crate::real_captures::shares(&f.text)
+            .iter()
+            .any(|&v| v > 100.0)
+            || f.impact_pct > 100.0
+        {
             failed.push(("shares", f.text.clone()));
         }
     }

@@ -91,7 +91,7 @@ fn a_graph_replayed_decode_takes_its_gpu_time_per_step() {
 
 /// The shares a sentence states: each number directly before `%` that is
 /// not a change (`+12%`, `-3.0%`, `->`).
-fn shares(text: &str) -> Vec<f64> {
+pub(crate) fn shares(text: &str) -> Vec<f64> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     for (i, _) in text.match_indices('%') {
