@@ -1281,3 +1281,71 @@ async fn hidden_characters_are_refused_on_both_databases() {
         srv.stop().await;
     }
 }
+
+/// The third probe's amplifications (RELIABILITY.md, the third probe, 2):
+/// 3,000 counter series and 3,000 ops with distinct 60 KB names, a few
+/// hundred KB of zstd, made a 540 MB counters answer and a 185 MB summary.
+/// Within their budgets now, and 100 reads of each leave the server's RSS
+/// within 200 MB of where it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_long_names_make_bounded_answers() {
+    let srv = TestServer::start(Opts::default()).await;
+    let long = |i: usize| format!("{i:05}{}", "x".repeat(60_000));
+    let mut ev: Vec<String> = Vec::new();
+    for i in 0..3_000 {
+        ev.push(format!(
+            r#"{{"ph":"C","name":"{}","pid":1,"ts":{i},"args":{{"value":{i}}}}}"#,
+            long(i)
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":5}}"#,
+            long(i),
+            10 * i
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    drop(ev);
+    let upload = zst(json.as_bytes());
+    drop(json);
+    assert!(upload.len() < 1 << 20, "{} bytes", upload.len());
+    let run = srv.upload(upload, "many long names").await;
+    let done = srv.wait(&run.id, LONG).await;
+    assert_eq!(
+        done.status,
+        kinetoscope_types::RunStatus::Done,
+        "{:?}",
+        done.error
+    );
+    let mut sizes = Vec::new();
+    for path in ["counters", "summary", "view", "ops?limit=1"] {
+        let r = srv
+            .http
+            .get(format!("{}/api/runs/{}/{path}", srv.url, run.id))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let n = r.bytes().await.unwrap().len();
+        sizes.push((path, n));
+    }
+    for (path, n) in &sizes {
+        assert!(*n <= 8 << 20, "{path}: {n} bytes");
+    }
+    assert!(sizes[0].1 <= 4 << 20, "counters: {} bytes", sizes[0].1);
+    let before = rss();
+    for _ in 0..100 {
+        for path in ["counters", "summary", "ops?limit=1"] {
+            let r = srv
+                .http
+                .get(format!("{}/api/runs/{}/{path}", srv.url, run.id))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            r.bytes().await.unwrap();
+        }
+    }
+    let grew = rss().saturating_sub(before);
+    assert!(grew < 200 << 20, "RSS grew by {} MB", grew >> 20);
+    srv.stop().await;
+}
