@@ -402,44 +402,12 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         }
     }
     let _ = writeln!(o);
-    let top: Vec<_> = d.ops.iter().take(5).collect();
-    if !top.is_empty() {
-        let _ = writeln!(
-            o,
-            "| op ({}) | A | B | change |\n|---|---:|---:|---:|",
-            d.basis
-        );
-        for r in top {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} |",
-                md_code(&r.name),
-                time_us(r.a_us),
-                time_us(r.b_us),
-                change_pct(r.change_pct)
-            );
-        }
-        let _ = writeln!(o);
-    }
-    let host: Vec<_> = d.host_ops.iter().take(5).collect();
-    if !host.is_empty() {
-        let _ = writeln!(
-            o,
-            "| host ({}, self CPU) | A | B | change |\n|---|---:|---:|---:|",
-            d.basis
-        );
-        for r in host {
-            let _ = writeln!(
-                o,
-                "| {} | {} | {} | {} |",
-                md_code(&r.name),
-                time_us(r.a_us),
-                time_us(r.b_us),
-                change_pct(r.change_pct)
-            );
-        }
-        let _ = writeln!(o);
-    }
+    delta_table(&mut o, &format!("op ({})", d.basis), &d.ops);
+    delta_table(
+        &mut o,
+        &format!("host ({}, self CPU)", d.basis),
+        &d.host_ops,
+    );
     let mut parts = Vec::new();
     if let Some(a) = &links.a {
         parts.push(format!("[baseline]({a})"));
@@ -454,6 +422,26 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
         let _ = writeln!(o, "{}", parts.join(" · "));
     }
     o
+}
+
+/// A markdown table of a diff's top five rows (names in code spans), and a
+/// blank line; nothing for no rows.
+fn delta_table(o: &mut String, title: &str, rows: &[kinetoscope_types::DeltaRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "| {title} | A | B | change |\n|---|---:|---:|---:|");
+    for r in rows.iter().take(5) {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            md_code(&r.name),
+            time_us(r.a_us),
+            time_us(r.b_us),
+            change_pct(r.change_pct)
+        );
+    }
+    let _ = writeln!(o);
 }
 
 #[cfg(test)]
