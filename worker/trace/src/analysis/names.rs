@@ -118,7 +118,8 @@ pub fn normalized_name(name: &str) -> String {
     out
 }
 
-/// Kernel categories, in the order their rules are tried.
+/// Kernel categories, in the order their rules are tried (the first that
+/// a name's keywords speak of wins).
 pub const CATEGORIES: [&str; 8] = [
     "communication",
     "memory",
@@ -130,121 +131,233 @@ pub const CATEGORIES: [&str; 8] = [
     "other",
 ];
 
-/// The category of a GPU op from its kind and name. Rules, tried in order on
-/// the lower-cased full name (first match wins):
+/// What a name says of its part in a decoder block (the layer rules'
+/// [`repeats`](super::repeats)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Role {
+    /// A mixer without a KV cache: linear attention, Mamba, short
+    /// convolutions. First: "linear_attn" would read as attention.
+    Linear,
+    /// Attention over a KV cache (and writing it); not its backward.
+    Attention,
+    /// A norm.
+    Norm,
+    /// MoE routing and experts.
+    Moe,
+    /// A top-k selection: an MoE router's, or a sparse-attention indexer's
+    /// (DeepSeek's DSA, GLM-5): no MoE on its own.
+    TopK,
+    /// Adding rows back by index (`index_add_`, `scatter_add`): how experts'
+    /// outputs are combined.
+    Combine,
+    /// The MLP's activation.
+    Ffn,
+    /// Anything else.
+    Other,
+}
+
+impl Role {
+    pub(crate) fn is_mixer(self) -> bool {
+        matches!(self, Role::Attention | Role::Linear)
+    }
+    pub(crate) fn is_ffn(self) -> bool {
+        matches!(self, Role::Ffn | Role::Moe)
+    }
+}
+
+use KernelCategory as C;
+use Role as R;
+
+/// The one keyword table of kernel and op names: what each keyword says of
+/// the work's category (the kernel table, the findings) and of its part in
+/// a decoder block (the layer rules). A keyword may speak of one and not the
+/// other (`None`). Matched on the lower-cased name; where several keywords
+/// match, the category first in [`CATEGORIES`] and the role first in
+/// [`Role`]'s order win, so the table's own order does not matter.
 ///
-/// 1. `communication`: collectives — `nccl`, `rccl`, `allreduce`/`all_reduce`,
-///    `allgather`/`all_gather`, `reducescatter`/`reduce_scatter`,
-///    `alltoall`/`all_to_all`, `cross_device_reduce` (vLLM custom all-reduce),
-///    `sendrecv`.
-/// 2. `memory`: every memcpy and memset, and kernels that move data without
-///    arithmetic — `copy`, `memcpy`, `memset`, `fill`, `cat` kernels
-///    (`catarraybatched`), `gather`/`scatter`/`index_select`/`indexSelect`, KV-cache writes
-///    (`reshape_and_cache`, `kv_cache`, `store_kvcache`).
-/// 3. `attention`: `attention`, `attn`, `flash`, `fmha`, `mha`, `sdpa`,
-///    `paged`, `mla`.
-/// 4. `gemm`: matrix multiply and convolution — `gemm`, `matmul`, `cutlass`,
-///    `cublas`, `xmma`, `wgmma`, `nvjet`, `cijk_` (rocBLAS/Tensile), `_mm`,
-///    `conv`, `winograd`, `implicit`, `dgrad`, `wgrad`, `splitk`.
-/// 5. `norm`: `norm` (layer/rms/batch/group), `bn_fw`, `bn_bw`.
-/// 6. `reduction`: `reduce`, `softmax`, `sum`, `argmax`, `topk`, `sort`,
-///    `cumsum`, `scan`, `max_`, `mean`, `triton_red`, `triton_per`.
-/// 7. `elementwise`: `elementwise`, `vectorized`, `pointwise`, `triton_poi`,
-///    activations (`silu`, `gelu`, `relu`, `act_and_mul`, `sigmoid`, `tanh`),
-///    `rotary`/`rope`, `add`, `mul`, `div`, `where`, `dropout`.
-/// 8. `other`: everything else.
+/// Some keywords speak of both, differently: `reshape_and_cache` moves data
+/// (category `memory`) and is attention's KV write (role `attention`);
+/// `topk` reduces (`reduction`) and selects (`TopK`, an MoE router's or a
+/// sparse-attention indexer's).
+const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
+    // Collectives (vLLM's custom all-reduce: `cross_device_reduce`).
+    ("nccl", Some(C::Communication), None),
+    ("rccl", Some(C::Communication), None),
+    ("allreduce", Some(C::Communication), None),
+    ("all_reduce", Some(C::Communication), None),
+    ("allgather", Some(C::Communication), None),
+    ("all_gather", Some(C::Communication), None),
+    ("reducescatter", Some(C::Communication), None),
+    ("reduce_scatter", Some(C::Communication), None),
+    ("alltoall", Some(C::Communication), None),
+    ("all_to_all", Some(C::Communication), None),
+    ("cross_device_reduce", Some(C::Communication), None),
+    ("sendrecv", Some(C::Communication), None),
+    // Moving data without arithmetic; KV-cache writes are attention's.
+    ("copy", Some(C::Memory), None),
+    ("memcpy", Some(C::Memory), None),
+    ("memset", Some(C::Memory), None),
+    ("fill", Some(C::Memory), None),
+    ("catarraybatched", Some(C::Memory), None),
+    ("gather", Some(C::Memory), None),
+    ("scatter", Some(C::Memory), None),
+    ("index_select", Some(C::Memory), None),
+    ("indexselect", Some(C::Memory), None),
+    ("reshape_and_cache", Some(C::Memory), Some(R::Attention)),
+    ("kv_cache", Some(C::Memory), Some(R::Attention)),
+    ("store_kvcache", Some(C::Memory), Some(R::Attention)),
+    // Attention.
+    ("attention", Some(C::Attention), Some(R::Attention)),
+    ("attn", Some(C::Attention), Some(R::Attention)),
+    ("flash", Some(C::Attention), Some(R::Attention)),
+    ("fmha", Some(C::Attention), Some(R::Attention)),
+    ("mha", Some(C::Attention), Some(R::Attention)),
+    ("sdpa", Some(C::Attention), Some(R::Attention)),
+    ("paged", Some(C::Attention), Some(R::Attention)),
+    ("mla_", Some(C::Attention), Some(R::Attention)),
+    // Mixers without a KV cache (their kernels keep the category their
+    // other keywords give: a scan reduces, a short convolution is a conv).
+    ("mamba", None, Some(R::Linear)),
+    ("selective_scan", None, Some(R::Linear)),
+    ("selective_state", None, Some(R::Linear)),
+    ("ssm_", None, Some(R::Linear)),
+    ("causal_conv1d", None, Some(R::Linear)),
+    ("gated_delta", None, Some(R::Linear)),
+    ("delta_rule", None, Some(R::Linear)),
+    ("linear_attn", None, Some(R::Linear)),
+    ("lightning_attn", None, Some(R::Linear)),
+    ("rwkv", None, Some(R::Linear)),
+    ("retention", None, Some(R::Linear)),
+    ("short_conv", None, Some(R::Linear)),
+    ("chunk_scan", None, Some(R::Linear)),
+    ("state_passing", None, Some(R::Linear)),
+    // Matrix multiply and convolution (`cijk_`: rocBLAS/Tensile).
+    ("gemm", Some(C::Gemm), None),
+    ("matmul", Some(C::Gemm), None),
+    ("cutlass", Some(C::Gemm), None),
+    ("cublas", Some(C::Gemm), None),
+    ("xmma", Some(C::Gemm), None),
+    ("wgmma", Some(C::Gemm), None),
+    ("nvjet", Some(C::Gemm), None),
+    ("cijk_", Some(C::Gemm), None),
+    ("_mm", Some(C::Gemm), None),
+    ("conv", Some(C::Gemm), None),
+    ("winograd", Some(C::Gemm), None),
+    ("implicit", Some(C::Gemm), None),
+    ("dgrad", Some(C::Gemm), None),
+    ("wgrad", Some(C::Gemm), None),
+    ("splitk", Some(C::Gemm), None),
+    // Norms (layer, RMS, batch, group; never `normal`: [`NOT_SAID_BY`]).
+    ("norm", Some(C::Norm), Some(R::Norm)),
+    ("bn_fw", Some(C::Norm), Some(R::Norm)),
+    ("bn_bw", Some(C::Norm), Some(R::Norm)),
+    // MoE routing and experts, and combining their rows.
+    ("moe", None, Some(R::Moe)),
+    ("expert", None, Some(R::Moe)),
+    ("router", None, Some(R::Moe)),
+    ("index_add", None, Some(R::Combine)),
+    ("scatter_add", None, Some(R::Combine)),
+    ("scatter_reduce", None, Some(R::Combine)),
+    // Reductions; a top-k selects.
+    ("topk", Some(C::Reduction), Some(R::TopK)),
+    ("top_k", Some(C::Reduction), Some(R::TopK)),
+    ("reduce", Some(C::Reduction), None),
+    ("softmax", Some(C::Reduction), None),
+    ("sum", Some(C::Reduction), None),
+    ("argmax", Some(C::Reduction), None),
+    ("sort", Some(C::Reduction), None),
+    ("cumsum", Some(C::Reduction), None),
+    ("scan", Some(C::Reduction), None),
+    ("max_", Some(C::Reduction), None),
+    ("mean", Some(C::Reduction), None),
+    ("triton_red", Some(C::Reduction), None),
+    ("triton_per", Some(C::Reduction), None),
+    // Elementwise, and the MLP's activations.
+    ("silu", Some(C::Elementwise), Some(R::Ffn)),
+    ("gelu", Some(C::Elementwise), Some(R::Ffn)),
+    ("relu", Some(C::Elementwise), Some(R::Ffn)),
+    ("act_and_mul", Some(C::Elementwise), Some(R::Ffn)),
+    ("swiglu", Some(C::Elementwise), Some(R::Ffn)),
+    ("geglu", Some(C::Elementwise), Some(R::Ffn)),
+    ("elementwise", Some(C::Elementwise), None),
+    ("vectorized", Some(C::Elementwise), None),
+    ("pointwise", Some(C::Elementwise), None),
+    ("triton_poi", Some(C::Elementwise), None),
+    ("sigmoid", Some(C::Elementwise), None),
+    ("tanh", Some(C::Elementwise), None),
+    ("rotary", Some(C::Elementwise), None),
+    ("rope", Some(C::Elementwise), None),
+    ("add", Some(C::Elementwise), None),
+    ("mul", Some(C::Elementwise), None),
+    ("div", Some(C::Elementwise), None),
+    ("where", Some(C::Elementwise), None),
+    ("dropout", Some(C::Elementwise), None),
+];
+
+/// The rank of a category in [`CATEGORIES`].
+fn category_rank(c: KernelCategory) -> usize {
+    CATEGORIES
+        .iter()
+        .position(|s| *s == c.as_str())
+        .unwrap_or(CATEGORIES.len())
+}
+
+/// Words that hold a keyword without saying it: `normal` (`aten::normal_`,
+/// `normal_kernel`: random initialization) is no norm, and `prefill`
+/// (FlashInfer's `BatchPrefillWithPagedKVCacheKernel`) no fill.
+const NOT_SAID_BY: &[(&str, &str)] = &[("norm", "normal"), ("fill", "prefill")];
+
+/// Whether a lower-case name says a keyword: some occurrence of it that is
+/// not part of a word in [`NOT_SAID_BY`].
+fn says(lower: &str, word: &str) -> bool {
+    let Some(&(_, holder)) = NOT_SAID_BY.iter().find(|(w, _)| *w == word) else {
+        return lower.contains(word);
+    };
+    let k = holder.find(word).unwrap_or(0);
+    lower
+        .match_indices(word)
+        .any(|(i, _)| !(i >= k && lower[i - k..].starts_with(holder)))
+}
+
+/// What a name says, by [`WORDS`]: its category (`None` where no keyword
+/// speaks of one) and its role.
+fn classify(name: &str) -> (Option<KernelCategory>, Role) {
+    let lower = name.to_ascii_lowercase();
+    // Attention's backward runs in no decoder block's forward.
+    let backward = lower.contains("backward") || lower.contains("bwd");
+    let mut category: Option<KernelCategory> = None;
+    let mut role = Role::Other;
+    for &(word, c, r) in WORDS {
+        if !says(&lower, word) {
+            continue;
+        }
+        if let Some(c) = c {
+            if category.is_none_or(|have| category_rank(c) < category_rank(have)) {
+                category = Some(c);
+            }
+        }
+        if let Some(r) = r {
+            if r < role && !(r == Role::Attention && backward) {
+                role = r;
+            }
+        }
+    }
+    (category, role)
+}
+
+/// The role a kernel or op name speaks of ([`WORDS`]).
+pub(crate) fn role_of(name: &str) -> Role {
+    classify(name).1
+}
+
+/// The category of a GPU op from its kind and name: every memcpy and memset
+/// is `memory`; a kernel's is the first in [`CATEGORIES`] its keywords
+/// ([`WORDS`]) speak of, else `other`.
 pub fn category(kind: GpuOpKind, name: &str) -> KernelCategory {
     if kind != GpuOpKind::Kernel {
         return KernelCategory::Memory;
     }
-    let n = name.to_ascii_lowercase();
-    let has = |words: &[&str]| words.iter().any(|w| n.contains(w));
-    if has(&[
-        "nccl",
-        "rccl",
-        "allreduce",
-        "all_reduce",
-        "allgather",
-        "all_gather",
-        "reducescatter",
-        "reduce_scatter",
-        "alltoall",
-        "all_to_all",
-        "cross_device_reduce",
-        "sendrecv",
-    ]) {
-        KernelCategory::Communication
-    } else if has(&[
-        "copy",
-        "memcpy",
-        "memset",
-        "fill",
-        "catarraybatched",
-        "gather",
-        "scatter",
-        "index_select",
-        "indexselect",
-        "reshape_and_cache",
-        "kv_cache",
-        "store_kvcache",
-    ]) {
-        KernelCategory::Memory
-    } else if has(&[
-        "attention",
-        "attn",
-        "flash",
-        "fmha",
-        "mha",
-        "sdpa",
-        "paged",
-        "mla_",
-    ]) {
-        KernelCategory::Attention
-    } else if has(&[
-        "gemm", "matmul", "cutlass", "cublas", "xmma", "wgmma", "nvjet", "cijk_", "_mm", "conv",
-        "winograd", "implicit", "dgrad", "wgrad", "splitk",
-    ]) {
-        KernelCategory::Gemm
-    } else if has(&["norm", "bn_fw", "bn_bw"]) {
-        KernelCategory::Norm
-    } else if has(&[
-        "reduce",
-        "softmax",
-        "sum",
-        "argmax",
-        "topk",
-        "sort",
-        "cumsum",
-        "scan",
-        "max_",
-        "mean",
-        "triton_red",
-        "triton_per",
-    ]) {
-        KernelCategory::Reduction
-    } else if has(&[
-        "elementwise",
-        "vectorized",
-        "pointwise",
-        "triton_poi",
-        "silu",
-        "gelu",
-        "relu",
-        "act_and_mul",
-        "sigmoid",
-        "tanh",
-        "rotary",
-        "rope",
-        "add",
-        "mul",
-        "div",
-        "where",
-        "dropout",
-    ]) {
-        KernelCategory::Elementwise
-    } else {
-        KernelCategory::Other
-    }
+    classify(name).0.unwrap_or(KernelCategory::Other)
 }
 
 #[cfg(test)]
@@ -357,5 +470,40 @@ mod tests {
             "elementwise"
         );
         assert_eq!(category(GpuOpKind::Kernel, "mystery").as_str(), "other");
+    }
+
+    /// The names the two former rules disagreed on get one answer per
+    /// facet from the one table, and `normal` is no norm in either.
+    #[test]
+    fn one_table_gives_category_and_role() {
+        let both = |n: &str| (category(GpuOpKind::Kernel, n).as_str(), role_of(n));
+        assert_eq!(both("gatherTopK<float>"), ("memory", Role::TopK));
+        assert_eq!(both("aten::topk"), ("reduction", Role::TopK));
+        assert_eq!(
+            both("void vllm::reshape_and_cache_flash_kernel<...>"),
+            ("memory", Role::Attention)
+        );
+        assert_eq!(
+            both("flash::flash_fwd_splitkv_kernel<...>"),
+            ("attention", Role::Attention)
+        );
+        assert_eq!(
+            both("flash_bwd_dot_do_o_kernel"),
+            ("attention", Role::Other)
+        );
+        assert_eq!(
+            both("BatchPrefillWithPagedKVCacheKernel"),
+            ("attention", Role::Attention)
+        );
+        assert_eq!(
+            both("fused_recurrent_gated_delta_rule_fwd_kernel"),
+            ("other", Role::Linear)
+        );
+        assert_eq!(
+            both("void at::native::normal_kernel<float>"),
+            ("other", Role::Other)
+        );
+        assert_eq!(both("triton_red_fused_rms_norm_0"), ("norm", Role::Norm));
+        assert_eq!(both("linear_attn_fwd"), ("attention", Role::Linear));
     }
 }
