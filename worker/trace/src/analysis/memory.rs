@@ -164,7 +164,6 @@ fn device_memory(
     events: &[&MemoryEvent],
 ) -> (MemoryDevice, MemorySummary) {
     let t = cx.t;
-    let cpu = &t.cpu;
     let steps = &cx.steps;
     // The peak: the first event at the highest total.
     let (mut peak_k, mut peak) = (0usize, i64::MIN);
@@ -175,7 +174,75 @@ fn device_memory(
         }
         reserved_peak = reserved_peak.max(e.total_reserved);
     }
-    // The replay.
+    let Replay {
+        sigs,
+        mut at_peak,
+        steps: step_mem,
+    } = replay(cx, ops, events, peak_k);
+    // Live at the peak, largest first.
+    at_peak.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts)));
+    let live_at_peak: Vec<LiveAllocation> = at_peak
+        .iter()
+        .take(LIVE_AT_PEAK)
+        .map(|l| live_allocation(cx, l))
+        .collect();
+    let by_signature = signature_rows(cx, &sigs);
+    let series = series(events, peak_k, &step_mem);
+    let peak_ns = events[peak_k].ts;
+    let peak_step = StepCursor::new(steps)
+        .at(peak_ns)
+        .map(|s| t.name(steps[s].name).to_string());
+    let churn_total: f64 = by_signature.iter().map(|s| s.churn_bytes_per_step).sum();
+    let mut top_churn: Vec<SignatureMemory> = by_signature
+        .iter()
+        .filter(|s| s.churn_bytes_per_step > 0.0)
+        .cloned()
+        .collect();
+    top_churn.sort_by(|a, b| b.churn_bytes_per_step.total_cmp(&a.churn_bytes_per_step));
+    top_churn.truncate(3);
+    let summary = MemorySummary {
+        device: device.to_string(),
+        peak_bytes: peak,
+        peak_ns,
+        peak_step,
+        reserved_peak_bytes: (reserved_peak >= 0).then_some(reserved_peak),
+        live_at_peak: live_at_peak.iter().take(LIVE_IN_SUMMARY).cloned().collect(),
+        churn_bytes_per_step: (!steps.is_empty()).then_some(churn_total),
+        top_churn,
+        steps: step_mem.len() as u64,
+        growth_bytes_per_step: growth(&step_mem, peak),
+    };
+    let report = MemoryDevice {
+        device: device.to_string(),
+        peak_bytes: peak,
+        peak_ns,
+        reserved_peak_bytes: reserved_peak,
+        series,
+        events: events.len() as u64,
+        live_at_peak,
+        by_signature,
+        steps: step_mem,
+    };
+    (report, summary)
+}
+
+/// What replaying one device's allocations and frees in order gives.
+struct Replay {
+    /// Bytes allocated by each (op, shapes, dtypes).
+    sigs: Vec<SigAcc>,
+    /// What was live at the peak event.
+    at_peak: Vec<Live>,
+    /// Each step's peak and net change (steps with events only).
+    steps: Vec<StepMemory>,
+}
+
+/// Replays one device's memory events: each allocation's op signature and
+/// step, churn (freed in the step it was made in), what is live at the
+/// event `peak_k`, and each step's peak and net change.
+fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> Replay {
+    let t = cx.t;
+    let cpu = &t.cpu;
+    let steps = &cx.steps;
     let mut live: HashMap<i64, Live> = HashMap::new();
     let mut sigs: Vec<SigAcc> = Vec::new();
     let mut sig_of: HashMap<(Sym, Sym, Sym), u32> = HashMap::new();
@@ -254,20 +321,23 @@ fn device_memory(
             step_mem[s].net_bytes = end - start;
         }
     }
-    let step_mem: Vec<StepMemory> = step_mem
+    let steps = step_mem
         .into_iter()
         .filter(|m| m.peak_bytes != i64::MIN)
         .collect();
-    // Live at the peak, largest first.
-    at_peak.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts)));
-    let live_at_peak: Vec<LiveAllocation> = at_peak
-        .iter()
-        .take(LIVE_AT_PEAK)
-        .map(|l| live_allocation(cx, l))
-        .collect();
-    // Signatures, most bytes first.
-    let per = steps.len().max(1) as f64;
-    let mut by_signature: Vec<SignatureMemory> = sigs
+    Replay {
+        sigs,
+        at_peak,
+        steps,
+    }
+}
+
+/// The signatures' rows, most bytes per step first, at most
+/// [`MAX_SIGNATURES`].
+fn signature_rows(cx: &Context, sigs: &[SigAcc]) -> Vec<SignatureMemory> {
+    let t = cx.t;
+    let per = cx.steps.len().max(1) as f64;
+    let mut rows: Vec<SignatureMemory> = sigs
         .iter()
         .filter(|s| s.bytes > 0)
         .map(|s| SignatureMemory {
@@ -284,50 +354,14 @@ fn device_memory(
             churn_bytes_per_step: s.churn as f64 / per,
         })
         .collect();
-    by_signature.sort_by(|a, b| {
+    rows.sort_by(|a, b| {
         b.bytes_per_step
             .total_cmp(&a.bytes_per_step)
             .then_with(|| a.op.cmp(&b.op))
             .then_with(|| a.shapes.cmp(&b.shapes))
     });
-    by_signature.truncate(MAX_SIGNATURES);
-    let series = series(events, peak_k, &step_mem);
-    let peak_ns = events[peak_k].ts;
-    let peak_step = StepCursor::new(steps)
-        .at(peak_ns)
-        .map(|s| t.name(steps[s].name).to_string());
-    let churn_total: f64 = by_signature.iter().map(|s| s.churn_bytes_per_step).sum();
-    let mut top_churn: Vec<SignatureMemory> = by_signature
-        .iter()
-        .filter(|s| s.churn_bytes_per_step > 0.0)
-        .cloned()
-        .collect();
-    top_churn.sort_by(|a, b| b.churn_bytes_per_step.total_cmp(&a.churn_bytes_per_step));
-    top_churn.truncate(3);
-    let summary = MemorySummary {
-        device: device.to_string(),
-        peak_bytes: peak,
-        peak_ns,
-        peak_step,
-        reserved_peak_bytes: (reserved_peak >= 0).then_some(reserved_peak),
-        live_at_peak: live_at_peak.iter().take(LIVE_IN_SUMMARY).cloned().collect(),
-        churn_bytes_per_step: (!steps.is_empty()).then_some(churn_total),
-        top_churn,
-        steps: step_mem.len() as u64,
-        growth_bytes_per_step: growth(&step_mem, peak),
-    };
-    let report = MemoryDevice {
-        device: device.to_string(),
-        peak_bytes: peak,
-        peak_ns,
-        reserved_peak_bytes: reserved_peak,
-        series,
-        events: events.len() as u64,
-        live_at_peak,
-        by_signature,
-        steps: step_mem,
-    };
-    (report, summary)
+    rows.truncate(MAX_SIGNATURES);
+    rows
 }
 
 fn live_allocation(cx: &Context, l: &Live) -> LiveAllocation {

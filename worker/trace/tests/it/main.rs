@@ -12,5 +12,6 @@ mod memory;
 mod real_captures;
 mod robustness;
 mod shared_traces;
+mod small_functions;
 mod steps;
 mod timeline;
