@@ -78,6 +78,13 @@ impl Split {
 
 /// Least core share a split's layers must have.
 const MIN_SHARE: f64 = 0.4;
+/// Least core share across the kinds of a hybrid's layers, where each kind
+/// (attention blocks, linear-mixer blocks) has [`MIN_SHARE`] among its own:
+/// an attention layer runs its KV-cache ops, a linear layer its recurrence,
+/// and both the norms, projections and MLP. The family's hybrid CPU
+/// captures (`tests/captures/hybrid-*`) share 35-47% across kinds and
+/// 90-100% within each; a cut of every layer in two is no split by mixers.
+const MIN_MIXED_SHARE: f64 = 0.2;
 /// Fewest layers, and least core share, for layers no mixer name places:
 /// a hybrid's two kinds of layer share about half their names (norms,
 /// projections, the MLP); a cut of every layer in two shares a fifth.
@@ -247,6 +254,10 @@ fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
 struct Tried {
     bounds: Vec<(Vec<usize>, usize)>,
     share: f64,
+    /// The least core share among the layers of one kind (attention, or a
+    /// linear mixer), where the layers are cut by mixer blocks of both
+    /// kinds (a hybrid); `share` otherwise.
+    kind_share: f64,
     /// Every layer holds one mixer block.
     by_mixers: bool,
     /// Every layer starts at its input norm.
@@ -260,7 +271,12 @@ impl Tried {
     /// one attention or mixer block each, or alike, many and each with a
     /// norm and an MLP (a decoder block whose attention has no telling name).
     fn holds(&self, layers: usize) -> bool {
-        self.share >= MIN_SHARE
+        let alike = if self.by_mixers && self.kind_share > self.share {
+            self.kind_share >= MIN_SHARE && self.share >= MIN_MIXED_SHARE
+        } else {
+            self.share >= MIN_SHARE
+        };
+        alike
             && (self.by_mixers
                 || (layers >= MIN_UNNAMED_LAYERS
                     && self.share >= MIN_UNNAMED_SHARE
@@ -311,6 +327,9 @@ fn try_key(
     let mut last = vec![u32::MAX; ids.count];
     let mut seen = vec![0u32; ids.count];
     let mut layers = 0u32;
+    // The same, per kind of mixer block (attention, linear), where the
+    // layers are cut by blocks.
+    let mut kinds = [KindSeen::new(ids.count), KindSeen::new(ids.count)];
     let mut blocks_like = true;
     for &s in steps {
         let seq = all[s];
@@ -334,13 +353,16 @@ fn try_key(
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_ffn());
+            let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))];
             for k in starts[i]..e {
                 let id = ids.of[s][k] as usize;
                 if last[id] != layers {
                     last[id] = layers;
                     seen[id] += 1;
+                    kind.seen[id] += 1;
                 }
             }
+            kind.layers += 1;
             layers += 1;
         }
         covered += seq[starts[0]..end].iter().map(dur).sum::<i64>();
@@ -350,15 +372,45 @@ fn try_key(
     if (covered as f64) < MIN_COVERAGE * total as f64 {
         return None;
     }
-    let any = seen.iter().filter(|&&c| c > 0).count();
-    let every = seen.iter().filter(|&&c| c == layers).count();
+    let share = core_share(&seen, layers);
+    let kind_share = if by_mixers && kinds.iter().all(|k| k.layers > 0) {
+        kinds
+            .iter()
+            .map(|k| core_share(&k.seen, k.layers))
+            .fold(f64::INFINITY, f64::min)
+    } else {
+        share
+    };
     Some(Tried {
         bounds,
-        share: every as f64 / any.max(1) as f64,
+        share,
+        kind_share,
         by_mixers,
         at_norms,
         blocks_like,
     })
+}
+
+/// Per name, in how many layers of one kind it was seen.
+struct KindSeen {
+    seen: Vec<u32>,
+    layers: u32,
+}
+
+impl KindSeen {
+    fn new(names: usize) -> KindSeen {
+        KindSeen {
+            seen: vec![0; names],
+            layers: 0,
+        }
+    }
+}
+
+/// Names seen in every one of `layers` layers over names seen in any.
+fn core_share(seen: &[u32], layers: u32) -> f64 {
+    let any = seen.iter().filter(|&&c| c > 0).count();
+    let every = seen.iter().filter(|&&c| c == layers).count();
+    every as f64 / any.max(1) as f64
 }
 
 /// The split of the steps into layers, if one holds.

@@ -27,10 +27,10 @@ use std::path::PathBuf;
 ///   GEMMs whose repetition the layer rules do not recognise for dense and
 ///   MoE blocks (`layers::find` sees no repeating mixer), and the
 ///   interleaved one's kinds go unlabelled;
-/// - `layers` of the hybrid (a linear mixer in most layers, full attention
-///   every 2nd or 4th) on the CPU path: the repetition takes the period of
-///   the whole pattern (an attention layer and its linear ones) as one
-///   layer where the mixer blocks would give each;
+///   the hybrid's compiled layers likewise: its linear mixer is a custom
+///   op the profiler records, but its attention layers' norms, softmax and
+///   activations are fused into Inductor's C++ (no op, no telling name),
+///   so the mixer blocks count only the linear layers;
 /// - `key_averages` of `torch.compile`'s `## Call CompiledFxGraph ##`
 ///   ranges where Inductor's Python wrapper frame starts inside the range
 ///   and ends after it: torch's tree takes the C++ kernels' frames below it
@@ -39,14 +39,14 @@ use std::path::PathBuf;
 const KNOWN: &[(&str, &str)] = &[
     ("dense-compile-6l", "key_averages"),
     ("interleaved-compile-6l", "key_averages"),
+    ("hybrid-compile_ro-12l", "key_averages"),
     ("dense-compile", "layers"),
     ("dense-compile_ro", "layers"),
     ("moe-compile", "layers"),
     ("moe-compile_ro", "layers"),
     ("interleaved-compile-", "layers"),
-    ("hybrid-eager", "layers"),
-    ("hybrid-engine", "layers"),
     ("hybrid-compile-", "layers"),
+    ("hybrid-compile_ro", "layers"),
 ];
 
 fn dir() -> PathBuf {
