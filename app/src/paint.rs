@@ -366,36 +366,63 @@ pub fn context(cv: &web_sys::HtmlCanvasElement, w: f64, h: f64) -> Option<Ctx> {
     Some(ctx)
 }
 
-/// The height from a canvas's top (on the page) to the window's bottom: a
-/// view drawn at least this tall fills the window when scrolled to it.
-/// At least 240 px, for a canvas below a long page.
-pub fn window_room(cv: &web_sys::HtmlCanvasElement) -> f64 {
-    let Some(win) = web_sys::window() else {
-        return 240.0;
-    };
-    let inner = win
-        .inner_height()
-        .ok()
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.0);
-    let top = cv.get_bounding_client_rect().top() + win.scroll_y().unwrap_or(0.0);
-    (inner - top - 16.0).max(240.0)
-}
+/// The least height of a timeline canvas, px: room for the ruler, the
+/// bands and a few lanes, so a trace with one lane still has a plot to
+/// wheel over.
+pub const MIN_CANVAS_H: f64 = 160.0;
 
-/// Keeps `width` (a canvas's CSS width) fitted to the window, now and on
-/// every resize, for as long as the calling component lives. The timeline
-/// tab and the stacked views share it.
-pub fn fit_to_window(width: leptos::prelude::RwSignal<f64>) {
+/// Keeps `width` (a canvas's CSS width) fitted to the box that holds the
+/// canvas (its parent, `.timeline-canvas-wrap`), now and whenever that box
+/// changes size (a `ResizeObserver`), for as long as the calling component
+/// lives. Sized from the box, not the window: at 1920 px the page's
+/// `main` is narrower than the window, and a canvas sized from the window
+/// hid its last 320 px (issue 45). The timeline tab and the stacked views
+/// share it.
+pub fn fit_to_container(
+    width: leptos::prelude::RwSignal<f64>,
+    canvas: leptos::prelude::NodeRef<leptos::html::Canvas>,
+) {
     use leptos::prelude::*;
-    let fit = move || {
-        if let Some(w) = web_sys::window()
-            .and_then(|w| w.inner_width().ok())
-            .and_then(|v| v.as_f64())
-        {
-            width.set((w - 64.0).clamp(400.0, 4000.0));
+    use wasm_bindgen::closure::Closure;
+    use wasm_bindgen::JsCast;
+    let observer: StoredValue<Option<web_sys::ResizeObserver>, LocalStorage> =
+        StoredValue::new_local(None);
+    let fit = move |w: f64| {
+        if w > 0.0 {
+            let w = w.floor().clamp(320.0, 8000.0);
+            if (width.get_untracked() - w).abs() >= 1.0 {
+                width.set(w);
+            }
         }
     };
-    fit();
-    let handle = window_event_listener(leptos::ev::resize, move |_| fit());
-    on_cleanup(move || handle.remove());
+    Effect::new(move |_| {
+        let Some(cv) = canvas.get() else { return };
+        let Some(parent) = cv.parent_element() else {
+            return;
+        };
+        if observer.with_value(|o| o.is_some()) {
+            return;
+        }
+        fit(parent.client_width() as f64);
+        let cb = Closure::<dyn Fn(js_sys::Array)>::new(move |entries: js_sys::Array| {
+            if let Some(e) = entries
+                .get(0)
+                .dyn_into::<web_sys::ResizeObserverEntry>()
+                .ok()
+            {
+                fit(e.target().client_width() as f64);
+            }
+        });
+        if let Ok(ro) = web_sys::ResizeObserver::new(cb.as_ref().unchecked_ref()) {
+            ro.observe(&parent);
+            observer.set_value(Some(ro));
+        }
+        // The observer holds the callback for the page's life.
+        cb.forget();
+    });
+    on_cleanup(move || {
+        if let Some(ro) = observer.try_get_value().flatten() {
+            ro.disconnect();
+        }
+    });
 }

@@ -25,7 +25,7 @@ const URL_EVERY: Duration = Duration::from_millis(300);
 pub struct Viewport {
     /// The span shown; `None` until the clock is known.
     pub view: RwSignal<Option<View>>,
-    /// The canvas's CSS width, fitted to the window.
+    /// The canvas's CSS width, fitted to the box that holds it.
     pub width: RwSignal<f64>,
     /// What the pointer is over: (x, y, text).
     pub tooltip: RwSignal<Option<(f64, f64, String)>>,
@@ -38,9 +38,10 @@ pub struct Viewport {
 }
 
 impl Viewport {
-    /// A viewport with no view yet, its canvas fitted to the window (now and
-    /// on every resize, for as long as the calling component lives).
-    pub fn new() -> Viewport {
+    /// A viewport with no view yet, its canvas fitted to the box that holds
+    /// it (now and on every resize, for as long as the calling component
+    /// lives).
+    pub fn new(canvas: NodeRef<leptos::html::Canvas>) -> Viewport {
         let vp = Viewport {
             view: RwSignal::new(None),
             width: RwSignal::new(1200.0),
@@ -49,7 +50,7 @@ impl Viewport {
             drag: StoredValue::new(None),
             url_pending: StoredValue::new(false),
         };
-        paint::fit_to_window(vp.width);
+        paint::fit_to_container(vp.width, canvas);
         vp
     }
 
@@ -181,12 +182,6 @@ impl Viewport {
                 URL_EVERY,
             );
         });
-    }
-}
-
-impl Default for Viewport {
-    fn default() -> Self {
-        Viewport::new()
     }
 }
 

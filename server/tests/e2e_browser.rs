@@ -1212,6 +1212,47 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
         "the canvas is the plot and its gutter wide: {css_width} vs {after}"
     );
 
+    // At 1920x1080 and at 1400x900 the canvas fills the box that holds it
+    // and no more (sized from the box, not the window: at 1920 px a canvas
+    // sized from the window hid its last 320 px), and its height is its
+    // lanes', so the details below it are in view.
+    let chrome_w = js(&b, "window.outerWidth - window.innerWidth")
+        .await
+        .as_f64()
+        .unwrap() as u32;
+    let chrome_h = js(&b, "window.outerHeight - window.innerHeight")
+        .await
+        .as_f64()
+        .unwrap() as u32;
+    for (w, h) in [(1920u32, 1080u32), (1400, 900)] {
+        b.client
+            .set_window_size(w + chrome_w, h + chrome_h)
+            .await
+            .unwrap();
+        let fit = b
+            .wait_js(
+                &format!(
+                    "window.innerWidth === {w} && (() => {{ \
+                       const c = document.getElementById('timeline-canvas'); \
+                       const box = c.parentElement; \
+                       const cw = c.getBoundingClientRect().width; \
+                       return Math.abs(cw - box.clientWidth) <= 1 \
+                         && Math.abs(JSON.parse(window.__timelineLayout).width + 170 - cw) <= 1 \
+                         && [cw, box.clientWidth, c.getBoundingClientRect().height]; }})()"
+                ),
+                LONG,
+            )
+            .await;
+        let fit = fit.as_array().unwrap();
+        let (cw, ch) = (fit[0].as_f64().unwrap(), fit[2].as_f64().unwrap());
+        assert!(
+            cw > 0.7 * w as f64 && cw < w as f64,
+            "at {w}x{h} the canvas is {cw} px wide in a box of {}",
+            fit[1]
+        );
+        assert!(ch < h as f64, "at {w}x{h} the canvas is {ch} px high");
+    }
+
     // A window that cannot be fetched says so on the page (the run was
     // deleted meanwhile), where it used to leave the old picture silently.
     assert!(js(&b, "document.querySelector('#window-error') === null")

@@ -174,7 +174,8 @@ fn Stacked(
         start: parse_f64(url.get_untracked("start_ns")).unwrap_or(initial.start),
         end: parse_f64(url.get_untracked("end_ns")).unwrap_or(initial.end),
     };
-    let view = Viewport::new();
+    let canvas: NodeRef<Canvas> = NodeRef::new();
+    let view = Viewport::new(canvas);
     view.set_bounds(lo, hi);
     view.set(View {
         start: start.start,
@@ -182,7 +183,6 @@ fn Stacked(
     });
     let windows = WindowCache::<(usize, u32)>::new();
     let data = windows.data;
-    let canvas: NodeRef<Canvas> = NodeRef::new();
     let width = view.width;
     let tooltip = view.tooltip;
     let plot_w = move || view.plot_w();

@@ -143,7 +143,8 @@ pub fn TimelineTab(
     url: UrlState,
 ) -> impl IntoView {
     let info = RwSignal::new(None::<Result<Arc<TimelineInfo>, String>>);
-    let vp = Viewport::new();
+    let canvas: NodeRef<Canvas> = NodeRef::new();
+    let vp = Viewport::new(canvas);
     let view = vp.view;
     let windows = WindowCache::<u32>::new();
     let data = windows.data;
@@ -153,7 +154,6 @@ pub fn TimelineTab(
     let query = RwSignal::new(url.get("q").unwrap_or_default());
     let tooltip = vp.tooltip;
     let match_cursor = StoredValue::new(0usize);
-    let canvas: NodeRef<Canvas> = NodeRef::new();
     let width = vp.width;
     let base = format!("/api/runs/{id}/timeline");
     // Counter tracks and memory curves, drawn under the slices.
@@ -312,7 +312,10 @@ pub fn TimelineTab(
         let line_tracks = lines.get();
         let cursor = cursor_x.get();
         let height = slices_end + line_tracks.len() as f64 * (HEADER_H + LINE_H + 4.0);
-        let Some(ctx) = paint::context(&cv, w, height.max(paint::window_room(&cv))) else {
+        // As tall as its lanes: the details of a pick then sit just below, in
+        // view (a canvas as tall as the window left three lanes in 240 of
+        // 737 px and the details below the fold).
+        let Some(ctx) = paint::context(&cv, w, height.max(paint::MIN_CANVAS_H)) else {
             return;
         };
         let pw = w - GUTTER;
