@@ -75,7 +75,7 @@ fn TokenField() -> impl IntoView {
     view! {
         <label class="token" title="A token from `kinetoscope token create`, for a server that needs one; kept in this tab only">
             <span class="muted">{move || if saved.get() { "Token ✓" } else { "Token" }}</span>
-            <input id="token" type="password" autocomplete="off" placeholder="kst_…" value=initial on:change=on_change/>
+            <input id="token" type="password" autocomplete="off" aria-label="Access token" placeholder="kst_…" value=initial on:change=on_change/>
         </label>
     }
 }

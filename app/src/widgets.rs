@@ -64,6 +64,48 @@ pub fn Status(
     }
 }
 
+/// Sets the page's `<title>`: what it shows, then the product
+/// ("baseline-run · Findings · Kinetoscope"), so tabs and history tell runs
+/// apart. Parts that are empty are left out. A trace's text is set as
+/// text (`document.title` is never parsed as markup).
+pub fn set_title(parts: &[&str]) {
+    let mut title: Vec<&str> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    title.push("Kinetoscope");
+    if let Some(doc) = web_sys::window().and_then(|w| w.document()) {
+        doc.set_title(&title.join(" · "));
+    }
+}
+
+/// Moves between tabs with the arrow keys, Home and End (the ARIA tabs
+/// pattern): `keys` are the tabs shown in order, `now` the current one;
+/// returns the tab to select, and focuses its button (`[data-tab=KEY]`).
+pub fn tab_key(
+    ev: &web_sys::KeyboardEvent,
+    keys: &[&'static str],
+    now: &str,
+) -> Option<&'static str> {
+    let at = keys.iter().position(|k| *k == now)?;
+    let next = match ev.key().as_str() {
+        "ArrowRight" => keys[(at + 1) % keys.len()],
+        "ArrowLeft" => keys[(at + keys.len() - 1) % keys.len()],
+        "Home" => keys[0],
+        "End" => keys[keys.len() - 1],
+        _ => return None,
+    };
+    ev.prevent_default();
+    if let Some(el) = web_sys::window().and_then(|w| w.document()).and_then(|d| {
+        d.query_selector(&format!("[role=tab][data-tab=\"{next}\"]"))
+            .ok()
+            .flatten()
+    }) {
+        use wasm_bindgen::JsCast;
+        if let Ok(el) = el.dyn_into::<web_sys::HtmlElement>() {
+            let _ = el.focus();
+        }
+    }
+    Some(next)
+}
+
 /// Reads and updates the query string: every view state lives in the URL.
 #[derive(Clone, Copy)]
 pub struct UrlState {
@@ -107,6 +149,12 @@ impl UrlState {
         self.query
             .with_untracked(|q| q.get(key))
             .filter(|v| !v.is_empty())
+    }
+
+    /// The query string as it is now (`?a=1&b=2`, or empty), untracked: to
+    /// carry a page's state to another path (the diff's swap).
+    pub fn query_untracked(&self) -> String {
+        self.query.get_untracked().to_query_string()
     }
 
     /// Sets query values (empty removes), replacing or pushing history.

@@ -1597,3 +1597,172 @@ async fn memory_tab_and_counter_tracks() {
     b.close().await;
     srv.stop().await;
 }
+
+/// Every element with text of its own, visible and enabled, whose colour is
+/// below 4.5:1 on the background it is drawn over (its nearest opaque
+/// ancestor's, with translucent layers composited), in the theme now set:
+/// `[text, colour, background, ratio]` each.
+const LOW_CONTRAST: &str = r#"(() => {
+  const rgba = s => { const m = s.match(/rgba?\(([^)]+)\)/); if (!m) return [0,0,0,0];
+    const p = m[1].split(',').map(x => parseFloat(x)); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const over = (top, under) => { const a = top[3];
+    return [0,1,2].map(i => top[i] * a + under[i] * (1 - a)).concat([1]); };
+  const bg = el => { const layers = [];
+    for (let e = el; e; e = e.parentElement) { const c = rgba(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let out = [255, 255, 255, 1];
+    for (let i = layers.length - 1; i >= 0; i--) out = over(layers[i], out);
+    return out; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const bad = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || el.disabled || el.closest('[disabled]')) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own) continue;
+    const r = el.getBoundingClientRect(); const st = getComputedStyle(el);
+    if (r.width === 0 || r.height === 0 || st.visibility === 'hidden' || parseFloat(st.opacity) === 0) continue;
+    const b = bg(el); const fg = over(rgba(st.color), b);
+    const l1 = lum(fg), l2 = lum(b);
+    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+    if (ratio < 4.5) bad.push([el.textContent.trim().slice(0, 40), st.color, 'rgb(' + b.slice(0, 3).map(Math.round).join(',') + ')', Math.round(ratio * 100) / 100]);
+  }
+  return bad; })()"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
+    require_app();
+    let _one_at_a_time = BROWSER_LOCK.lock().await;
+    let srv = TestServer::start(Opts::default()).await;
+    let (a, b_run) = baseline_and_patch(&srv, 3, 6).await;
+    let b = Browser::start().await;
+    let pages = [
+        (
+            format!("{}{}", srv.url, a.url),
+            "#findings",
+            "baseline · Findings · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=ops", srv.url, a.url),
+            "#ops-table tbody tr",
+            "baseline · Ops · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=kernels", srv.url, a.url),
+            "#kernels-table tbody tr",
+            "baseline · Kernels · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=steps", srv.url, a.url),
+            "#tab-body table",
+            "baseline · Steps · Kinetoscope",
+        ),
+        (
+            format!("{}/", srv.url),
+            "table.runs tbody tr",
+            "Runs · Kinetoscope",
+        ),
+        (
+            format!("{}/diff/{}/{}", srv.url, a.id, b_run.id),
+            "#diff-headline",
+            "baseline → gather-cast · Diff · Kinetoscope",
+        ),
+    ];
+    let mut low = Vec::new();
+    for (url, ready, title) in &pages {
+        b.client.goto(url).await.unwrap();
+        b.wait_for(ready, LONG).await;
+        let got = b
+            .wait_js(
+                &format!("document.title === {title:?} && document.title"),
+                LONG,
+            )
+            .await;
+        assert_eq!(got.as_str(), Some(*title));
+        for theme in ["light", "dark"] {
+            js(
+                &b,
+                &format!("(document.documentElement.dataset.theme = {theme:?}, 1)"),
+            )
+            .await;
+            for bad in js(&b, LOW_CONTRAST).await.as_array().unwrap() {
+                low.push(format!("{url} ({theme}): {bad}"));
+            }
+        }
+    }
+    assert!(low.is_empty(), "text below 4.5:1: {low:#?}");
+    // The check finds a pair below 4.5:1 (grey #999 on white: 2.85:1),
+    // also under a translucent layer.
+    js(
+        &b,
+        "(document.body.insertAdjacentHTML('beforeend', \
+         '<div style=\"background:#fff\"><p style=\"background:rgba(255,255,255,0.5)\"><span id=probe style=\"color:#999\">probe</span></p></div>'), 1)",
+    )
+    .await;
+    let found = js(&b, LOW_CONTRAST).await;
+    assert!(
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r[0] == "probe" && r[3].as_f64().unwrap() < 3.0),
+        "{found}"
+    );
+
+    // The run's tabs move with the arrow keys (the ARIA tabs pattern).
+    b.client
+        .goto(&format!("{}{}", srv.url, a.url))
+        .await
+        .unwrap();
+    b.wait_for("#findings", LONG).await;
+    b.client
+        .execute(
+            "document.getElementById('tab-findings').focus(); return 1;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let active = b.client.active_element().await.unwrap();
+    active.send_keys("\u{E014}").await.unwrap(); // ArrowRight
+    let tab = b
+        .wait_js(
+            "new URLSearchParams(location.search).get('tab') === 'ops' && document.activeElement.id",
+            LONG,
+        )
+        .await;
+    assert_eq!(tab.as_str(), Some("tab-ops"));
+
+    // The timeline asks only for what the run has: no request answers 4xx
+    // (the memory and counter probes, the favicon).
+    b.client
+        .goto(&format!("{}{}?tab=timeline", srv.url, a.url))
+        .await
+        .unwrap();
+    b.wait_js(
+        "window.__timelineLayout && JSON.parse(window.__timelineLayout).fetched > 0",
+        LONG,
+    )
+    .await;
+    // A resource's entry is written once its body is read: give the
+    // page's own requests a second to end.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let failed = js(
+        &b,
+        "performance.getEntriesByType('resource').filter(e => e.responseStatus >= 400).map(e => e.name)",
+    )
+    .await;
+    assert_eq!(failed, serde_json::json!([]), "requests that failed");
+    // The check sees a request that fails.
+    let seen = b
+        .client
+        .execute_async(
+            "const done = arguments[0]; fetch('/api/runs/none-such/summary').then(r => r.text()).then(() => setTimeout(() => \
+             done(performance.getEntriesByType('resource').filter(e => e.name.endsWith('/none-such/summary')).map(e => e.responseStatus)), 200));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen, serde_json::json!([404]));
+    b.close().await;
+    srv.stop().await;
+}

@@ -1596,6 +1596,9 @@ pub struct SummaryView {
     pub ranks: Vec<i64>,
     /// Cross rank.
     pub cross_rank: Option<RanksSummary>,
+    /// The artifacts stored for this rank (`memory`, `counters` only where
+    /// the trace had their events): the dashboard asks only for those.
+    pub artifacts: Vec<ArtifactName>,
 }
 
 /// A page of a long table (`/api/runs/{id}/ops`, `/kernels`).
@@ -1691,6 +1694,20 @@ pub mod units {
         }
     }
 
+    /// A whole number with its thousands grouped by thin spaces, as
+    /// people read counts: 856 004 -> "856 004" (U+202F between groups).
+    pub fn grouped(n: u64) -> String {
+        let digits = n.to_string();
+        let mut out = String::with_capacity(digits.len() * 2);
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push('\u{202F}');
+            }
+            out.push(c);
+        }
+        out
+    }
+
     /// Three significant digits, trailing zeros kept short: 857, 1.03, 12.3.
     pub fn sig3(x: f64) -> String {
         let a = x.abs();
@@ -1720,6 +1737,10 @@ pub mod units {
             assert_eq!(count(78.0), "78");
             assert_eq!(count(2.5), "2.5");
             assert_eq!(change_pct(-29.14), "-29.1%");
+            assert_eq!(grouped(856_004), "856\u{202F}004");
+            assert_eq!(grouped(1_400_000), "1\u{202F}400\u{202F}000");
+            assert_eq!(grouped(999), "999");
+            assert_eq!(grouped(0), "0");
         }
     }
 }

@@ -34,6 +34,14 @@ pub fn DiffPage() -> impl IntoView {
             diff.set(Some(api::get::<Diff>(&format!("/api/diff/{a}/{b}")).await))
         });
     });
+    // The page's title: baseline and patch by name.
+    Effect::new(move |_| {
+        let (a, b) = diff.with(|d| match d {
+            Some(Ok(d)) => (d.a.name.clone(), d.b.name.clone()),
+            _ => ids.get(),
+        });
+        crate::widgets::set_title(&[&format!("{a} → {b}"), "Diff"]);
+    });
     let copied = RwSignal::new(false);
     // A memo: the body is rebuilt when the view changes, not on every change
     // of the query string (the timeline writes its view there).
@@ -64,7 +72,7 @@ pub fn DiffPage() -> impl IntoView {
                     <button class="tab" class:active=move || timeline.get() data-view="timeline" id="view-timeline" role="tab" aria-selected=move || timeline.get().to_string() on:click=move |_| show(true)>"Timeline"</button>
                 </nav>
                 <span class="spacer"></span>
-                <button class="ghost" id="swap" on:click=move |_| { let (a, b) = ids.get_untracked(); url.go(&format!("/diff/{b}/{a}")); }>"⇄ Swap"</button>
+                <button class="ghost" id="swap" title="Make the patch the baseline" on:click=move |_| { let (a, b) = ids.get_untracked(); url.go(&format!("/diff/{b}/{a}{}", url.query_untracked())); }>"⇄ Swap"</button>
                 <button class="ghost" id="copy-diff-link" on:click=move |_| {
                     let (a, b) = ids.get_untracked();
                     api::copy_to_clipboard(&format!("{}/diff/{a}/{b}", api::origin()));

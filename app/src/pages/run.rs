@@ -8,7 +8,7 @@ use crate::logic::{
     sort_ops,
 };
 use crate::widgets::{Name, Pager, ShareBar, SortHeader, Status, UrlState};
-use kinetoscope_types::units::{bytes, count, pct, rate_gbps, rate_tflops, time_us};
+use kinetoscope_types::units::{bytes, count, grouped, pct, rate_gbps, rate_tflops, time_us};
 use kinetoscope_types::*;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
@@ -151,6 +151,20 @@ pub fn RunPage() -> impl IntoView {
         });
     });
 
+    // The page's title: the run's name and the tab.
+    Effect::new(move |_| {
+        let tab = url.get("tab").unwrap_or_default();
+        let label = TABS
+            .iter()
+            .find(|(k, _)| *k == tab)
+            .map_or("Findings", |(_, l)| *l);
+        let name = run.with(|r| match r {
+            Some(Ok(r)) => r.name.clone(),
+            _ => id.get(),
+        });
+        crate::widgets::set_title(&[&name, label]);
+    });
+
     let header = move || {
         run.get().map(|r| match r {
             Err(e) => view! { <p class="error">{e}</p> }.into_any(),
@@ -258,7 +272,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             <div><dt>"Mean step"</dt><dd id="stat-mean">{if st.count > 0 { time_us(st.mean_us) } else { "—".into() }}</dd></div>
             <div><dt>"p90 step"</dt><dd>{if st.count > 0 { time_us(st.p90_us) } else { "—".into() }}</dd></div>
             <div><dt>"GPU busy"</dt><dd>{pct(s.gpu_time.busy_pct)}</dd></div>
-            <div><dt>"Events"</dt><dd>{t.events}</dd></div>
+            <div><dt>"Events"</dt><dd id="stat-events">{grouped(t.events)}</dd></div>
         </dl>
     };
     let ranks = v.ranks.clone();
@@ -277,19 +291,28 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     let tab_memo = Memo::new(move |_| url.get("tab").unwrap_or_else(|| "findings".into()));
     let tab = move || tab_memo.get();
     let all_ranks = Memo::new(move |_| url.get("ranks").as_deref() == Some("all"));
-    let tabs = TABS
+    let shown: Vec<(&'static str, &'static str)> = TABS
         .iter()
         .filter(|(k, _)| *k != "ranks" || v.cross_rank.is_some())
         .filter(|(k, _)| *k != "memory" || !v.summary.memory.is_empty())
-        .map(|(k, label)| {
-            let k = *k;
+        .copied()
+        .collect();
+    let keys: Vec<&'static str> = shown.iter().map(|(k, _)| *k).collect();
+    let select = move |k: &str| url.set(&[("tab", k.to_string()), ("page", String::new())], false);
+    let tabs = shown
+        .iter()
+        .map(|&(k, label)| {
+            let keys = keys.clone();
             view! {
-                <button class="tab" class:active=move || tab() == k data-tab=k
+                <button class="tab" class:active=move || tab() == k data-tab=k id=format!("tab-{k}")
                     role="tab" aria-selected=move || (tab() == k).to_string() aria-controls="tab-body"
-                    on:click=move |_| url.set(&[("tab", k.to_string()), ("page", String::new())], false)>{*label}</button>
+                    tabindex=move || if tab() == k { "0" } else { "-1" }
+                    on:keydown=move |ev| if let Some(next) = crate::widgets::tab_key(&ev, &keys, &tab()) { select(next) }
+                    on:click=move |_| select(k)>{label}</button>
             }
         })
         .collect_view();
+
     let actions = view! { <Actions id=id.clone() rank=rank name=id.clone() url=url/> };
     let v2 = v.clone();
     let id2 = id.clone();
@@ -306,7 +329,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             }
             .into_any(),
             "timeline" => {
-                view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url/> }
+                view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url artifacts=v.artifacts.clone()/> }
                     .into_any()
             }
             "gpu" => gpu_tab(&v.summary).into_any(),
@@ -320,7 +343,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
         {stats}
         <div class="toolbar">{rank_picker}{peaks}{actions}</div>
         <nav class="tabs" role="tablist" aria-label="Run views">{tabs}</nav>
-        <div class="tab-body" id="tab-body" role="tabpanel">{body}</div>
+        <div class="tab-body" id="tab-body" role="tabpanel" aria-labelledby=move || format!("tab-{}", tab())>{body}</div>
     }
 }
 
@@ -679,7 +702,7 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
                             <tr data-op=o.name.clone() title=shapes_title>
                                 <td><Name name=o.name.clone() max=60/>{(o.kind != OpKind::Op).then(|| view! { <span class="kind">{o.kind.as_str()}</span> })}
                                     {(o.kind != OpKind::Graph).then(|| { let n = o.name.clone(); view! {
-                                        <button class="link show-on-timeline" title="Show on timeline" on:click=move |_| show_on_timeline(url, &n)>"⇢"</button>
+                                        <button class="link show-on-timeline" title="Show on timeline" aria-label=format!("Show {} on the timeline", n) on:click=move |_| show_on_timeline(url, &n)>"⇢"</button>
                                     } })}
                                     {top_group.map(|g| view! { <div class="sub group-hint">{format!("top inputs: {} {} ({}, {}/call)",
                                         g.conversion.clone().unwrap_or_default(), g.shapes, pct(g.device_pct), time_us(g.device_per_call_us()))}</div> })}</td>
@@ -703,7 +726,7 @@ fn OpsTab(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
     };
     view! {
         <div class="toolbar">
-            <input type="search" id="ops-filter" placeholder="Filter op names" prop:value=move || url.get("q").unwrap_or_default()
+            <input type="search" id="ops-filter" aria-label="Filter op names" placeholder="Filter op names" prop:value=move || url.get("q").unwrap_or_default()
                 on:input=move |ev| url.set(&[("q", event_target_value(&ev)), ("page", String::new())], true)/>
             <label><input type="checkbox" id="group-shapes" prop:checked=grouped
                 on:change=move |_| url.set(&[("group", if grouped() { String::new() } else { "shapes".into() }), ("page", String::new())], true)/>" group by input shapes"</label>
@@ -825,7 +848,7 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
     };
     view! {
         <div class="toolbar">
-            <input type="search" id="kernels-filter" placeholder="Filter kernel names" prop:value=move || url.get("q").unwrap_or_default()
+            <input type="search" id="kernels-filter" aria-label="Filter kernel names" placeholder="Filter kernel names" prop:value=move || url.get("q").unwrap_or_default()
                 on:input=move |ev| url.set(&[("q", event_target_value(&ev)), ("page", String::new())], true)/>
             <span class="legend-row">{charts::legend()}</span>
             <span class="spacer"></span>
@@ -903,8 +926,8 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let form = view! {
         <form class="override" id="layers-override" on:submit=apply>
             <span>"Override: "</span>
-            <input type="text" id="layer-marker" placeholder="kernel or op that starts a layer" title="A kernel (full or short name) or the op that launches it; each occurrence starts a layer" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
-            <input type="number" id="layer-period" min="1" placeholder="GPU ops per layer" title="The repetition period: GPU ops per layer" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
+            <input type="text" id="layer-marker" aria-label="Layer marker: the kernel or op that starts each layer" placeholder="kernel or op that starts a layer" title="A kernel (full or short name) or the op that launches it; each occurrence starts a layer" prop:value=move || marker.get() on:input=move |ev| marker.set(event_target_value(&ev))/>
+            <input type="number" id="layer-period" min="1" aria-label="Layer period: GPU ops per layer" placeholder="GPU ops per layer" title="The repetition period: GPU ops per layer" prop:value=move || period.get() on:input=move |ev| period.set(event_target_value(&ev))/>
             <button type="submit">"Re-analyze"</button>
             {move || failed.get().or_else(|| note.get()).map(|n| view! { <span class="note">{n}</span> })}
         </form>

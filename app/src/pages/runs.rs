@@ -21,6 +21,7 @@ fn files_of(list: Option<web_sys::FileList>) -> Vec<web_sys::File> {
 #[component]
 pub fn RunsPage() -> impl IntoView {
     let url = UrlState::new();
+    crate::widgets::set_title(&["Runs"]);
     let list = RwSignal::new(None::<Result<RunList, String>>);
     let tick = RwSignal::new(0u32);
     Effect::new(move |_| {
@@ -78,7 +79,7 @@ pub fn RunsPage() -> impl IntoView {
                 let checked = move || selected.with(|s| s.contains(&id2));
                 view! {
                     <tr data-run=r.id.clone()>
-                        <td><input type="checkbox" title="Select two runs to compare" prop:checked=checked
+                        <td><input type="checkbox" title="Select two runs to compare" aria-label=format!("Select {} to compare", r.name) prop:checked=checked
                             on:change=move |_| toggle(id.clone())/></td>
                         <td><a href=r.url.clone() class="run-link">{r.name.clone()}</a>
                             {r.baseline_of.iter().map(|b| view! {
@@ -109,9 +110,9 @@ pub fn RunsPage() -> impl IntoView {
         <section class="panel">
             <div class="toolbar">
                 <h2>"Runs"</h2>
-                <input type="search" id="runs-search" placeholder="Search names" prop:value=move || url.get("q").unwrap_or_default()
+                <input type="search" id="runs-search" aria-label="Search run names" placeholder="Search names" prop:value=move || url.get("q").unwrap_or_default()
                     on:input=move |ev| url.set(&[("q", event_target_value(&ev))], true)/>
-                <input type="search" id="runs-tag" placeholder="Tag" prop:value=move || url.get("tag").unwrap_or_default()
+                <input type="search" id="runs-tag" aria-label="Filter by tag" placeholder="Tag" prop:value=move || url.get("tag").unwrap_or_default()
                     on:input=move |ev| url.set(&[("tag", event_target_value(&ev))], true)/>
                 <select id="runs-status" on:change=move |ev| url.set(&[("status", event_target_value(&ev))], true)
                     prop:value=move || url.get("status").unwrap_or_default()>
@@ -129,7 +130,18 @@ pub fn RunsPage() -> impl IntoView {
                 </label>
                 <span class="spacer"></span>
                 <button id="compare" disabled=move || selected.with(|s| s.len() != 2) on:click=compare>
-                    {move || match selected.with(Vec::len) { 2 => "Compare the two".to_string(), n => format!("Select two to compare ({n}/2)") }}
+                    {move || match selected.with(Vec::len) {
+                        2 => {
+                            // The first picked is the baseline (A), the second the patch (B).
+                            let name = |id: &str| list.with(|l| match l {
+                                Some(Ok(l)) => l.runs.iter().find(|r| r.id == id).map(|r| r.name.clone()),
+                                _ => None,
+                            }).unwrap_or_else(|| id.to_string());
+                            let s = selected.get();
+                            format!("Compare: {} (baseline) → {}", name(&s[0]), name(&s[1]))
+                        }
+                        n => format!("Select two to compare ({n}/2): the first is the baseline"),
+                    }}
                 </button>
             </div>
             <table class="runs">
@@ -188,7 +200,7 @@ fn Uploader() -> impl IntoView {
             <p>"Drop " <code>".json"</code> ", " <code>".json.gz"</code> " or " <code>".json.zst"</code>
                " files here (several files are the ranks of one run), or "
                <label class="button">"choose files"<input id="file-input" type="file" multiple accept=".json,.gz,.zst,application/json,application/gzip" on:change=on_pick/></label></p>
-            <input type="text" id="upload-name" placeholder="Run name (optional)" prop:value=move || name.get()
+            <input type="text" id="upload-name" aria-label="Run name (optional)" placeholder="Run name (optional)" prop:value=move || name.get()
                 on:input=move |ev| name.set(event_target_value(&ev))/>
             {move || progress.get().map(|(l, t)| {
                 let frac = if t > 0.0 { l / t } else { 0.0 };
@@ -256,7 +268,7 @@ fn CaptureForm() -> impl IntoView {
                         }).collect_view()}
                     </select>
                     <label>"Steps "<input id="capture-steps" type="number" min="1" prop:value=move || steps.get() on:input=move |ev| steps.set(event_target_value(&ev))/></label>
-                    <input id="capture-name" type="text" placeholder="Run name" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/>
+                    <input id="capture-name" type="text" aria-label="Run name" placeholder="Run name" prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/>
                     <button type="submit" disabled=move || busy.get()>"Capture"</button>
                     {move || error.get().map(|e| view! { <p class="error">{e}</p> })}
                 </form>

@@ -452,7 +452,7 @@ fn Stacked(
         </div>
         {move || window_error.get().map(|e| view! { <p class="error" id="window-error" role="alert">{e}</p> })}
         <div class="timeline-canvas-wrap">
-            <canvas node_ref=canvas id="stacked-canvas" tabindex="0"
+            <canvas node_ref=canvas id="stacked-canvas" tabindex="0" role="img" aria-label="Stacked timelines: drag or use A and D to pan, the wheel or W and S to zoom"
                 on:wheel=on_wheel on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up
                 on:mouseleave=move |_| tooltip.set(None) on:click=on_click on:keydown=on_key></canvas>
             {move || tooltip.get().map(|(x, y, text)| view! {
@@ -471,7 +471,7 @@ fn highlight_box(hl: RwSignal<String>, placeholder: &'static str) -> impl IntoVi
             ev.prevent_default();
             hl.set(draft.get_untracked());
         }>
-            <input type="search" id="stacked-highlight" placeholder=placeholder
+            <input type="search" id="stacked-highlight" aria-label="Highlight a name in both" placeholder=placeholder
                 prop:value=move || draft.get() on:input=move |ev| draft.set(event_target_value(&ev))/>
             <button type="submit">"Highlight"</button>
             <button type="button" class="ghost" on:click=move |_| hl.set(String::new())>"Clear"</button>

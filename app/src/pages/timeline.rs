@@ -91,11 +91,17 @@ impl LineTrack {
     }
 }
 
-/// The counter tracks and the memory curves of a rank (none when the run
-/// has neither: their routes answer 404).
-async fn line_tracks(id: &str, rank: i64) -> Vec<LineTrack> {
+/// The counter tracks and the memory curves of a rank, asked for only where
+/// the rank has them (`memory`, `counters`).
+async fn line_tracks(id: &str, rank: i64, memory: bool, counters: bool) -> Vec<LineTrack> {
     let mut out = Vec::new();
-    if let Ok(m) = api::get::<MemoryReport>(&format!("/api/runs/{id}/memory?rank={rank}")).await {
+    let m = match memory {
+        true => api::get::<MemoryReport>(&format!("/api/runs/{id}/memory?rank={rank}"))
+            .await
+            .ok(),
+        false => None,
+    };
+    if let Some(m) = m {
         for d in m.devices {
             out.push(
                 LineTrack {
@@ -109,8 +115,13 @@ async fn line_tracks(id: &str, rank: i64) -> Vec<LineTrack> {
             );
         }
     }
-    if let Ok(c) = api::get::<CounterReport>(&format!("/api/runs/{id}/counters?rank={rank}")).await
-    {
+    let c = match counters {
+        true => api::get::<CounterReport>(&format!("/api/runs/{id}/counters?rank={rank}"))
+            .await
+            .ok(),
+        false => None,
+    };
+    if let Some(c) = c {
         for t in c.tracks {
             let label = match t.device {
                 Some(d) => format!("GPU {d} · {}", t.label),
@@ -141,6 +152,9 @@ pub fn TimelineTab(
     rank: i64,
     /// The page's URL state.
     url: UrlState,
+    /// The artifacts stored for the rank: the memory curves and counter
+    /// tracks are asked for only where they exist (no 404s logged).
+    artifacts: Vec<ArtifactName>,
 ) -> impl IntoView {
     let info = RwSignal::new(None::<Result<Arc<TimelineInfo>, String>>);
     let canvas: NodeRef<Canvas> = NodeRef::new();
@@ -161,7 +175,9 @@ pub fn TimelineTab(
     let cursor_x = RwSignal::new(None::<f64>);
     {
         let id = id.clone();
-        spawn_local(async move { lines.set(line_tracks(&id, rank).await) });
+        let memory = artifacts.contains(&ArtifactName::Memory);
+        let counters = artifacts.contains(&ArtifactName::Counters);
+        spawn_local(async move { lines.set(line_tracks(&id, rank, memory, counters).await) });
     }
 
     // The timeline's tracks and bands; then the view from the URL.
@@ -642,7 +658,7 @@ pub fn TimelineTab(
                 match_cursor.set_value(0);
                 run_search(query.get_untracked(), true);
             }>
-                <input type="search" id="timeline-search" placeholder="Find by name (case-insensitive)"
+                <input type="search" id="timeline-search" aria-label="Find on the timeline by name" placeholder="Find by name (case-insensitive)"
                     prop:value=move || query.get() on:input=move |ev| query.set(event_target_value(&ev))/>
                 <button type="submit">"Find"</button>
                 <button type="button" id="match-prev" on:click=move |_| step_match(-1)>"‹ prev"</button>
@@ -744,7 +760,7 @@ pub fn TimelineTab(
                 })}
             </div>
             <div class="timeline-canvas-wrap">
-                <canvas node_ref=canvas id="timeline-canvas" tabindex="0"
+                <canvas node_ref=canvas id="timeline-canvas" tabindex="0" role="img" aria-label="Timeline of CPU threads and GPU streams: drag or use A and D to pan, the wheel or W and S to zoom"
                     on:wheel=on_wheel on:mousedown=on_down on:mousemove=on_move on:mouseup=on_up
                     on:mouseleave=move |_| { tooltip.set(None); cursor_x.set(None); } on:click=on_click on:keydown=on_key></canvas>
                 {move || tooltip.get().map(|(x, y, text)| view! {

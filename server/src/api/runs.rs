@@ -425,6 +425,14 @@ pub async fn view(
         rank,
         ranks: traces.iter().map(|t| t.rank).collect(),
         cross_rank: cross,
+        artifacts: state
+            .artifacts
+            .list(&id)
+            .await?
+            .into_iter()
+            .filter(|a| a.rank == rank)
+            .map(|a| a.name)
+            .collect(),
     };
     let bytes: axum::body::Bytes = serde_json::to_vec(&v)
         .map_err(|e| ApiError::Internal(e.to_string()))?
