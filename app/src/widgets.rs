@@ -263,12 +263,16 @@ pub fn Pager(
 /// A monospace name, shortened in the middle, with the full name on hover.
 #[component]
 pub fn Name(
-    /// The full name (shown on hover).
+    /// The name shown (a kernel's short name, or the full name).
     name: String,
     /// Most characters shown; longer names are cut in the middle.
     #[prop(default = 90)]
     max: usize,
+    /// The full name, shown on hover where `name` is a short one.
+    #[prop(optional, into)]
+    full: Option<String>,
 ) -> impl IntoView {
     let short = crate::logic::shorten(&name, max);
-    view! { <span class="mono name" title=name>{short}</span> }
+    let title = full.unwrap_or(name);
+    view! { <span class="mono name" title=title>{short}</span> }
 }

@@ -1347,6 +1347,11 @@ pub struct DeltaRow {
     pub b_name: Option<String>,
     /// The category.
     pub category: Option<KernelCategory>,
+    /// Kernels: a short name, unique within the diff's kernel rows (what
+    /// differs kept: functor, dtype, tile), for tables; `name` is the full
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_name: Option<String>,
 }
 
 /// One layer of a diff, per step.

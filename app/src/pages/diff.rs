@@ -122,7 +122,7 @@ fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: DiffBasis) -> im
             <tbody>
                 {rows.iter().take(50).map(|r| view! {
                     <tr data-name=r.name.clone()>
-                        <td><Name name=r.name.clone() max=70/>{(r.matched_by == MatchedBy::Normalized).then(|| view! { <span class="kind" title=r.b_name.clone().unwrap_or_default()>"≈ renamed"</span> })}</td>
+                        <td><Name name=r.short_name.clone().unwrap_or_else(|| r.name.clone()) full=r.name.clone() max=90/>{(r.matched_by == MatchedBy::Normalized).then(|| view! { <span class="kind" title=r.b_name.clone().unwrap_or_default()>"≈ renamed"</span> })}</td>
                         <td class="num">{time_us(r.a_us)}</td>
                         <td class="num">{time_us(r.b_us)}</td>
                         <td class="num">{format!("{}{}", if r.delta_us > 0.0 { "+" } else { "" }, time_us(r.delta_us))}</td>

@@ -829,7 +829,7 @@ fn KernelsTab(v: SummaryView, url: UrlState) -> impl IntoView {
                         view! {
                             <tr data-kernel=k.name.clone() class:selected=is_sel class="clickable"
                                 on:click=move |_| url.set(&[("kernel", name.clone())], true)>
-                                <td><span class="chip" style=format!("background:{}", category_color(k.category))></span><Name name=k.short_name.clone() max=70/></td>
+                                <td><span class="chip" style=format!("background:{}", category_color(k.category))></span><Name name=k.short_name.clone() full=k.name.clone() max=90/></td>
                                 <td>{k.category.as_str()}</td>
                                 <td class="num">{k.calls}</td>
                                 <td class="num">{time_us(k.total_us)}</td>

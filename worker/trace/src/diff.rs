@@ -94,6 +94,7 @@ fn delta_rows(
                 matched_by: MatchedBy::Name,
                 b_name: None,
                 category: *cat,
+                short_name: None,
             }),
             None => removed.push(name.clone()),
         }
@@ -201,6 +202,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
                 matched_by: MatchedBy::Normalized,
                 b_name: Some(names_b[0].clone()),
                 category: *cat,
+                short_name: None,
             }),
             None => removed_kernels.extend(names_a.iter().cloned()),
         }
@@ -289,7 +291,7 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     let weight_a = |n: &str| ka.get(n).map_or(0.0, |v| v.0);
     let weight_b = |n: &str| kb.get(n).map_or(0.0, |v| v.0);
     let op_rows = finish(op_rows);
-    let kernel_rows = finish(kernel_rows);
+    let mut kernel_rows = finish(kernel_rows);
     let (side_a, side_b) = (side(a), side(b));
     let mut host_ops = crate::host::host_rows(sa, sb);
     let host = match (&side_a.bound, &side_b.bound) {
@@ -297,6 +299,11 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
         _ => None,
     };
     host_ops.truncate(MAX_ROWS);
+    let full: Vec<&str> = kernel_rows.iter().map(|r| r.name.as_str()).collect();
+    let shorts = crate::analysis::names::distinct_short_names(&full);
+    for (r, short) in kernel_rows.iter_mut().zip(shorts) {
+        r.short_name = Some(short);
+    }
     let mut d = Diff {
         a: side_a,
         b: side_b,

@@ -7,7 +7,7 @@ use super::links::NO;
 use super::{names, pct, shapes, us, Context, MAX_CHAINS, MAX_KERNEL_GROUPS};
 use crate::import::store::{GpuKind, Sym};
 use hashbrown::HashMap;
-use kinetoscope_types::{KernelGroup, KernelRow, LaunchChain};
+use kinetoscope_types::{GpuOpKind, KernelGroup, KernelRow, LaunchChain};
 
 /// The kernel table, by total device time.
 pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
@@ -17,6 +17,15 @@ pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
         .map(|(sym, a)| row(cx, chains, sym, a))
         .collect();
     rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
+    // One short name per row: kernels whose short names agree gain what
+    // tells them apart (memcpys and memsets keep their names).
+    let full: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    let distinct = names::distinct_short_names(&full);
+    for (r, short) in rows.iter_mut().zip(distinct) {
+        if r.kind == GpuOpKind::Kernel {
+            r.short_name = short;
+        }
+    }
     rows
 }
 

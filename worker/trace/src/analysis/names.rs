@@ -118,6 +118,90 @@ pub fn normalized_name(name: &str) -> String {
     out
 }
 
+/// Most words a short name gains to tell it from another.
+const MAX_TELLING_WORDS: usize = 3;
+
+/// The short names of a table's kernels ([`short_name`]), made unique
+/// within it: where several full names share a short name, each gains the
+/// words of its full name that not all of them have (its dtypes, functor,
+/// tile: `elementwise_kernel (direct_copy_kernel_cuda) [Float8_e4m3fn,
+/// BFloat16]`), at most [`MAX_TELLING_WORDS`], and a number where even
+/// those agree. The tables, the diff, the timeline and the findings then
+/// name a kernel alike, and two rows never read the same.
+pub fn distinct_short_names(full: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = full.iter().map(|n| short_name(n)).collect();
+    let mut by_short: hashbrown::HashMap<String, Vec<usize>> = hashbrown::HashMap::new();
+    for (i, s) in out.iter().enumerate() {
+        by_short.entry(s.clone()).or_default().push(i);
+    }
+    let mut groups: Vec<Vec<usize>> = by_short.into_values().filter(|g| g.len() > 1).collect();
+    groups.sort();
+    for g in groups {
+        let words: Vec<Vec<&str>> = g.iter().map(|&i| name_words(full[i])).collect();
+        let everywhere = |w: &str| words.iter().all(|ws| ws.contains(&w));
+        let base = out[g[0]].clone();
+        for (k, &i) in g.iter().enumerate() {
+            let mut telling: Vec<&str> = Vec::new();
+            for &w in &words[k] {
+                if !everywhere(w) && !base.contains(w) && !telling.contains(&w) {
+                    telling.push(w);
+                }
+            }
+            if !telling.is_empty() {
+                // Words first, then numbers (template sizes, lambda indices).
+                telling.sort_by_key(|w| w.bytes().all(|b| b.is_ascii_digit()));
+                telling.truncate(MAX_TELLING_WORDS);
+                out[i] = format!("{base} [{}]", telling.join(", "));
+            }
+        }
+        // Names whose telling words agree (or that have none) are numbered.
+        let mut seen: hashbrown::HashMap<String, usize> = hashbrown::HashMap::new();
+        for &i in &g {
+            let n = seen.entry(out[i].clone()).or_default();
+            *n += 1;
+            if *n > 1 {
+                out[i] = format!("{} #{n}", out[i]);
+            }
+        }
+    }
+    out
+}
+
+/// The words of a full kernel name, in order: identifiers and numbers,
+/// each without its namespace (`c10::BFloat16` -> `BFloat16`), less the
+/// C++ words that tell nothing (`void`, `const`, `lambda`, ...).
+fn name_words(full: &str) -> Vec<&str> {
+    // Dtypes (`float`, `int`) stay: a lambda's argument type is what tells
+    // a cast's kernel from a copy's.
+    const NOISE: &[&str] = &[
+        "void",
+        "const",
+        "true",
+        "false",
+        "anonymous",
+        "namespace",
+        "lambda",
+        "operator",
+        "at",
+        "native",
+        "c10",
+        "std",
+        "detail",
+        "array",
+        "Array",
+        "TensorIteratorBase",
+        "TensorIterator",
+    ];
+    let mut out: Vec<&str> = Vec::new();
+    for w in full.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if w.is_empty() || NOISE.contains(&w) || out.contains(&w) {
+            continue;
+        }
+        out.push(w);
+    }
+    out
+}
+
 /// Kernel categories, in the order their rules are tried (the first that
 /// a name's keywords speak of wins).
 pub const CATEGORIES: [&str; 8] = [
@@ -505,5 +589,27 @@ mod tests {
         );
         assert_eq!(both("triton_red_fused_rms_norm_0"), ("norm", Role::Norm));
         assert_eq!(both("linear_attn_fwd"), ("attention", Role::Linear));
+    }
+
+    #[test]
+    fn short_names_are_made_unique_by_what_differs() {
+        let cast = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(c10::Float8_e4m3fn)#1}> >(int, c10::Float8_e4m3fn, c10::BFloat16)";
+        let plain = "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(float)#1}> >(int, c10::BFloat16, c10::BFloat16)";
+        let gemm = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn";
+        let names = distinct_short_names(&[cast, plain, gemm, gemm]);
+        assert_eq!(
+            names[0],
+            "at::native::elementwise_kernel (direct_copy_kernel_cuda) [Float8_e4m3fn]"
+        );
+        assert_eq!(
+            names[1],
+            "at::native::elementwise_kernel (direct_copy_kernel_cuda) [float]"
+        );
+        assert_eq!(names[2], gemm);
+        assert_eq!(names[3], format!("{gemm} #2"));
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
     }
 }

@@ -30,6 +30,15 @@ fn every_shared_trace_analyzes_and_invariants_hold() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let s = analyze(&t, &AnalysisOptions::default());
 
+        // One short name per kernel row: no two rows of the table read the
+        // same (issue 45: two `direct_copy_kernel` rows, a 2 s cast and a
+        // 3 ms copy, looked alike).
+        let mut shorts: Vec<&str> = s.kernels.iter().map(|k| k.short_name.as_str()).collect();
+        shorts.sort_unstable();
+        let before = shorts.len();
+        shorts.dedup();
+        assert_eq!(shorts.len(), before, "{name}: kernel short names repeat");
+
         // Every column of a table, and the launch ids beside it, has the
         // table's length (rows go in whole: `Trace::push_cpu`, `push_gpu`).
         let (c, g, ids) = (&t.cpu, &t.gpu, t.ids());
