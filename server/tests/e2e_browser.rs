@@ -1679,6 +1679,13 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
             )
             .await;
         assert_eq!(got.as_str(), Some(*title));
+        let shot = title
+            .split(" · ")
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("-")
+            .replace(['→', ' '], "");
+        b.screenshot(&format!("page-{shot}")).await;
         for theme in ["light", "dark"] {
             js(
                 &b,
@@ -1731,6 +1738,94 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
         )
         .await;
     assert_eq!(tab.as_str(), Some("tab-ops"));
+
+    // "On timeline" from the first finding that names an op or kernel (on
+    // this story trace: the FP8 -> BF16 cast) selects that op's kernel,
+    // the one its launches spend the most time in, at its longest call
+    // (the cast, not a small copy of the same kernel), and fits the view
+    // to it and its launch.
+    let summary: Summary = srv.get_json(&format!("/api/runs/{}/summary", a.id)).await;
+    let f = summary
+        .findings
+        .iter()
+        .find(|f| {
+            f.name.is_some()
+                && matches!(
+                    f.tab,
+                    Some(
+                        kinetoscope_types::FindingTab::Ops | kinetoscope_types::FindingTab::Kernels
+                    )
+                )
+        })
+        .unwrap()
+        .clone();
+    let op = f.name.clone().unwrap();
+    let kernel = if f.tab == Some(kinetoscope_types::FindingTab::Kernels) {
+        op.clone()
+    } else {
+        summary
+            .kernels
+            .iter()
+            .map(|k| {
+                let t: f64 = k
+                    .launched_by
+                    .iter()
+                    .filter(|c| c.chain.contains(&op))
+                    .map(|c| c.total_us)
+                    .sum();
+                (t, k.name.clone())
+            })
+            .max_by(|x, y| x.0.total_cmp(&y.0))
+            .unwrap()
+            .1
+    };
+    b.client
+        .goto(&format!("{}{}", srv.url, a.url))
+        .await
+        .unwrap();
+    b.wait_for("#findings .show-on-timeline", LONG)
+        .await
+        .click()
+        .await
+        .unwrap();
+    let picked = b
+        .wait_js(
+            "document.querySelector('#timeline-details h3') && window.__timelineLayout && \
+             [document.querySelector('#timeline-details h3').title, \
+              new URLSearchParams(location.search).get('event'), \
+              [JSON.parse(window.__timelineLayout).start, JSON.parse(window.__timelineLayout).end]]",
+            LONG,
+        )
+        .await;
+    assert_eq!(
+        picked[0].as_str(),
+        Some(kernel.as_str()),
+        "{} selects its kernel",
+        f.text
+    );
+    assert!(
+        picked[1].as_str().is_some(),
+        "the event is in the URL: {picked}"
+    );
+    let event: u32 = picked[1].as_str().unwrap().parse().unwrap();
+    let found: kinetoscope_types::TimelineSearch = srv
+        .get_json(&format!(
+            "/api/runs/{}/timeline/search?rank=0&px=100&q={}",
+            a.id,
+            urlencode(&kernel)
+        ))
+        .await;
+    assert_eq!(
+        found.longest.map(|l| l.event),
+        Some(event),
+        "the longest call"
+    );
+    let span = picked[2][1].as_f64().unwrap() - picked[2][0].as_f64().unwrap();
+    assert!(
+        span < 5e7,
+        "the view fits the kernel and its launch: {span} ns"
+    );
+    b.screenshot("on-timeline-from-a-finding").await;
 
     // The timeline asks only for what the run has: no request answers 4xx
     // (the memory and counter probes, the favicon).

@@ -1946,6 +1946,10 @@ pub struct TimelineSearch {
     pub tracks: Vec<TimelineDensity>,
     /// The earliest match.
     pub first: Option<TimelineFirst>,
+    /// The longest match (the earliest of equals): what "On timeline" from
+    /// a finding selects, the call that costs the most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest: Option<TimelineFirst>,
 }
 
 /// Matches of one track over the whole trace.

@@ -540,6 +540,46 @@ fn MemoryTab(id: String, rank: i64, url: UrlState) -> impl IntoView {
 
 /// Opens the timeline with a name highlighted and the view on its first
 /// occurrence.
+/// The kernel a finding speaks of: its own name (a kernel finding), or the
+/// kernel that spends the most time launched by its op (an op finding:
+/// the launch chains that hold the op, by their time).
+fn kernel_of_finding(kernels: &[KernelRow], tab: FindingTab, name: &str) -> Option<String> {
+    if tab == FindingTab::Kernels {
+        return Some(name.to_string());
+    }
+    kernels
+        .iter()
+        .map(|k| {
+            let t: f64 = k
+                .launched_by
+                .iter()
+                .filter(|c| c.chain.iter().any(|n| n == name))
+                .map(|c| c.total_us)
+                .sum();
+            (t, k)
+        })
+        .filter(|(t, _)| *t > 0.0)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.name.clone())
+}
+
+/// Opens the timeline on a kernel: searched by its full name, its longest
+/// call selected and the view fitted to it and its launch (`pick`).
+fn kernel_on_timeline(url: UrlState, kernel: &str) {
+    url.set(
+        &[
+            ("tab", "timeline".to_string()),
+            ("q", kernel.to_string()),
+            ("pick", "longest".to_string()),
+            ("start_ns", String::new()),
+            ("end_ns", String::new()),
+            ("event", String::new()),
+            ("page", String::new()),
+        ],
+        false,
+    );
+}
+
 fn show_on_timeline(url: UrlState, name: &str) {
     url.set(
         &[
@@ -562,6 +602,7 @@ fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
         .unwrap_or_default();
     items.extend(v.summary.findings.iter().cloned());
     let notes = v.summary.trace.notes.clone();
+    let kernels = std::sync::Arc::new(v.summary.kernels.clone());
     if items.is_empty() {
         return view! { <p class="empty">"No findings: nothing stands out in this trace."</p>
         {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()} }
@@ -588,8 +629,12 @@ fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
                         </span>
                         <span class="finding-text">{f.text.clone()}</span>
                         {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
-                        {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| view! {
-                            <button class="link show-on-timeline" on:click=move |_| show_on_timeline(url, &n)>"On timeline ›"</button>
+                        {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| {
+                            let kernel = kernel_of_finding(&kernels, tab, &n);
+                            view! {
+                                <button class="link show-on-timeline" title="Select its first kernel on the timeline, with its launch"
+                                    on:click=move |_| match &kernel { Some(k) => kernel_on_timeline(url, k), None => show_on_timeline(url, &n) }>"On timeline ›"</button>
+                            }
                         })}
                     </li>
                 }

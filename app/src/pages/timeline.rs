@@ -267,8 +267,40 @@ pub fn TimelineTab(
                 "{base}/search?rank={rank}&px={px}&q={}",
                 js_sys::encode_uri_component(&q)
             );
+            let pick = url.get_untracked("pick").is_some();
+            let event_base = base.clone();
             spawn_local(async move {
                 if let Ok(s) = api::get::<TimelineSearch>(&target).await {
+                    if let Some(f) = s.longest.as_ref().or(s.first.as_ref()).filter(|_| pick) {
+                        // From a finding: select the longest match (the
+                        // call that costs the most) and fit the view to it
+                        // and its launch.
+                        url.set(
+                            &[("pick", String::new()), ("event", f.event.to_string())],
+                            true,
+                        );
+                        let target = format!("{event_base}/event/{}?rank={rank}", f.event);
+                        if let Ok(e) = api::get::<TimelineEvent>(&target).await {
+                            let (lo, hi) = bounds();
+                            let end = (e.start_ns + e.dur_ns.max(1)) as f64;
+                            let start = e
+                                .launch
+                                .as_ref()
+                                .map_or(e.start_ns, |l| l.start_ns.min(e.start_ns))
+                                as f64;
+                            let pad = (end - start).max(1_000.0) * 0.15;
+                            view.set(Some(
+                                View {
+                                    start: start - pad,
+                                    end: end + pad,
+                                }
+                                .clamped(lo, hi),
+                            ));
+                            selected.set(Some(e));
+                        }
+                        search.set(Some(s));
+                        return;
+                    }
                     if jump {
                         if let Some(f) = &s.first {
                             let (lo, hi) = bounds();

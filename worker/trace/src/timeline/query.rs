@@ -240,8 +240,8 @@ impl TimelineIndex {
     }
 
     /// Events whose name contains `needle` (case-insensitive): their count,
-    /// per track a density over `px` buckets of the whole trace, and the
-    /// earliest one.
+    /// per track a density over `px` buckets of the whole trace, the
+    /// earliest one and the longest one.
     pub fn search(&self, needle: &str, px: u32) -> TimelineSearch {
         let needle = needle.to_lowercase();
         let hit: Vec<bool> = self
@@ -251,6 +251,8 @@ impl TimelineIndex {
             .collect();
         let mut total = 0u64;
         let mut first: Option<(u32, i64)> = None;
+        // The longest match, the earliest of equals: (event, start, dur).
+        let mut longest: Option<(u32, i64, u32)> = None;
         let mut tracks = Vec::new();
         let span = (self.end_ns - self.start_ns).max(1) as f64;
         let px = px.max(1);
@@ -269,6 +271,11 @@ impl TimelineIndex {
                         if first.is_none_or(|(_, s)| row.start[k] < s) {
                             first = Some((row.first_event + k as u32, row.start[k]));
                         }
+                        let d = row.dur[k];
+                        if longest.is_none_or(|(_, s, ld)| d > ld || (d == ld && row.start[k] < s))
+                        {
+                            longest = Some((row.first_event + k as u32, row.start[k], d));
+                        }
                     }
                 }
             }
@@ -283,6 +290,7 @@ impl TimelineIndex {
             matches: total,
             tracks,
             first: first.map(|(event, start_ns)| TimelineFirst { event, start_ns }),
+            longest: longest.map(|(event, start_ns, _)| TimelineFirst { event, start_ns }),
         }
     }
 
