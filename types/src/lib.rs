@@ -1046,6 +1046,12 @@ pub struct Finding {
     pub tab: Option<FindingTab>,
     /// The name, as written in the trace or given by the user.
     pub name: Option<String>,
+    /// Evidence of another finding's root cause: the place, in the same
+    /// list, of the finding that leads its group (the cause's fix where one
+    /// is known). `None` for a lead and for a finding of its own. A lead's
+    /// `impact_pct` is its group's; the impacts of the leads are what add up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<u32>,
 }
 
 /// Cross-rank summary of a multi-rank run.

@@ -595,46 +595,80 @@ fn show_on_timeline(url: UrlState, name: &str) {
 }
 
 fn findings_tab(v: &SummaryView, url: UrlState) -> impl IntoView {
-    let mut items: Vec<Finding> = v
+    // Each root cause with its evidence under it: a finding whose `cause`
+    // names another's place in the run's list goes under that one.
+    let own = &v.summary.findings;
+    let mut groups: Vec<(Finding, Vec<Finding>)> = v
         .cross_rank
         .as_ref()
-        .map(|c| c.findings.clone())
+        .map(|c| c.findings.iter().map(|f| (f.clone(), Vec::new())).collect())
         .unwrap_or_default();
-    items.extend(v.summary.findings.iter().cloned());
+    let mut at: Vec<Option<usize>> = vec![None; own.len()];
+    for (i, f) in own.iter().enumerate() {
+        match f.cause.and_then(|c| at.get(c as usize).copied().flatten()) {
+            Some(g) => groups[g].1.push(f.clone()),
+            None => {
+                at[i] = Some(groups.len());
+                groups.push((f.clone(), Vec::new()));
+            }
+        }
+    }
     let notes = v.summary.trace.notes.clone();
     let kernels = std::sync::Arc::new(v.summary.kernels.clone());
-    if items.is_empty() {
+    if groups.is_empty() {
         return view! { <p class="empty">"No findings: nothing stands out in this trace."</p>
         {notes.into_iter().map(|n| view! { <p class="note">{n}</p> }).collect_view()} }
         .into_any();
     }
+    let links = move |f: &Finding, kernels: &std::sync::Arc<Vec<KernelRow>>| {
+        let (tab, name) = (
+            f.tab.unwrap_or_default(),
+            f.name.clone().unwrap_or_default(),
+        );
+        let go = move |_| {
+            let mut updates: Vec<(&'static str, String)> =
+                vec![("tab", tab.as_str().to_string()), ("page", String::new())];
+            match tab {
+                FindingTab::Kernels => {
+                    updates.push(("kernel", name.clone()));
+                    updates.push(("q", String::new()));
+                }
+                FindingTab::Ops => updates.push(("q", name.clone())),
+                _ => {}
+            }
+            url.set(&updates, false);
+        };
+        view! {
+            {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
+            {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| {
+                let kernel = kernel_of_finding(kernels, tab, &n);
+                view! {
+                    <button class="link show-on-timeline" title="Select its costliest kernel call on the timeline, with its launch"
+                        on:click=move |_| match &kernel { Some(k) => kernel_on_timeline(url, k), None => show_on_timeline(url, &n) }>"On timeline ›"</button>
+                }
+            })}
+        }
+    };
     view! {
         <ol class="findings" id="findings">
-            {items.into_iter().map(|f| {
-                let (tab, name) = (f.tab.unwrap_or_default(), f.name.clone().unwrap_or_default());
-                let go = move |_| {
-                    let mut updates: Vec<(&'static str, String)> = vec![("tab", tab.as_str().to_string()), ("page", String::new())];
-                    match tab {
-                        FindingTab::Kernels => { updates.push(("kernel", name.clone())); updates.push(("q", String::new())); }
-                        FindingTab::Ops => updates.push(("q", name.clone())),
-                        _ => {}
-                    }
-                    url.set(&updates, false);
-                };
+            {groups.into_iter().map(|(f, evidence)| {
+                let lead_links = links(&f, &kernels);
+                let grouped = !evidence.is_empty();
                 view! {
-                    <li class=format!("finding finding-{}", f.kind)>
-                        <span class="impact" title="Impact: the share of the run's time this finding speaks of, weighted by how much of it could be won back; findings are ranked by it">
+                    <li class=format!("finding finding-{}", f.kind) class:cause=grouped>
+                        <span class="impact" title="Impact: the share of the run's time this cause speaks of, weighted by how much of it could be won back; causes are ranked by it">
                             <span class="impact-value">{format!("{:.0}%", f.impact_pct)}</span>
                             <span class="impact-label">"impact"</span>
                         </span>
-                        <span class="finding-text">{f.text.clone()}</span>
-                        {f.tab.is_some().then(|| view! { <button class="link" on:click=go>"Show ›"</button> })}
-                        {f.name.clone().filter(|_| matches!(f.tab, Some(FindingTab::Ops | FindingTab::Kernels))).map(|n| {
-                            let kernel = kernel_of_finding(&kernels, tab, &n);
-                            view! {
-                                <button class="link show-on-timeline" title="Select its first kernel on the timeline, with its launch"
-                                    on:click=move |_| match &kernel { Some(k) => kernel_on_timeline(url, k), None => show_on_timeline(url, &n) }>"On timeline ›"</button>
-                            }
+                        <span class="finding-text" class:lead=grouped>{f.text.clone()}</span>
+                        {lead_links}
+                        {grouped.then(|| view! {
+                            <ul class="evidence" aria-label="Evidence">
+                                {evidence.iter().map(|e| {
+                                    let l = links(e, &kernels);
+                                    view! { <li class=format!("finding-{}", e.kind)><span class="finding-text">{e.text.clone()}</span>{l}</li> }
+                                }).collect_view()}
+                            </ul>
                         })}
                     </li>
                 }

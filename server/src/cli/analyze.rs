@@ -244,8 +244,15 @@ pub fn render(s: &Summary, rows: usize) -> String {
 
     if !s.findings.is_empty() {
         let _ = writeln!(o, "\nFindings");
-        for (k, f) in s.findings.iter().enumerate() {
-            let _ = writeln!(o, "{:>2}. {}", k + 1, v(&f.text));
+        // Each cause numbered, its evidence under it.
+        let mut k = 0;
+        for f in &s.findings {
+            if f.cause.is_some() {
+                let _ = writeln!(o, "      - {}", v(&f.text));
+            } else {
+                k += 1;
+                let _ = writeln!(o, "{k:>2}. {}", v(&f.text));
+            }
         }
     }
     o

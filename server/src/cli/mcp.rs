@@ -116,7 +116,7 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "run_findings",
-            "What slows a run down: its findings, most impact first, with the run's headline. Returns {run, name, device, steps: {count, mean_us, p50_us, by_kind}, gpu_busy_pct, findings: [{kind, impact_pct, text, tab, name}]}. impact_pct is the share of step or device time the finding concerns.",
+            "What slows a run down: its findings, most impact first, with the run's headline. Returns {run, name, device, steps: {count, mean_us, p50_us, by_kind}, gpu_busy_pct, findings: [{kind, impact_pct, text, tab, name, cause}]}. impact_pct is the share of step or device time the finding concerns; cause, where present, is the index of the finding (in the same list) whose root cause this one is evidence of, and that lead's impact_pct is the group's.",
             schema(json!({"run": run_prop(), "rank": rank_prop()}), &["run"]),
         ),
         Tool::new(
@@ -439,7 +439,7 @@ impl Kinetoscope {
             },
             "gpu_busy_pct": pct(s.gpu_time.busy_pct),
             "findings": s.findings.iter().map(|f| json!({
-                "kind": f.kind, "impact_pct": pct(f.impact_pct), "text": f.text, "tab": f.tab, "name": f.name
+                "kind": f.kind, "impact_pct": pct(f.impact_pct), "text": f.text, "tab": f.tab, "name": f.name, "cause": f.cause
             })).collect::<Vec<_>>(),
         }))
     }

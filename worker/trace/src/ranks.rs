@@ -203,6 +203,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
             impact_pct: slowest_by_pct,
             tab: Some(FindingTab::Ranks),
             name: Some(r.rank.to_string()),
+            cause: None,
         });
     }
     let coll: Vec<(i64, f64)> = stats
@@ -227,6 +228,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
                 impact_pct: hi.1 - lo.1,
                 tab: Some(FindingTab::Ranks),
                 name: None,
+                cause: None,
             });
         }
     }

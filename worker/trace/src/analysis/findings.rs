@@ -30,6 +30,7 @@ fn finding(
         impact_pct: (impact * 10.0).round() / 10.0,
         tab: Some(tab),
         name: name.map(str::to_string),
+        cause: None,
     }
 }
 
@@ -249,6 +250,158 @@ pub fn find(s: &Summary) -> Vec<Finding> {
         rule(&facts, &mut out);
     }
     out.sort_by(|a, b| b.impact_pct.total_cmp(&a.impact_pct));
+    by_cause(s, out)
+}
+
+/// Least share of a kernel's calls (of a category's time) that an op (a
+/// kernel) must hold for the kernel (the category) to be the op's (the
+/// kernel's) evidence rather than a cause of its own: most of it.
+const EVIDENCE_SHARE: f64 = 0.5;
+
+/// Findings grouped by root cause: the op that an op finding names; a
+/// kernel that op launches most of the calls of (else the kernel itself);
+/// the category that kernel holds most of (else the category); the layers
+/// whose top op it is, or whose top category it is; the host, for an idle
+/// GPU and launch-bound steps. Each group is led by its fix where one says
+/// how to cut the cost (`whole_tensor`, `launch_bound`), else by its first
+/// finding; the lead's impact is the group's (the most any of them
+/// states, so at most 100%), and the rest follow it with `cause` naming the
+/// lead's place. On the story's capture the op, its kernel, its fix, the
+/// memory category and the layers were five findings over 300% of impact;
+/// they are one cause at 88.6%.
+fn by_cause(s: &Summary, found: Vec<Finding>) -> Vec<Finding> {
+    let ops: Vec<&str> = found
+        .iter()
+        .filter(|f| matches!(f.kind, FindingKind::TopOp | FindingKind::WholeTensor))
+        .filter_map(|f| f.name.as_deref())
+        .collect();
+    // The op a kernel's calls mostly come from, among the ops named.
+    let op_of_kernel = |kernel: &str| -> Option<String> {
+        let k = s.kernels.iter().find(|k| k.name == kernel)?;
+        ops.iter()
+            .map(|op| {
+                let calls: u64 = k
+                    .launched_by
+                    .iter()
+                    .filter(|c| c.chain.iter().any(|n| n == op))
+                    .map(|c| c.calls)
+                    .sum();
+                (calls, *op)
+            })
+            .max()
+            .filter(|(calls, _)| *calls as f64 >= EVIDENCE_SHARE * k.calls as f64)
+            .map(|(_, op)| op.to_string())
+    };
+    // The top kernel's cause: the op it mostly comes from, else itself.
+    let kernel_cause: Option<(String, String)> = found
+        .iter()
+        .find(|f| f.kind == FindingKind::TopKernel)
+        .and_then(|f| f.name.clone())
+        .map(|k| {
+            let cause = op_of_kernel(&k).unwrap_or_else(|| format!("kernel {k}"));
+            (k, cause)
+        });
+    // The top category's cause: its top kernel's where that kernel holds
+    // most of its time, else the category itself.
+    let category_cause: Option<(String, String)> = found
+        .iter()
+        .find(|f| f.kind == FindingKind::TopCategory)
+        .and_then(|f| f.name.clone())
+        .map(|cat| {
+            let held = kernel_cause.as_ref().and_then(|(k, cause)| {
+                let row = s.kernels.iter().find(|r| &r.name == k)?;
+                let c = s
+                    .gpu_time
+                    .by_category
+                    .iter()
+                    .find(|c| c.category.as_str() == cat)?;
+                (row.category == c.category && row.total_us >= EVIDENCE_SHARE * c.us)
+                    .then(|| cause.clone())
+            });
+            let cause = held.unwrap_or_else(|| format!("category {cat}"));
+            (cat, cause)
+        });
+    let cause_of = |f: &Finding| -> Option<String> {
+        match f.kind {
+            FindingKind::TopOp | FindingKind::WholeTensor => f.name.clone(),
+            FindingKind::TopKernel => kernel_cause
+                .as_ref()
+                .filter(|(k, _)| Some(k.as_str()) == f.name.as_deref())
+                .map(|(_, c)| c.clone()),
+            FindingKind::TopCategory => category_cause.as_ref().map(|(_, c)| c.clone()),
+            // An idle GPU and launches that bound the step: one cause, the
+            // host.
+            FindingKind::GpuIdle | FindingKind::LaunchBound => Some("host".to_string()),
+            FindingKind::Layers => {
+                let l = &s.layers;
+                let top = l.items.first()?.top_ops.first()?.name.clone();
+                let every = l
+                    .items
+                    .iter()
+                    .all(|i| i.top_ops.first().is_some_and(|o| o.name == top));
+                if every && ops.contains(&top.as_str()) {
+                    return Some(top);
+                }
+                // Else the layers' top category's cause, where there is one.
+                let mut by_cat: std::collections::BTreeMap<&str, f64> = Default::default();
+                for item in &l.items {
+                    for (c, us) in &item.by_category {
+                        *by_cat.entry(c.as_str()).or_default() += us;
+                    }
+                }
+                let (cat, _) = by_cat.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+                category_cause
+                    .as_ref()
+                    .filter(|(c, _)| c == cat)
+                    .map(|(_, cause)| cause.clone())
+            }
+            _ => None,
+        }
+    };
+    let causes: Vec<Option<String>> = found.iter().map(cause_of).collect();
+    // Groups in the order of their first finding (the list is by impact).
+    let mut placed = vec![false; found.len()];
+    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    for (i, f) in found.iter().enumerate() {
+        if placed[i] {
+            continue;
+        }
+        let Some(key) = &causes[i] else {
+            placed[i] = true;
+            out.push(f.clone());
+            continue;
+        };
+        let members: Vec<usize> = (0..found.len())
+            .filter(|&j| causes[j].as_ref() == Some(key))
+            .collect();
+        // The fix leads where the group has one.
+        let lead = members
+            .iter()
+            .copied()
+            .find(|&j| {
+                matches!(
+                    found[j].kind,
+                    FindingKind::WholeTensor | FindingKind::LaunchBound
+                )
+            })
+            .unwrap_or(members[0]);
+        let impact = members
+            .iter()
+            .map(|&j| found[j].impact_pct)
+            .fold(0.0, f64::max);
+        let at = out.len();
+        let mut head = found[lead].clone();
+        head.impact_pct = impact;
+        out.push(head);
+        for &j in &members {
+            placed[j] = true;
+            if j != lead {
+                let mut e = found[j].clone();
+                e.cause = Some(at as u32);
+                out.push(e);
+            }
+        }
+    }
     out
 }
 
@@ -1037,8 +1190,10 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
         ));
     }
     let others = op.calls.saturating_sub(g.calls);
-    if others > 0 {
-        let rest = op_pct - g_pct;
+    let rest = op_pct - g_pct;
+    // Other inputs are named only where they add a share worth reading
+    // (not "add 0.0%").
+    if others > 0 && rest >= 0.05 {
         text.push_str(&format!(
             "; {} other {} calls{} with other inputs add {}",
             if has_steps && steps > 0 {
