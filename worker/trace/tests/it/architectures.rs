@@ -84,7 +84,11 @@ fn check(seed: u64) -> Result<(), String> {
     }
     // Where the cast dominates (every model but the sparsest hybrids), the
     // first finding names it with its calls per step.
-    let first = s.findings.first().map(|f| f.text.as_str()).unwrap_or("");
+    let first = if s.findings.is_empty() {
+        ""
+    } else {
+        crate::first_cause_op(&s).text.as_str()
+    };
     let names_cast = first.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16")
         && first.contains(&format!("{} calls per step", truth.casts_per_step));
     if truth.cast_pct() >= 40.0 && !names_cast {

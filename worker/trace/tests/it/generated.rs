@@ -124,7 +124,7 @@ fn cast_finding_matches_the_generator_at_any_size() {
 
         // The first finding leads with the cast: op, conversion, calls per
         // step, bytes per call, its own share (not the op's).
-        let f = &s.findings[0];
+        let f = crate::first_cause_op(&s);
         assert_eq!(
             f.kind,
             kinetoscope_types::FindingKind::TopOp,
@@ -335,7 +335,7 @@ fn piecewise_graph_replays() {
     assert_eq!(s.graphs.replays, truth.replays);
     assert_eq!(s.graphs.mode.as_str(), "piecewise");
     assert!((s.graphs.eager_us - (truth.gpu_us - truth.graph_us)).abs() < 1.0);
-    let f = &s.findings[0];
+    let f = crate::first_cause_op(&s);
     assert!(
         f.text.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16"),
         "{}",
@@ -407,7 +407,7 @@ fn the_cast_against_the_h200() {
     assert!((kg.pct_of_peak_bw.unwrap() - want_pct).abs() < 0.1);
     assert!((kg.ideal_us.unwrap() - want_ideal_us).abs() < 0.01);
 
-    let first = &s.findings[0];
+    let first = crate::first_cause_op(&s);
     assert_eq!(first.kind, FindingKind::TopOp, "{}", first.text);
     for want in [
         format!("= {} of the NVIDIA H200's 4.80 TB/s", units::pct(pct)),

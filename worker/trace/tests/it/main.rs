@@ -15,3 +15,16 @@ mod shared_traces;
 mod small_functions;
 mod steps;
 mod timeline;
+
+/// The op finding of the first root cause: the first finding, or, where
+/// that cause is led by its fix (`whole_tensor`), the `top_op` finding
+/// among its evidence, which carries the op's numbers.
+pub fn first_cause_op(s: &kinetoscope_types::Summary) -> &kinetoscope_types::Finding {
+    s.findings
+        .iter()
+        .enumerate()
+        .take_while(|(i, f)| *i == 0 || f.cause == Some(0))
+        .map(|(_, f)| f)
+        .find(|f| f.kind == kinetoscope_types::FindingKind::TopOp)
+        .unwrap_or(&s.findings[0])
+}
