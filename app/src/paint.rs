@@ -9,8 +9,14 @@ use web_sys::CanvasRenderingContext2d as Ctx;
 
 /// The stroke of line tracks (counters, memory).
 pub const LINE: &str = "#2f7bd8";
-/// Colour of highlighted slices (search matches, a chosen name).
-pub const HIGHLIGHT: &str = "#e45756";
+/// Colour of highlighted slices (search matches, a chosen name): a yellow
+/// that no name's colour has (`timeline::RESERVED_HUES`).
+pub use crate::timeline::HIGHLIGHT;
+/// Its dark edge: the outline of a hit, the search strip's marks, marked
+/// labels (yellow alone is faint on the light theme).
+pub const HIGHLIGHT_EDGE: &str = "hsl(62, 100%, 26%)";
+/// The arrow from a selected GPU op to its launch.
+pub const LINK: &str = "#e45756";
 
 /// A distinct name of a fetched window, with what drawing needs of it.
 pub struct NameInfo {
@@ -204,6 +210,8 @@ pub fn slices(
         ctx.fill_rect(GUTTER + x0, y + 1.0, wpx, p.row_h - 2.0);
         ctx.set_global_alpha(1.0);
         if hit {
+            ctx.set_stroke_style_str(HIGHLIGHT_EDGE);
+            ctx.stroke_rect(GUTTER + x0, y + 1.0, wpx, p.row_h - 2.0);
             on_hit(Drawn {
                 event: s.event,
                 name: s.name,
@@ -218,7 +226,7 @@ pub fn slices(
             ctx.stroke_rect(GUTTER + x0, y + 1.0, wpx, p.row_h - 2.0);
         }
         if wpx > 50.0 && p.row_h >= 12.0 {
-            ctx.set_fill_style_str("#fff");
+            ctx.set_fill_style_str(if hit { "#111" } else { "#fff" });
             let label = if s.count > 1 {
                 format!("{} (+{})", name.name, s.count - 1)
             } else {

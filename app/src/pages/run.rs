@@ -1024,8 +1024,8 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let max = l.items.iter().map(|i| i.device_us).fold(0.0, f64::max);
     let total: f64 = l.items.iter().map(|i| i.device_us).sum();
     view! {
-        <p id="layers-summary">{format!("{} layers found by {} (confidence {:.0}%){}: {} per step in layers, {} outside. {}",
-            l.count, l.method, 100.0 * l.confidence, l.period.map(|p| format!(", period {p} ops")).unwrap_or_default(),
+        <p id="layers-summary" title=format!("confidence {:.0}%", 100.0 * l.confidence)>{format!("{} layers, found by {} ({}): {} per step in layers, {} outside. {}",
+            l.count, l.method, sureness(l.confidence),
             time_us(total), time_us(l.outside.device_us), l.detail)}</p>
         {charts::stacked_layers(&l.items, max, &format!("{} per layer", l.basis.words()))}
         {form}
@@ -1072,8 +1072,7 @@ fn gpu_tab(s: &Summary) -> impl IntoView {
             </tbody>
         </table>
         <h3>"Attribution"</h3>
-        <p>{format!("{} GPU ops: {} linked to their launch by correlation, {} by flow; {} without a launch in the file, {} launched outside any op ({} unattributed). {} graph launches ran {} GPU ops. External ids: {}.",
-            a.gpu_ops, a.by_correlation, a.by_flow, a.without_launch, a.without_op, time_us(a.unattributed_us), a.graph_launches, a.graph_gpu_ops, a.external_id_regime)}</p>
+        <p id="attribution">{attribution_words(a)}</p>
         {(s.graphs.replays > 0).then(|| view! {
             <h3>"Graph replays"</h3>
             <p id="graph-stats">{format!("{} ({}): {} replays ran {} GPU ops, {} of GPU time ({}); {} ran eagerly{}. Host time between replays: {}.",
@@ -1106,4 +1105,57 @@ fn ranks_tab(v: &SummaryView) -> impl IntoView {
         </table>
     }
     .into_any()
+}
+
+/// How sure the layer method is, in words (the number is on hover).
+fn sureness(confidence: f64) -> &'static str {
+    if confidence >= 0.8 {
+        "sure"
+    } else if confidence >= 0.5 {
+        "likely"
+    } else {
+        "a guess: check it, or set a marker below"
+    }
+}
+
+/// How GPU ops found their launch and op, in words: only the parts that
+/// happened, in the user's terms.
+fn attribution_words(a: &Attribution) -> String {
+    let mut parts = vec![format!(
+        "{} of {} GPU ops linked to their launch by correlation id",
+        grouped(a.by_correlation),
+        grouped(a.gpu_ops)
+    )];
+    if a.by_flow > 0 {
+        parts.push(format!("{} by flow arrows", grouped(a.by_flow)));
+    }
+    if a.without_launch > 0 {
+        parts.push(format!(
+            "{} launched before the profile opened (no launch in the file)",
+            grouped(a.without_launch)
+        ));
+    }
+    if a.without_op > 0 {
+        parts.push(format!(
+            "{} launched outside any op ({} of GPU time not attributed to an op)",
+            grouped(a.without_op),
+            time_us(a.unattributed_us)
+        ));
+    }
+    let mut text = parts.join("; ") + ".";
+    if a.graph_launches > 0 {
+        text.push_str(&format!(
+            " {} CUDA graph launches ran {} GPU ops.",
+            grouped(a.graph_launches),
+            grouped(a.graph_gpu_ops)
+        ));
+    }
+    text.push_str(match a.external_id_regime {
+        ExternalIdRegime::ExternalId => " Ops were found from the launches' external ids.",
+        ExternalIdRegime::Correlation => {
+            " This trace's external ids repeat the correlation ids (torch 2022-23), so each launch's op was found by time."
+        }
+        ExternalIdRegime::None => " The trace has no external ids: each launch's op was found by time.",
+    });
+    text
 }

@@ -251,7 +251,14 @@ fn Stacked(
                     row_h: b.row_h,
                     offset: s.offset,
                 };
-                ctx.set_fill_style_str(if s.marked { paint::HIGHLIGHT } else { "#333" });
+                ctx.set_fill_style_str(
+                    if s.marked {
+                        paint::HIGHLIGHT_EDGE.to_string()
+                    } else {
+                        paint::ink()
+                    }
+                    .as_str(),
+                );
                 let _ = ctx.fill_text(&s.label, 4.0, b.top + 11.0);
                 ctx.set_fill_style_str("rgba(128,128,128,0.25)");
                 ctx.fill_rect(0.0, b.top + HEADER_H - 1.0, w, 1.0);

@@ -389,7 +389,7 @@ pub fn TimelineTab(
                 }
             }
             let span = (i.end_ns - i.start_ns) as f64;
-            ctx.set_fill_style_str(paint::HIGHLIGHT);
+            ctx.set_fill_style_str(paint::HIGHLIGHT_EDGE);
             for (k, c) in total.iter().enumerate().filter(|(_, c)| **c > 0) {
                 let t0 = i.start_ns as f64 + span * k as f64 / n as f64;
                 let x = v.x_of(t0, pw);
@@ -404,9 +404,12 @@ pub fn TimelineTab(
             }
         }
         // Tracks.
+        let label_ink = paint::ink();
         for lane in &lanes {
             let t = &i.tracks[lane.track as usize];
-            ctx.set_fill_style_str("#555");
+            // Lane names in the theme's text colour, a size up from slices.
+            ctx.set_fill_style_str(&label_ink);
+            ctx.set_font("600 12px sans-serif");
             let _ = ctx.fill_text(
                 &format!(
                     "{} {}{}",
@@ -422,6 +425,7 @@ pub fn TimelineTab(
                 4.0,
                 lane.top + 11.0,
             );
+            ctx.set_font("11px sans-serif");
             ctx.set_fill_style_str("rgba(128,128,128,0.15)");
             ctx.fill_rect(0.0, lane.top + HEADER_H - 1.0, w, 1.0);
             if lane.collapsed {
@@ -515,7 +519,7 @@ pub fn TimelineTab(
                     let xb = GUTTER + v.x_of(e.start_ns as f64, pw);
                     let ya = a.top + HEADER_H + ROW_H / 2.0;
                     let yb = b.top + HEADER_H + e.row as f64 * ROW_H + ROW_H / 2.0;
-                    ctx.set_stroke_style_str(paint::HIGHLIGHT);
+                    ctx.set_stroke_style_str(paint::LINK);
                     ctx.begin_path();
                     ctx.move_to(xa, ya);
                     ctx.line_to(xb, yb);

@@ -128,14 +128,28 @@ pub fn tick_step(span_ns: f64, width: f64, target_px: f64) -> f64 {
     10.0 * mag
 }
 
-/// A stable colour for a name (hue from a hash), as `hsl(...)`.
+/// The hues (degrees) names never get: search hits and highlights have
+/// them to themselves ([`HIGHLIGHT`]), so a hit never looks like a slice.
+pub const RESERVED_HUES: (u32, u32) = (48, 78);
+
+/// The colour of search hits and highlighted names: a yellow no name's
+/// colour has ([`RESERVED_HUES`]).
+pub const HIGHLIGHT: &str = "hsl(62, 100%, 50%)";
+
+/// A stable colour for a name (hue from a hash, outside
+/// [`RESERVED_HUES`]), as `hsl(...)`.
 pub fn color_of(name: &str) -> String {
     let mut h: u32 = 2166136261;
     for b in name.bytes() {
         h ^= b as u32;
         h = h.wrapping_mul(16777619);
     }
-    format!("hsl({}, 55%, 52%)", h % 360)
+    let (lo, hi) = RESERVED_HUES;
+    let mut hue = h % (360 - (hi - lo));
+    if hue >= lo {
+        hue += hi - lo;
+    }
+    format!("hsl({hue}, 55%, 52%)")
 }
 
 /// The shade of a merged block: how busy its span is, 0.25 (idle) to 1.
@@ -379,5 +393,28 @@ mod tests {
         assert_eq!(key(v, "d", 0.0, 1e6).map(|v| v.start), Some(150.0));
         assert_eq!(key(v, "W", 0.0, 1e6).map(|v| v.span()), Some(800.0));
         assert_eq!(key(v, "x", 0.0, 1e6), None);
+    }
+
+    /// No name's colour falls in the hues search hits have to themselves.
+    #[test]
+    fn names_never_take_the_highlight_hue() {
+        let (lo, hi) = RESERVED_HUES;
+        for k in 0..5000 {
+            let c = color_of(&format!("kernel_{k}"));
+            let hue: u32 = c["hsl(".len()..]
+                .split(',')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(hue < 360 && !(lo..hi).contains(&hue), "{c}");
+        }
+        let h: u32 = HIGHLIGHT["hsl(".len()..]
+            .split(',')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((lo..hi).contains(&h));
     }
 }

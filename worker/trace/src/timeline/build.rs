@@ -310,6 +310,13 @@ impl TimelineIndex {
             (track.pid, track.tid)
         });
         gpu_tracks.sort_by_key(|(key, _)| (key.0, key.1, key.2));
+        // The main thread: the CPU thread with the most slices (the one the
+        // model runs on); its lane says so.
+        let main_thread = cpu_tracks
+            .iter()
+            .enumerate()
+            .max_by_key(|(k, (_, slices))| (slices.len(), std::cmp::Reverse(*k)))
+            .map(|(_, (tr, _))| *tr);
 
         // Rows, track by track, row by row (the event ids): CPU slices by
         // depth, each depth split where slices overlap; GPU ops greedily
@@ -341,7 +348,11 @@ impl TimelineIndex {
             let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
                 gpu: false,
-                label: format!("thread {tid} (pid {pid})"),
+                label: if Some(tr) == main_thread {
+                    format!("CPU · main thread {tid} (pid {pid})")
+                } else {
+                    format!("CPU · thread {tid} (pid {pid})")
+                },
                 pid,
                 tid,
                 device: None,
@@ -374,7 +385,7 @@ impl TimelineIndex {
             let drawn = lens.iter().sum::<usize>();
             tracks.push(TrackInfo {
                 gpu: true,
-                label: format!("GPU {device} stream {stream}"),
+                label: format!("GPU {device} · stream {stream}"),
                 pid: t.track_id_text(track.pid),
                 tid: t.track_id_text(track.tid),
                 device: Some(device),

@@ -92,7 +92,8 @@ pub enum Args {
 pub struct TrackInfo {
     /// `true` for a GPU stream.
     pub gpu: bool,
-    /// A label for people (`thread 38211`, `GPU 0 stream 7`).
+    /// A label for people, with the lane's kind first (`CPU · main thread
+    /// 38211 (pid 38211)`, `GPU 0 · stream 7`).
     pub label: String,
     /// Process id as written (a number, or text for string pids).
     pub pid: String,
