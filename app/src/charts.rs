@@ -10,11 +10,13 @@ use leptos::prelude::*;
 /// least 1.5x the median are marked.
 pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
     let n = steps.len().max(1) as f64;
-    let max = steps
+    let tallest = steps
         .iter()
         .map(|s| s.time().max(s.device_us))
         .fold(0.0, f64::max)
         .max(1e-9);
+    // Headroom: the tallest bar stops below the top edge.
+    let max = tallest * HEADROOM;
     let out = step_outliers(steps);
     let (w, h) = (1000.0, 220.0);
     let slot = w / n;
@@ -60,26 +62,85 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
         <figure class="chart">
             <div class="chart-plot">
                 <div class="y-axis" id="steps-y-axis" title="time per step">{labels}</div>
-                <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="steps-chart">{grid}{bars}</svg>
+                <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="steps-chart" role="img" aria-label="Time per step">{grid}{bars}</svg>
             </div>
+            {x_axis("steps-x-axis", "step", steps.len(), |i| step_number(&steps[i], i))}
             <figcaption>
-                <span class="axis-unit">"y: time per step  · "</span>
-                <span class="key key-cpu"></span>"step time (CPU)  "
+                <span class="axis-unit">"y: time per step, x: step  · "</span>
+                <span class="key key-cpu"></span>"step time  "
                 <span class="key key-device"></span>"GPU work  "
-                <span class="key key-outlier"></span>"≥ 1.5× median  · max " {time_us(max)}
+                <span class="key key-outlier"></span>"≥ 1.5× median  · max " {time_us(tallest)}
             </figcaption>
         </figure>
     }
+}
+
+/// The top of a bar chart's axis over its tallest bar: room above it, so
+/// no bar touches the plot's edge.
+const HEADROOM: f64 = 1.1;
+/// Most labels an x axis shows: every k-th bar past that.
+const MAX_X_LABELS: usize = 16;
+
+/// A step's number as the trace names it (`ProfilerStep#12` -> 12), else
+/// its place from 1.
+fn step_number(s: &StepRow, i: usize) -> String {
+    let digits: String = s
+        .name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if digits.is_empty() {
+        (i + 1).to_string()
+    } else {
+        digits
+    }
+}
+
+/// An x axis under a bar chart of `n` bars: each labelled bar's label
+/// centred under its slot, at most [`MAX_X_LABELS`] of them.
+fn x_axis(
+    id: &'static str,
+    what: &'static str,
+    n: usize,
+    label: impl Fn(usize) -> String,
+) -> impl IntoView {
+    let every = n.div_ceil(MAX_X_LABELS).max(1);
+    let ticks = (0..n)
+        .step_by(every)
+        .map(|i| {
+            let at = 100.0 * (i as f64 + 0.5) / n.max(1) as f64;
+            view! { <span class="tick" style=format!("left: {at:.2}%")>{label(i)}</span> }
+        })
+        .collect_view();
+    view! { <div class="x-axis" id=id title=what>{ticks}</div> }
+}
+
+/// A time axis under a chart spanning `span_ns` from its left edge: round
+/// times from 0, as the timeline's ruler labels them.
+fn time_axis(id: &'static str, span_ns: f64) -> impl IntoView {
+    let ticks = crate::logic::nice_ticks(span_ns.max(1.0), 6)
+        .into_iter()
+        .map(|v| {
+            let at = 100.0 * v / span_ns.max(1.0);
+            view! { <span class="tick" style=format!("left: {at:.2}%")>{crate::timeline::time_label(v)}</span> }
+        })
+        .collect_view();
+    view! { <div class="x-axis" id=id title="time from the first event shown">{ticks}</div> }
 }
 
 /// Per-layer stacked bars of device time by kernel category, on a given
 /// scale (so two runs can share one).
 pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoView {
     let n = items.len().max(1) as f64;
-    let (w, h) = (1000.0, 200.0);
+    let (w, h) = (1000.0, 220.0);
     let slot = w / n;
     let bw = (slot * 0.8).max(0.5);
-    let max = max.max(1e-9);
+    let tallest = max.max(1e-9);
+    let max = tallest * HEADROOM;
     let bars = items
         .iter()
         .enumerate()
@@ -103,10 +164,27 @@ pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoVie
             view! { <g class="layer" data-layer=l.index>{segs}</g> }
         })
         .collect_view();
+    let ticks = crate::logic::nice_ticks(max, 4);
+    let grid = ticks
+        .iter()
+        .map(|v| {
+            let y = h - h * v / max;
+            view! { <line class="grid" x1="0" x2=w y1=y y2=y vector-effect="non-scaling-stroke"/> }
+        })
+        .collect_view();
+    let labels = ticks
+        .iter()
+        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{time_us(*v)}</span> })
+        .collect_view();
+    let index: Vec<i64> = items.iter().map(|l| l.index).collect();
     view! {
         <figure class="chart">
-            <svg viewBox=format!("0 0 {w} {h}") preserveAspectRatio="none" class="layers-chart" aria-label=label.to_string()>{bars}</svg>
-            <figcaption>{legend()} " · scale " {time_us(max)} " per layer per step"</figcaption>
+            <div class="chart-plot">
+                <div class="y-axis" id="layers-y-axis" title=label.to_string()>{labels}</div>
+                <svg viewBox=format!("0 0 {w} {}", h + 2.0) preserveAspectRatio="none" class="layers-chart" role="img" aria-label=label.to_string()>{grid}{bars}</svg>
+            </div>
+            {x_axis("layers-x-axis", "layer", index.len(), move |i| index[i].to_string())}
+            <figcaption>{legend()} " · y: " {label.to_string()} ", x: layer · tallest " {time_us(tallest)}</figcaption>
         </figure>
     }
 }
@@ -282,7 +360,9 @@ pub fn memory_chart(d: &kinetoscope_types::MemoryDevice) -> impl IntoView {
                     <circle class="mem-peak-dot" cx=px cy=py r="3" vector-effect="non-scaling-stroke"/>
                 </svg>
             </div>
+            {time_axis("memory-x-axis", (t1 - t0) as f64)}
             <figcaption>
+                <span class="axis-unit">"y: bytes, x: time  · "</span>
                 <span class="key key-device"></span>"allocated  "
                 {reserved.then(|| view! { <span class="key key-reserved"></span>"reserved  " })}
                 <span class="key key-outlier"></span>{format!("peak {}  · {} events, {} points drawn", bytes(d.peak_bytes as f64), d.events, d.series.len())}

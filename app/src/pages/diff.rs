@@ -135,13 +135,34 @@ fn delta_table(rows: &[DeltaRow], id: &str, title: &str, basis: DiffBasis) -> im
     }
 }
 
+/// How many times taller one run's tallest layer may be than the other's
+/// for both to share a scale: past it the shorter run's bars are a few
+/// pixels high.
+const OWN_SCALE_RATIO: f64 = 4.0;
+
 fn diff_body(d: Diff) -> impl IntoView {
-    let layer_max =
-        d.a.layers
-            .iter()
-            .chain(d.b.layers.iter())
-            .map(|l| l.device_us)
-            .fold(0.0, f64::max);
+    // One scale for both where their tallest layers are alike; where one
+    // run's layers are many times shorter (a fix that cut them 10x), each
+    // on its own scale, said in the heading: on one scale B was an empty
+    // box.
+    let tallest =
+        |ls: &[kinetoscope_types::LayerRow]| ls.iter().map(|l| l.device_us).fold(0.0, f64::max);
+    let (a_max, b_max) = (tallest(&d.a.layers), tallest(&d.b.layers));
+    let own_scales =
+        a_max.min(b_max) > 0.0 && a_max.max(b_max) / a_max.min(b_max) > OWN_SCALE_RATIO;
+    let (a_scale, b_scale) = if own_scales {
+        (a_max, b_max)
+    } else {
+        (a_max.max(b_max), a_max.max(b_max))
+    };
+    let scale_heading = if own_scales {
+        format!(
+            "Device time per layer, each on its own scale (B's tallest layer is {:.1}x A's)",
+            b_max / a_max
+        )
+    } else {
+        "Device time per layer, same scale".to_string()
+    };
     let has_layers = !d.a.layers.is_empty() || !d.b.layers.is_empty();
     view! {
         <div class="grid2">{side_card(&d.a, "A")}{side_card(&d.b, "B")}</div>
@@ -175,11 +196,11 @@ fn diff_body(d: Diff) -> impl IntoView {
         </div>
         {has_layers.then(|| view! {
             <div class="panel">
-                <h3>"Device time per layer, same scale"</h3>
+                <h3 id="diff-layers-heading">{scale_heading}</h3>
                 <p class="side-label">"A · " {d.a.name.clone()} " (" {d.a.layer_method.as_str()} ")"</p>
-                {charts::stacked_layers(&d.a.layers, layer_max, "layers of run A")}
+                {charts::stacked_layers(&d.a.layers, a_scale, "layers of run A, per step")}
                 <p class="side-label">"B · " {d.b.name.clone()} " (" {d.b.layer_method.as_str()} ")"</p>
-                {charts::stacked_layers(&d.b.layers, layer_max, "layers of run B")}
+                {charts::stacked_layers(&d.b.layers, b_scale, "layers of run B, per step")}
             </div>
         })}
         <div class="panel">

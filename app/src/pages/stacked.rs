@@ -166,6 +166,11 @@ fn Stacked(
     url: UrlState,
     initial: View,
     origin: f64,
+    /// Each layer index's change in device time per step (the diff's
+    /// `layers`), for the layer strip; without it the strip measures the
+    /// layers' wall spans, and says so.
+    #[prop(optional)]
+    device_changes: Option<Arc<HashMap<i64, f64>>>,
 ) -> impl IntoView {
     let (lo, hi) = bounds(&sides);
     let (boxes, strip, height) = stack(&sides, how);
@@ -186,11 +191,19 @@ fn Stacked(
     let width = view.width;
     let tooltip = view.tooltip;
     let plot_w = move || view.plot_w();
-    let changes = Arc::new(match how {
-        Stacking::Diff if sides.len() == 2 => {
-            layer_changes(&sides[0].info.layers, &sides[1].info.layers)
-        }
-        _ => HashMap::new(),
+    let device_changes = device_changes.filter(|m| !m.is_empty());
+    let strip_label = if device_changes.is_some() {
+        "layer change (device time)"
+    } else {
+        "layer change (wall span)"
+    };
+    let changes = device_changes.unwrap_or_else(|| {
+        Arc::new(match how {
+            Stacking::Diff if sides.len() == 2 => {
+                layer_changes(&sides[0].info.layers, &sides[1].info.layers)
+            }
+            _ => HashMap::new(),
+        })
     });
 
     // Fetch what the view needs for every lane of every side; the old
@@ -304,7 +317,7 @@ fn Stacked(
             let mut strip_drawn = Vec::new();
             if let (Some(y), Some(b)) = (strip, sides.get(1)) {
                 ctx.set_fill_style_str(&paint::muted());
-                let _ = ctx.fill_text("layer change", 4.0, y + 11.0);
+                let _ = ctx.fill_text(strip_label, 4.0, y + 11.0);
                 let p = Place {
                     view: v,
                     width: pw,
@@ -517,6 +530,16 @@ pub fn DiffTimeline(
         .unwrap_or(0);
     let anchor = Memo::new(move |_| url.get("anchor").unwrap_or_default());
     let hl = highlight_signal(url);
+    // The layer strip's measure: each layer's device time per step, from
+    // the diff (a fix that cut every layer's device time 10x reads as
+    // -90%, where their wall spans, bound by the host, barely moved).
+    let device_changes: Arc<HashMap<i64, f64>> = Arc::new(
+        diff.layers
+            .iter()
+            .filter(|l| l.a_us > 0.0)
+            .map(|l| (l.index, l.b_us / l.a_us - 1.0))
+            .collect(),
+    );
     let infos = RwSignal::new(None::<Result<(Arc<TimelineInfo>, Arc<TimelineInfo>), String>>);
     {
         let (a, b) = (a.clone(), b.clone());
@@ -651,7 +674,7 @@ pub fn DiffTimeline(
             }}
             {move || aligned.get().map(|(sides, initial, note, fell_back)| view! {
                 <p id="align-note" class:error=fell_back>{note}</p>
-                <Stacked sides=sides how=Stacking::Diff hl=hl url=url initial=initial origin=0.0/>
+                <Stacked sides=sides how=Stacking::Diff hl=hl url=url initial=initial origin=0.0 device_changes=device_changes.clone()/>
             })}
         </div>
     }
