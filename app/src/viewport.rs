@@ -15,6 +15,12 @@ use std::time::Duration;
 /// release to count as a click rather than a drag.
 const CLICK_SLOP_PX: f64 = 3.0;
 
+/// How long the view must rest before its windows are fetched: a wheel
+/// burst sends an event every 8-16 ms, and fetching for each asked for the
+/// same lanes 2-3 times per event (issue 45); 60 ms is under a frame pair,
+/// so a settled view still fills in at once.
+const SETTLE: Duration = Duration::from_millis(60);
+
 /// How often at most the view is written into the URL: writing it on every
 /// frame of a zoom would make the router work each frame.
 const URL_EVERY: Duration = Duration::from_millis(300);
@@ -155,6 +161,35 @@ impl Viewport {
             ev.prevent_default();
             self.view.set(Some(next));
         }
+    }
+
+    /// Calls `fetch` with the view once it has settled: [`SETTLE`] after
+    /// the last change (and after any change of what `track` reads), not on
+    /// every wheel event of a burst. The first view is fetched at once.
+    pub fn when_settled(&self, track: impl Fn() + 'static, fetch: impl Fn(View) + Clone + 'static) {
+        let vp = *self;
+        let generation = StoredValue::new(0u64);
+        Effect::new(move |_| {
+            let Some(v) = vp.view.get() else { return };
+            track();
+            let g = generation.get_value() + 1;
+            generation.set_value(g);
+            if g == 1 {
+                fetch(v);
+                return;
+            }
+            let fetch = fetch.clone();
+            set_timeout(
+                move || {
+                    if generation.try_get_value() == Some(g) {
+                        if let Some(v) = vp.view.get_untracked() {
+                            fetch(v);
+                        }
+                    }
+                },
+                SETTLE,
+            );
+        });
     }
 
     /// Writes the view into the URL (`start_ns`, `end_ns`) as it changes, at

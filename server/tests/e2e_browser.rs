@@ -1827,6 +1827,32 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
     );
     b.screenshot("on-timeline-from-a-finding").await;
 
+    // A burst of wheel events fetches each lane's window once, when the
+    // view settles (it fetched 2-3 times per event).
+    b.wait_js(
+        "window.__timelineLayout && JSON.parse(window.__timelineLayout).fetched >= JSON.parse(window.__timelineLayout).lanes.length",
+        LONG,
+    )
+    .await;
+    let fetches = b
+        .client
+        .execute_async(
+            "const done = arguments[0]; performance.clearResourceTimings(); \
+             const c = document.getElementById('timeline-canvas'); const r = c.getBoundingClientRect(); \
+             for (let k = 0; k < 10; k++) c.dispatchEvent(new WheelEvent('wheel', {deltaY: -120, clientX: r.left + r.width / 2, clientY: r.top + 40, bubbles: true, cancelable: true})); \
+             setTimeout(() => done([performance.getEntriesByType('resource').filter(e => e.name.includes('/timeline/window')).length, \
+               JSON.parse(window.__timelineLayout).lanes.length]), 1500);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (n, lanes) = (fetches[0].as_u64().unwrap(), fetches[1].as_u64().unwrap());
+    assert!(
+        n >= 1 && n <= lanes,
+        "10 wheel events fetched {n} windows for {lanes} lanes"
+    );
+    println!("10 wheel events: {n} window fetches for {lanes} lanes");
+
     // The timeline asks only for what the run has: no request answers 4xx
     // (the memory and counter probes, the favicon).
     b.client

@@ -235,8 +235,8 @@ fn Stacked(
             }
         }
     };
-    // Every view change: fetch; the URL follows the view.
-    Effect::new(move |_| fetch(view.get()));
+    // Every settled view: fetch; the URL follows the view.
+    view.when_settled(|| (), fetch);
     view.follow_in_url(url);
 
     let draw = {

@@ -241,15 +241,9 @@ pub fn TimelineTab(
             }
         }
     };
-    // Every view change: fetch; the URL follows the view.
-    Effect::new({
-        let fetch = fetch.clone();
-        move |_| {
-            let Some(v) = view.get() else { return };
-            collapsed.track();
-            fetch(v);
-        }
-    });
+    // Every settled view (and every change of the collapsed lanes):
+    // fetch; the URL follows the view.
+    vp.when_settled(move || collapsed.track(), fetch.clone());
     vp.follow_in_url(url);
 
     // Search: highlight, count, density, and go to the first match when the
