@@ -630,3 +630,53 @@ async fn upload_groups_are_bound_to_their_token() {
         srv.stop().await;
     }
 }
+
+/// A real CPU capture of the family (a host-bound decode) with every time
+/// stretched by `factor`: the same work on a host that runs uniformly
+/// slower (another machine, its clock, contention).
+fn stretched_capture(factor: f64) -> Vec<u8> {
+    use std::io::Read;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../worker/trace/tests/captures/dense-eager-6l.json.gz");
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut json)
+        .unwrap();
+    let mut t: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let events = t["traceEvents"].as_array_mut().unwrap();
+    let t0 = events
+        .iter()
+        .filter_map(|e| e["ts"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    for e in events.iter_mut() {
+        if let Some(ts) = e["ts"].as_f64() {
+            e["ts"] = serde_json::json!(t0 + (ts - t0) * factor);
+        }
+        if let Some(d) = e["dur"].as_f64() {
+            e["dur"] = serde_json::json!(d * factor);
+        }
+    }
+    serde_json::to_vec(&t).unwrap()
+}
+
+/// The CLI's gate on a host-bound pair: B is A on a host 1.3x slower in
+/// every op. The step-time rise is not the patch's, so the gate cannot
+/// compare them (exit 2) and says why; `--strict` judges it anyway (exit
+/// 1).
+#[test]
+fn a_uniformly_slower_host_is_not_comparable_at_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    std::fs::write(&a, stretched_capture(1.0)).unwrap();
+    std::fs::write(&b, stretched_capture(1.3)).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let out = diff(&[a, b, "--fail-above", "5"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}\n{}", text(&out.stdout));
+    assert!(err.contains("ran uniformly slower"), "{err}");
+    let out = diff(&[a, b, "--fail-above", "5", "--strict"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    // The same trace against itself passes.
+    let out = diff(&[a, a, "--fail-above", "5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
