@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 mod enums;
 pub mod escape;
+pub mod names;
 pub mod stats;
 pub mod steps;
 pub mod table;

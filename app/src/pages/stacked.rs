@@ -447,13 +447,13 @@ fn Stacked(
                         sides[k].label,
                         s.count,
                         100.0 * s.busy_ns as f64 / s.dur_ns.max(1) as f64,
-                        s.name
+                        kinetoscope_types::names::short_name(&s.name)
                     )
                 } else {
                     format!(
                         "{}: {} · {}",
                         sides[k].label,
-                        s.name,
+                        kinetoscope_types::names::short_name(&s.name),
                         time_label(s.dur_ns as f64)
                     )
                 };

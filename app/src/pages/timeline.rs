@@ -10,6 +10,7 @@ use crate::paint::{self, Place};
 use crate::timeline::{fetch_plan, time_label, View, BAND_H, GUTTER, HEADER_H, ROW_H, RULER_H};
 use crate::viewport::{Viewport, WindowCache};
 use crate::widgets::UrlState;
+use kinetoscope_types::names::short_name;
 use kinetoscope_types::*;
 use leptos::html::Canvas;
 use leptos::prelude::*;
@@ -640,10 +641,12 @@ pub fn TimelineTab(
                     s.count,
                     if gpu { "kernels" } else { "events" },
                     100.0 * s.busy_ns as f64 / s.dur_ns.max(1) as f64,
-                    s.name
+                    short_name(&s.name)
                 )
             } else {
-                format!("{} · {}", s.name, time_label(s.dur_ns as f64))
+                // The short name the tables use; the full one is in the
+                // details of a click.
+                format!("{} · {}", short_name(&s.name), time_label(s.dur_ns as f64))
             };
             (x, y, text)
         }));
