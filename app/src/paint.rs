@@ -413,11 +413,7 @@ pub fn fit_to_container(
         }
         fit(parent.client_width() as f64);
         let cb = Closure::<dyn Fn(js_sys::Array)>::new(move |entries: js_sys::Array| {
-            if let Some(e) = entries
-                .get(0)
-                .dyn_into::<web_sys::ResizeObserverEntry>()
-                .ok()
-            {
+            if let Ok(e) = entries.get(0).dyn_into::<web_sys::ResizeObserverEntry>() {
                 fit(e.target().client_width() as f64);
             }
         });
