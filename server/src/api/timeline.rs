@@ -59,29 +59,34 @@ async fn index(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<TimelineI
     let traces = state.db.traces(id).await?;
     let t = rank_trace(state, id, rank, &traces).await?;
     let key = format!("{id}:{rank}:{}", t.analyses);
-    if let Some(ix) = state.timelines.get(&key) {
-        return Ok(ix);
-    }
-    let Some(bytes) = state
-        .artifacts
-        .read(id, rank, ArtifactName::Timeline)
-        .await?
-    else {
-        if t.status != RunStatus::Done {
-            let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
-            return Err(not_ready(&run));
-        }
-        return Err(ApiError::NotFound(
-            "this rank has no timeline index yet: it was analyzed by an older version and is being re-analyzed".into(),
-        ));
-    };
-    let ix = tokio::task::spawn_blocking(move || TimelineIndex::read(&bytes[..]))
+    // One load per index: requests that arrive while it loads (the info
+    // and every lane's first window, several tabs) wait for that load
+    // instead of each reading and decoding the index again.
+    state
+        .timelines
+        .get_or_insert_async(&key, async {
+            let Some(bytes) = state
+                .artifacts
+                .read(id, rank, ArtifactName::Timeline)
+                .await?
+            else {
+                if t.status != RunStatus::Done {
+                    let run = state.db.run(id).await?.ok_or_else(ApiError::no_run)?;
+                    return Err(not_ready(&run));
+                }
+                return Err(ApiError::NotFound(
+                    "this rank has no timeline index yet: it was analyzed by an older version and is being re-analyzed".into(),
+                ));
+            };
+            let ix = tokio::task::spawn_blocking(move || TimelineIndex::read(&bytes[..]))
+                .await
+                .map_err(|e| ApiError::Internal(format!("loading the timeline index: {e}")))?
+                .map_err(|e| {
+                    ApiError::Internal(format!("the stored timeline index does not read: {e}"))
+                })?;
+            Ok(Arc::new(ix))
+        })
         .await
-        .map_err(|e| ApiError::Internal(format!("loading the timeline index: {e}")))?
-        .map_err(|e| ApiError::Internal(format!("the stored timeline index does not read: {e}")))?;
-    let ix = Arc::new(ix);
-    state.timelines.insert(key, ix.clone());
-    Ok(ix)
 }
 
 fn px_of(q: &TimelineQuery, default: u32) -> ApiResult<u32> {
