@@ -644,3 +644,49 @@ async fn cli_upload_refuses_redirects_and_answers_without_a_run() {
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert!(seen[0].starts_with("POST "), "{seen:?}");
 }
+
+/// CPU time (user and system) a process has used, from `/proc/PID/stat`,
+/// in clock ticks (100 a second on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which is in parentheses).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 here.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// An analysis past its deadline stops working, not only reporting: a real
+/// `kinetoscope serve` whose worker was analyzing an upload that needs far
+/// more than its 1 s deadline uses no more than 0.2 s of CPU in the two
+/// seconds after 2 s past the failure (issue 43: a cancelled analysis went
+/// on in its thread until it ended by itself).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cpu_is_idle_soon_after_an_analysis_passes_its_deadline() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Sqlite.url(data.path()).await;
+    let mut env = data_env(data.path(), &db);
+    env.push(("KINETOSCOPE_ANALYSIS_DEADLINE_SECS", "1".into()));
+    let server = Proc::start(&["serve"], &env).await;
+    let pid = server.child.id();
+    let api = Api::new(server.url.as_deref().unwrap());
+    // 20 M overlapping kernels: many seconds of analysis on this machine.
+    let mut z = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    kinetoscope_generate::write_overlapping_kernels(20_000_000, &mut z).unwrap();
+    let run = api.upload(z.finish().unwrap(), "slow").await;
+    let failed = api.wait(&run.id, LONG).await;
+    assert_eq!(failed.status, kinetoscope_types::RunStatus::Failed);
+    assert!(
+        failed.error.as_deref().unwrap_or("").contains("deadline"),
+        "{:?}",
+        failed.error
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = cpu_ticks(pid) - before;
+    assert!(
+        used <= 20,
+        "the server used {used} ticks of CPU in the 2 s after its analysis was cancelled"
+    );
+}
