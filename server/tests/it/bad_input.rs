@@ -1172,6 +1172,11 @@ async fn a_trickled_small_body_gets_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let srv = TestServer::start(Opts::default()).await;
     let addr = srv.url.trim_start_matches("http://").to_string();
+    // Taken before the connection opens: whenever the server starts its
+    // clock (the accept, the head, the body), it is after this, so the
+    // answer cannot come sooner than the deadline by this clock (taken
+    // after the head was written, it once read the deadline a hair short).
+    let started = std::time::Instant::now();
     let conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let (mut rd, mut wr) = conn.into_split();
     wr.write_all(
@@ -1182,7 +1187,6 @@ async fn a_trickled_small_body_gets_408() {
     )
     .await
     .unwrap();
-    let started = std::time::Instant::now();
     let trickle = tokio::spawn(async move {
         for _ in 0..20 {
             tokio::time::sleep(Duration::from_secs(3)).await;
