@@ -1687,6 +1687,26 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
             "baseline · Steps · Kinetoscope",
         ),
         (
+            format!("{}{}?tab=layers", srv.url, a.url),
+            "#layers-table tbody tr",
+            "baseline · Layers · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=memory", srv.url, a.url),
+            "figure.memory-chart",
+            "baseline · Memory · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=timeline", srv.url, a.url),
+            "#timeline-canvas",
+            "baseline · Timeline · Kinetoscope",
+        ),
+        (
+            format!("{}{}?tab=gpu", srv.url, a.url),
+            "#tab-body table",
+            "baseline · GPU time · Kinetoscope",
+        ),
+        (
             format!("{}/", srv.url),
             "table.runs tbody tr",
             "Runs · Kinetoscope",
@@ -1727,6 +1747,35 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
         }
     }
     assert!(low.is_empty(), "text below 4.5:1: {low:#?}");
+    // Every page again at 1920x1080, for the screenshots (`-1920`).
+    let chrome_w = js(&b, "window.outerWidth - window.innerWidth")
+        .await
+        .as_f64()
+        .unwrap() as u32;
+    let chrome_h = js(&b, "window.outerHeight - window.innerHeight")
+        .await
+        .as_f64()
+        .unwrap() as u32;
+    b.client
+        .set_window_size(1920 + chrome_w, 1080 + chrome_h)
+        .await
+        .unwrap();
+    js(&b, "(document.documentElement.dataset.theme = 'light', 1)").await;
+    for (url, ready, title) in &pages {
+        b.client.goto(url).await.unwrap();
+        b.wait_for(ready, LONG).await;
+        let shot = title
+            .split(" · ")
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("-")
+            .replace(['→', ' '], "");
+        b.screenshot(&format!("page-{shot}-1920")).await;
+    }
+    b.client
+        .set_window_size(1400 + chrome_w, 900 + chrome_h)
+        .await
+        .unwrap();
     // The check finds a pair below 4.5:1 (grey #999 on white: 2.85:1),
     // also under a translucent layer.
     js(
