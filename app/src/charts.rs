@@ -42,22 +42,7 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
             }
         })
         .collect_view();
-    // The y axis: round times, as labels beside the plot (text inside a
-    // stretched SVG would stretch with it) and grid lines across it.
-    let ticks = crate::logic::nice_ticks(max, 4);
-    let grid = ticks
-        .iter()
-        .map(|v| {
-            let y = h - h * v / max;
-            view! { <line class="grid" x1="0" x2=w y1=y y2=y vector-effect="non-scaling-stroke"/> }
-        })
-        .collect_view();
-    let labels = ticks
-        .iter()
-        .map(|v| {
-            view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / (h + 2.0) * h / max)>{time_us(*v)}</span> }
-        })
-        .collect_view();
+    let (grid, labels) = y_scale(max, w, h, |v| time_us(v));
     view! {
         <figure class="chart">
             <div class="chart-plot">
@@ -73,6 +58,30 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
             </figcaption>
         </figure>
     }
+}
+
+/// A chart's y axis up to `max` over a plot `w` by `h` (its SVG is `h + 2`
+/// high): grid lines across the plot, and round values as labels beside
+/// it (text inside a stretched SVG would stretch with it).
+fn y_scale(
+    max: f64,
+    w: f64,
+    h: f64,
+    label: impl Fn(f64) -> String,
+) -> (impl IntoView, impl IntoView) {
+    let ticks = crate::logic::nice_ticks(max, 4);
+    let grid = ticks
+        .iter()
+        .map(|v| {
+            let y = h - h * v / max;
+            view! { <line class="grid" x1="0" x2=w y1=y y2=y vector-effect="non-scaling-stroke"/> }
+        })
+        .collect_view();
+    let labels = ticks
+        .iter()
+        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{label(*v)}</span> })
+        .collect_view();
+    (grid, labels)
 }
 
 /// The top of a bar chart's axis over its tallest bar: room above it, so
@@ -164,18 +173,7 @@ pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoVie
             view! { <g class="layer" data-layer=l.index>{segs}</g> }
         })
         .collect_view();
-    let ticks = crate::logic::nice_ticks(max, 4);
-    let grid = ticks
-        .iter()
-        .map(|v| {
-            let y = h - h * v / max;
-            view! { <line class="grid" x1="0" x2=w y1=y y2=y vector-effect="non-scaling-stroke"/> }
-        })
-        .collect_view();
-    let labels = ticks
-        .iter()
-        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{time_us(*v)}</span> })
-        .collect_view();
+    let (grid, labels) = y_scale(max, w, h, |v| time_us(v));
     let index: Vec<i64> = items.iter().map(|l| l.index).collect();
     view! {
         <figure class="chart">
@@ -333,18 +331,7 @@ pub fn memory_chart(d: &kinetoscope_types::MemoryDevice) -> impl IntoView {
         })
         .collect_view();
     let reserved = d.reserved_peak_bytes >= 0;
-    let ticks = crate::logic::nice_ticks(max, 4);
-    let grid = ticks
-        .iter()
-        .map(|v| {
-            let yy = h - h * v / max;
-            view! { <line class="grid" x1="0" x2=w y1=yy y2=yy vector-effect="non-scaling-stroke"/> }
-        })
-        .collect_view();
-    let labels = ticks
-        .iter()
-        .map(|v| view! { <span class="tick" style=format!("bottom: {:.2}%", 100.0 * v / max * h / (h + 2.0))>{bytes(floor + *v)}</span> })
-        .collect_view();
+    let (grid, labels) = y_scale(max, w, h, |v| bytes(floor + v));
     let (px, py) = (x(d.peak_ns), y(d.peak_bytes));
     view! {
         <figure class="chart memory-chart" data-device=d.device.clone()>

@@ -18,6 +18,21 @@ async fn js(b: &Browser, expr: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// Sizes the browser window so that the page itself (the viewport) is
+/// `w` by `h` CSS pixels, whatever the window's frame takes.
+async fn set_inner_size(b: &Browser, w: u32, h: u32) {
+    let frame = js(
+        b,
+        "[window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]",
+    )
+    .await;
+    let (fw, fh) = (
+        frame[0].as_u64().unwrap() as u32,
+        frame[1].as_u64().unwrap() as u32,
+    );
+    b.client.set_window_size(w + fw, h + fh).await.unwrap();
+}
+
 /// The op the API ranks first by self device time (ties by name).
 fn top_op_by_self_device(s: &Summary) -> String {
     let mut ops = s.ops.clone();
@@ -1216,19 +1231,8 @@ async fn timeline_shows_a_kernel_and_its_launching_op() {
     // and no more (sized from the box, not the window: at 1920 px a canvas
     // sized from the window hid its last 320 px), and its height is its
     // lanes', so the details below it are in view.
-    let chrome_w = js(&b, "window.outerWidth - window.innerWidth")
-        .await
-        .as_f64()
-        .unwrap() as u32;
-    let chrome_h = js(&b, "window.outerHeight - window.innerHeight")
-        .await
-        .as_f64()
-        .unwrap() as u32;
     for (w, h) in [(1920u32, 1080u32), (1400, 900)] {
-        b.client
-            .set_window_size(w + chrome_w, h + chrome_h)
-            .await
-            .unwrap();
+        set_inner_size(&b, w, h).await;
         let fit = b
             .wait_js(
                 &format!(
@@ -1333,15 +1337,8 @@ async fn timeline_timing() {
     let widths: &[u32] = if full { &[1400, 1920] } else { &[1400] };
     for &width in widths {
         let b = Browser::start().await;
-        let chrome_w = js(&b, "window.outerWidth - window.innerWidth")
-            .await
-            .as_f64()
-            .unwrap() as u32;
-        let (_, _, _, outer_h) = b.client.get_window_rect().await.unwrap();
-        b.client
-            .set_window_size(width + chrome_w, outer_h as u32)
-            .await
-            .unwrap();
+        let height = js(&b, "window.innerHeight").await.as_u64().unwrap() as u32;
+        set_inner_size(&b, width, height).await;
         b.client
             .goto(&format!("{}{}?tab=timeline", srv.url, created.url))
             .await
@@ -1748,19 +1745,7 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
     }
     assert!(low.is_empty(), "text below 4.5:1: {low:#?}");
     // Every page again at 1920x1080, for the screenshots (`-1920`).
-    let chrome_w = js(&b, "window.outerWidth - window.innerWidth")
-        .await
-        .as_f64()
-        .unwrap() as u32;
-    let chrome_h = js(&b, "window.outerHeight - window.innerHeight")
-        .await
-        .as_f64()
-        .unwrap() as u32;
-    b.client
-        .set_window_size(1920 + chrome_w, 1080 + chrome_h)
-        .await
-        .unwrap();
-    js(&b, "(document.documentElement.dataset.theme = 'light', 1)").await;
+    set_inner_size(&b, 1920, 1080).await;
     for (url, ready, title) in &pages {
         b.client.goto(url).await.unwrap();
         b.wait_for(ready, LONG).await;
@@ -1772,10 +1757,7 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
             .replace(['→', ' '], "");
         b.screenshot(&format!("page-{shot}-1920")).await;
     }
-    b.client
-        .set_window_size(1400 + chrome_w, 900 + chrome_h)
-        .await
-        .unwrap();
+    set_inner_size(&b, 1400, 900).await;
     // The check finds a pair below 4.5:1 (grey #999 on white: 2.85:1),
     // also under a translucent layer.
     js(
@@ -1844,15 +1826,7 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
         summary
             .kernels
             .iter()
-            .map(|k| {
-                let t: f64 = k
-                    .launched_by
-                    .iter()
-                    .filter(|c| c.chain.contains(&op))
-                    .map(|c| c.total_us)
-                    .sum();
-                (t, k.name.clone())
-            })
+            .map(|k| (k.launched_from(&op).1, k.name.clone()))
             .max_by(|x, y| x.0.total_cmp(&y.0))
             .unwrap()
             .1

@@ -782,6 +782,18 @@ pub struct KernelGroup {
 }
 
 impl KernelRow {
+    /// Its calls and device time (µs) launched from within `op`: the sums
+    /// of its launch chains (`launched_by`, the top ones kept) that hold the
+    /// op. What a finding about an op and its kernel have in common.
+    pub fn launched_from(&self, op: &str) -> (u64, f64) {
+        self.launched_by
+            .iter()
+            .filter(|c| c.chain.iter().any(|n| n == op))
+            .fold((0, 0.0), |(calls, us), c| {
+                (calls + c.calls, us + c.total_us)
+            })
+    }
+
     /// The value the kernel table sorts by for a column key (`calls`,
     /// `total`, `avg`, `min`, `max`, `pct`); `None` for text columns.
     pub fn sort_value(&self, col: &str) -> Option<f64> {

@@ -549,15 +549,7 @@ fn kernel_of_finding(kernels: &[KernelRow], tab: FindingTab, name: &str) -> Opti
     }
     kernels
         .iter()
-        .map(|k| {
-            let t: f64 = k
-                .launched_by
-                .iter()
-                .filter(|c| c.chain.iter().any(|n| n == name))
-                .map(|c| c.total_us)
-                .sum();
-            (t, k)
-        })
+        .map(|k| (k.launched_from(name).1, k))
         .filter(|(t, _)| *t > 0.0)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, k)| k.name.clone())

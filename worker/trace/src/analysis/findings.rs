@@ -279,15 +279,7 @@ fn by_cause(s: &Summary, found: Vec<Finding>) -> Vec<Finding> {
     let op_of_kernel = |kernel: &str| -> Option<String> {
         let k = s.kernels.iter().find(|k| k.name == kernel)?;
         ops.iter()
-            .map(|op| {
-                let calls: u64 = k
-                    .launched_by
-                    .iter()
-                    .filter(|c| c.chain.iter().any(|n| n == op))
-                    .map(|c| c.calls)
-                    .sum();
-                (calls, *op)
-            })
+            .map(|op| (k.launched_from(op).0, *op))
             .max()
             .filter(|(calls, _)| *calls as f64 >= EVIDENCE_SHARE * k.calls as f64)
             .map(|(_, op)| op.to_string())
