@@ -42,7 +42,7 @@ pub fn step_chart(steps: &[StepRow]) -> impl IntoView {
             }
         })
         .collect_view();
-    let (grid, labels) = y_scale(max, w, h, |v| time_us(v));
+    let (grid, labels) = y_scale(max, w, h, time_us);
     view! {
         <figure class="chart">
             <div class="chart-plot">
@@ -173,7 +173,7 @@ pub fn stacked_layers(items: &[LayerRow], max: f64, label: &str) -> impl IntoVie
             view! { <g class="layer" data-layer=l.index>{segs}</g> }
         })
         .collect_view();
-    let (grid, labels) = y_scale(max, w, h, |v| time_us(v));
+    let (grid, labels) = y_scale(max, w, h, time_us);
     let index: Vec<i64> = items.iter().map(|l| l.index).collect();
     view! {
         <figure class="chart">
