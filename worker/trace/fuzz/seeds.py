@@ -52,6 +52,22 @@ def kernel_window(events):
     return meta + ops + launch + flows + [k]
 
 
+def staircase(path, n=400_000):
+    """The probe's staircase (RELIABILITY.md, the third probe, 1): `n` CPU ops
+    of one name on one thread, op `i` from `i` us for `n` us, each nested in
+    the last. As zstd it is 0.3 MB; the `analyze` target reads it as an upload
+    (30 MB of JSON), so a pass that turns quadratic on it again takes minutes
+    and fails the fuzz time limit (`FUZZ_TIMEOUT`)."""
+    ops = ",".join(
+        f'{{"ph":"X","cat":"cpu_op","name":"aten::stair","pid":1,"tid":1,"ts":{i},"dur":{n}}}'
+        for i in range(n)
+    )
+    doc = ('{"traceEvents":[' + ops + "]}").encode()
+    zst = subprocess.run(["zstd", "-q", "-19", "-c"], input=doc, capture_output=True, check=True)
+    with open(path, "wb") as f:
+        f.write(zst.stdout)
+
+
 def main():
     shared, out = sys.argv[1], sys.argv[2]
     binary = sys.argv[3] if len(sys.argv) > 3 else None
@@ -98,6 +114,7 @@ def main():
         (sa, a), (sb, b) = summaries[k], summaries[(k + 1) % len(summaries)]
         with open(os.path.join(out, "summaries", f"{sa}--{sb}"), "wb") as f:
             f.write(a + b"\0" + b)
+    staircase(os.path.join(out, "analyze", "staircase-400k.json.zst"))
     print(f"seeds: {len(windows)} windows, {len(summaries)} summaries -> {out}")
 
 

@@ -2,6 +2,12 @@
 //! job stores (summary JSON, the timeline index written and read back, and
 //! as the job stores it: written as it is built), and the invariants the
 //! tests hold on real traces.
+//!
+//! Plain JSON is read under the small fuzz limits; a gzip or zstd input is
+//! read as an upload is, under `common::UPLOAD_JSON_BYTES`, so a small
+//! compressed input can carry the hundreds of thousands of events that an
+//! accidentally quadratic pass needs to pass the fuzz time limit (the
+//! staircase seed, `seeds.py`).
 #![no_main]
 
 use kinetoscope_trace::timeline::TimelineIndex;
@@ -12,7 +18,7 @@ use libfuzzer_sys::fuzz_target;
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    let Some(trace) = common::parse_whole(data) else {
+    let Some(trace) = common::read_upload(data) else {
         return;
     };
     let a = analyze_all(&trace, &AnalysisOptions::default());
@@ -25,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let read = TimelineIndex::read(&blob[..]).expect("the index reads back");
     assert_eq!(read, a.timeline);
     // The job's path: the same summary, the same index.
-    let again = common::parse_whole(data).expect("a trace parses twice");
+    let again = common::read_upload(data).expect("a trace parses twice");
     let stored = analyze_stored(again, &AnalysisOptions::default()).expect("the index builds");
     assert_eq!(serde_json::to_vec(&stored.summary).expect("serializes"), stored.summary_json);
     let cut = stored.summary.trace.notes.iter().any(|n| n.contains("byte budget"));

@@ -2,7 +2,7 @@
 //! under.
 
 use kinetoscope_trace::import::parse::{Limits, Parser};
-use kinetoscope_trace::Trace;
+use kinetoscope_trace::{read_trace, sniff, Encoding, ReadOptions, Trace};
 
 /// The limits every target parses under: small, so a run stays fast.
 pub fn limits() -> Limits {
@@ -19,4 +19,27 @@ pub fn parse_whole(data: &[u8]) -> Option<Trace> {
     let mut p = Parser::new(limits());
     p.feed(data, true).ok()?;
     p.finish().ok()
+}
+
+/// How much JSON a compressed input may expand to in the `analyze` target:
+/// room for the 400,000-op staircase (30 MB of JSON from 0.3 MB of zstd),
+/// on which the old quadratic op fold took 222 s, far past the 10 s
+/// `FUZZ_TIMEOUT`; the linear one takes about a second under ASan.
+#[allow(dead_code)]
+pub const UPLOAD_JSON_BYTES: u64 = 48 << 20;
+
+/// The trace in `data` read as an upload is: a gzip or zstd input is
+/// decompressed under `UPLOAD_JSON_BYTES`, plain JSON parsed in one piece
+/// under the small limits.
+#[allow(dead_code)]
+pub fn read_upload(data: &[u8]) -> Option<Trace> {
+    let compressed = matches!(sniff(data), Ok(Encoding::Gzip | Encoding::Zstd));
+    if !compressed {
+        return parse_whole(data);
+    }
+    let opts = ReadOptions {
+        limits: Limits { max_json_bytes: UPLOAD_JSON_BYTES, ..limits() },
+        progress: None,
+    };
+    read_trace(data, &opts).ok()
 }

@@ -670,9 +670,16 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
 fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignment> {
     let t = cx.t;
     let times = Times::of(t, cpu);
-    let split = repeats::find(seqs, &|it| times.dur(it))?;
+    let mut families: HashMap<&str, u32> = HashMap::new();
+    let split = repeats::find(seqs, &|it| times.dur(it), &mut |name| {
+        let next = families.len() as u32;
+        *families
+            .entry(super::names::kernel_family(t.name(name)))
+            .or_insert(next)
+    })?;
     let mut layer = GpuLayers::new(t, cpu);
     let unit = if cpu { "ops" } else { "GPU ops" };
+    let layers_n = split.layers();
     for (seq, (starts, end)) in seqs.iter().zip(&split.bounds) {
         for (i, &s) in starts.iter().enumerate() {
             let e = starts.get(i + 1).copied().unwrap_or(*end);
@@ -681,7 +688,16 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
             }
         }
     }
-    let layers_n = split.layers();
+    // A training step's backward run: its first layer is the model's last.
+    for (seq, (starts, end)) in seqs.iter().zip(&split.backward) {
+        for (i, &s) in starts.iter().enumerate() {
+            let e = starts.get(i + 1).copied().unwrap_or(*end);
+            for it in &seq[s..e] {
+                layer.insert(it.at, (layers_n - 1 - i) as i64);
+            }
+        }
+    }
+    let backward = split.backward.iter().any(|b| !b.0.is_empty());
     let first = seqs
         .iter()
         .zip(&split.bounds)
@@ -706,11 +722,12 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
     };
     let marker_text = match split.key {
         repeats::Key::Mixer => "an attention or mixer block".to_string(),
+        repeats::Key::NormPairs(s) => super::names::short_name(t.name(s)),
         key => {
             let it = first.0.iter().find(|it| match key {
                 repeats::Key::Name(s) => it.name == s,
                 repeats::Key::Group(g) => it.group == g,
-                repeats::Key::Mixer => false,
+                repeats::Key::Mixer | repeats::Key::NormPairs(_) => false,
             })?;
             let name = super::names::short_name(t.name(it.name));
             match key {
@@ -729,10 +746,14 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
             lengths.iter().max().unwrap_or(&0)
         ),
     };
-    let placed = if split.at_norms {
-        "; each layer starts at its input norm"
-    } else {
-        ""
+    let times = match split.key {
+        repeats::Key::NormPairs(_) => "twice, before its mixer and before its MLP",
+        _ => "once",
+    };
+    let placed = match (split.at_norms, backward) {
+        (_, true) => "; a training step: each layer runs forward, then backward in reverse order",
+        (true, false) => "; each layer starts at its input norm",
+        (false, false) => "",
     };
     Some(Assignment {
         method: LayerMethod::Repetition,
@@ -741,7 +762,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         period: period.map(|p| p as u64),
         marker: Some(marker_text.clone()),
         detail: format!(
-            "{shape} in every step ({:.0}% of {} names run in every layer); each layer runs {marker_text} once{placed}",
+            "{shape} in every step ({:.0}% of {} names run in every layer); each layer runs {marker_text} {times}{placed}",
             100.0 * split.share,
             if cpu { "op" } else { "kernel" },
         ),

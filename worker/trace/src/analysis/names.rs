@@ -37,6 +37,22 @@ pub fn normalized_name(name: &str) -> String {
     out
 }
 
+/// A kernel's name without a compiler's numbering of its fusion sites:
+/// Inductor names its Triton kernels `triton_{poi,red,per}_fused_<ops>_<N>`,
+/// one `N` per place in the graph, so one fused RMS norm runs as `…_12`,
+/// `…_14` and `…_16` in three layers (`torch-h200-decode-compiled-8l`).
+/// Other names are their own family.
+pub fn kernel_family(name: &str) -> &str {
+    if !name.starts_with("triton_") {
+        return name;
+    }
+    let body = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    match body.strip_suffix('_') {
+        Some(stem) if body.len() < name.len() => stem,
+        _ => name,
+    }
+}
+
 /// Most words a short name gains to tell it from another.
 const MAX_TELLING_WORDS: usize = 3;
 
@@ -507,6 +523,22 @@ mod tests {
             ("other", Role::Other)
         );
         assert_eq!(both("triton_red_fused_rms_norm_0"), ("norm", Role::Norm));
+        assert_eq!(
+            kernel_family("triton_red_fused__fused_rms_norm_add_12"),
+            "triton_red_fused__fused_rms_norm_add"
+        );
+        assert_eq!(
+            kernel_family("triton_poi_fused_mul_silu_split_3"),
+            "triton_poi_fused_mul_silu_split"
+        );
+        assert_eq!(
+            kernel_family("triton_poi_fused_add"),
+            "triton_poi_fused_add"
+        );
+        assert_eq!(
+            kernel_family("sm90_xmma_gemm_64x64_16"),
+            "sm90_xmma_gemm_64x64_16"
+        );
         assert_eq!(both("linear_attn_fwd"), ("attention", Role::Linear));
     }
 

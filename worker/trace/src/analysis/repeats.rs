@@ -24,6 +24,12 @@
 //! hybrid's layers begin at their own norm and not at a key's place in the
 //! middle of a layer. Without names, each layer begins as many items before
 //! its key as every layer has in common there.
+//!
+//! A training step runs every layer twice: forward, then backward in reverse
+//! order, with other kernels (the attention's backward ones). Where the
+//! step has twice as many mixer blocks as a key proposes layers, and one key
+//! cuts the forward blocks while another cuts the backward ones, the two
+//! runs are one model's layers ([`Split::backward`]).
 
 use crate::import::store::Sym;
 use hashbrown::HashMap;
@@ -55,6 +61,15 @@ pub(crate) enum Key {
     Group(u32),
     /// The start of each mixer block (attention or linear).
     Mixer,
+    /// Every other run of a norm: a decoder block runs two (before its
+    /// mixer and before its MLP), and the model one more at the end, so
+    /// the norms cut a model whose mixers and experts have no telling
+    /// names (a graph-replayed hybrid of plain GEMMs and elementwise
+    /// kernels) where no kernel runs once in every layer. Only an odd
+    /// number of norms is a decoder's: an even one has a norm of another
+    /// part (a classifier head's, after an encoder: the TraceLens BERT
+    /// trace, whose last "layer" would be its head).
+    NormPairs(Sym),
 }
 
 /// The layers of every step.
@@ -67,6 +82,9 @@ pub(crate) struct Split {
     pub share: f64,
     /// Placed at the blocks' input norms (names told the parts apart).
     pub at_norms: bool,
+    /// A training step's backward run, per step as `bounds` (empty where
+    /// there is none): its `i`-th layer is the model's layer `n - 1 - i`.
+    pub backward: Vec<(Vec<usize>, usize)>,
 }
 
 impl Split {
@@ -122,12 +140,24 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     out
 }
 
-/// The positions of a key in a step.
-fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> Vec<usize> {
+/// The positions of a key in a step, and where the last layer ends when
+/// the key says (the model's final norm).
+fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, Option<usize>) {
     match key {
-        Key::Mixer => blocks.iter().map(|b| b.0).collect(),
-        Key::Name(s) => (0..seq.len()).filter(|&k| seq[k].name == s).collect(),
-        Key::Group(g) => (0..seq.len()).filter(|&k| seq[k].group == g).collect(),
+        Key::Mixer => (blocks.iter().map(|b| b.0).collect(), None),
+        Key::Name(s) => ((0..seq.len()).filter(|&k| seq[k].name == s).collect(), None),
+        Key::Group(g) => (
+            (0..seq.len()).filter(|&k| seq[k].group == g).collect(),
+            None,
+        ),
+        Key::NormPairs(s) => {
+            let all: Vec<usize> = (0..seq.len()).filter(|&k| seq[k].name == s).collect();
+            if all.len() % 2 == 0 {
+                return (Vec::new(), None);
+            }
+            let (pairs, end) = (all.len() / 2, all[all.len() - 1]);
+            (all.into_iter().step_by(2).take(pairs).collect(), Some(end))
+        }
     }
 }
 
@@ -171,10 +201,22 @@ fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Place
         });
     }
     let (starts, end) = before_keys(seq, pos)?;
+    // More mixer blocks than layers, each layer holding one: one run of a
+    // training step (forward or backward); the other run's blocks lie
+    // outside these layers.
+    let one_each = !blocks.is_empty()
+        && (0..starts.len()).all(|i| {
+            let e = starts.get(i + 1).copied().unwrap_or(end);
+            blocks
+                .iter()
+                .filter(|b| (starts[i]..e).contains(&b.0))
+                .count()
+                == 1
+        });
     Some(Placed {
         starts,
         end,
-        by_mixers: false,
+        by_mixers: one_each,
         at_norms: false,
     })
 }
@@ -254,16 +296,21 @@ fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
 struct Tried {
     bounds: Vec<(Vec<usize>, usize)>,
     share: f64,
-    /// The least core share among the layers of one kind (attention, or a
-    /// linear mixer), where the layers are cut by mixer blocks of both
-    /// kinds (a hybrid); `share` otherwise.
+    /// The least core share among the layers of one kind (with attention,
+    /// or without), where layers of both kinds are cut by mixer blocks or
+    /// by norm pairs (a hybrid); `share` otherwise.
     kind_share: f64,
+    /// Cut by norm pairs ([`Key::NormPairs`]).
+    norm_pairs: bool,
     /// Every layer holds one mixer block.
     by_mixers: bool,
     /// Every layer starts at its input norm.
     at_norms: bool,
     /// Every layer runs a norm and an MLP (or MoE) item.
     blocks_like: bool,
+    /// Time in the layers, and in the steps, ns.
+    covered: i64,
+    total: i64,
 }
 
 impl Tried {
@@ -271,15 +318,24 @@ impl Tried {
     /// one attention or mixer block each, or alike, many and each with a
     /// norm and an MLP (a decoder block whose attention has no telling name).
     fn holds(&self, layers: usize) -> bool {
-        let alike = if self.by_mixers && self.kind_share > self.share {
+        self.alike(layers) && self.covered as f64 >= MIN_COVERAGE * self.total as f64
+    }
+
+    /// [`Tried::holds`] but for the time the layers cover (one run of a
+    /// training step may cover less than [`MIN_COVERAGE`]).
+    fn alike(&self, layers: usize) -> bool {
+        let hybrid = (self.by_mixers || self.norm_pairs) && self.kind_share > self.share;
+        let alike = if hybrid {
             self.kind_share >= MIN_SHARE && self.share >= MIN_MIXED_SHARE
         } else {
             self.share >= MIN_SHARE
         };
+        // Norm pairs place each layer at its input norm: a hybrid's kinds
+        // need only be alike among themselves, as mixer blocks' do.
         alike
             && (self.by_mixers
                 || (layers >= MIN_UNNAMED_LAYERS
-                    && self.share >= MIN_UNNAMED_SHARE
+                    && (self.share >= MIN_UNNAMED_SHARE || hybrid && self.norm_pairs)
                     && self.blocks_like))
     }
 }
@@ -290,15 +346,21 @@ struct Ids {
     count: usize,
 }
 
-fn ids(steps: &[&[Item]]) -> Ids {
-    let mut map: HashMap<Sym, u32> = HashMap::new();
+/// `family` names a kernel's family: one id for the kernels that differ only
+/// by a compiler's numbering (Inductor's `triton_red_fused_rms_norm_add_12`
+/// and `_14` are one fused norm at two sites), so layers that run the same
+/// work under other numbers are alike.
+fn ids(steps: &[&[Item]], family: &mut dyn FnMut(Sym) -> u32) -> Ids {
+    let mut of_name: HashMap<Sym, u32> = HashMap::new();
+    let mut map: HashMap<u32, u32> = HashMap::new();
     let of = steps
         .iter()
         .map(|seq| {
             seq.iter()
                 .map(|it| {
+                    let f = *of_name.entry(it.name).or_insert_with(|| family(it.name));
                     let next = map.len() as u32;
-                    *map.entry(it.name).or_insert(next)
+                    *map.entry(f).or_insert(next)
                 })
                 .collect()
         })
@@ -329,20 +391,24 @@ fn try_key(
     let mut layers = 0u32;
     // The same, per kind of mixer block (attention, linear), where the
     // layers are cut by blocks.
-    let mut kinds = [KindSeen::new(ids.count), KindSeen::new(ids.count)];
+    // Kinds: with attention or not, with a top-k (routed experts) or not.
+    let mut kinds: [KindSeen; 4] = std::array::from_fn(|_| KindSeen::new(ids.count));
     let mut blocks_like = true;
     for &s in steps {
         let seq = all[s];
-        let pos = positions(seq, key, &blocks[s]);
+        let (pos, final_norm) = positions(seq, key, &blocks[s]);
         if pos.len() != count {
             return None;
         }
         let Placed {
             starts,
-            end,
+            mut end,
             by_mixers: mixers,
             at_norms: norms,
         } = place(seq, &pos, &blocks[s])?;
+        if let Some(e) = final_norm.filter(|&e| e > starts[starts.len() - 1]) {
+            end = e;
+        }
         by_mixers &= mixers;
         at_norms &= norms;
         for i in 0..starts.len() {
@@ -353,7 +419,8 @@ fn try_key(
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_ffn());
-            let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))];
+            let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
+                + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))];
             for k in starts[i]..e {
                 let id = ids.of[s][k] as usize;
                 if last[id] != layers {
@@ -369,25 +436,28 @@ fn try_key(
         total += seq.iter().map(dur).sum::<i64>();
         bounds.push((starts, end));
     }
-    if (covered as f64) < MIN_COVERAGE * total as f64 {
-        return None;
-    }
     let share = core_share(&seen, layers);
-    let kind_share = if by_mixers && kinds.iter().all(|k| k.layers > 0) {
-        kinds
-            .iter()
-            .map(|k| core_share(&k.seen, k.layers))
-            .fold(f64::INFINITY, f64::min)
-    } else {
-        share
-    };
+    let norm_pairs = matches!(key, Key::NormPairs(_));
+    let kind_share =
+        if (by_mixers || norm_pairs) && kinds.iter().filter(|k| k.layers > 0).count() >= 2 {
+            kinds
+                .iter()
+                .filter(|k| k.layers > 0)
+                .map(|k| core_share(&k.seen, k.layers))
+                .fold(f64::INFINITY, f64::min)
+        } else {
+            share
+        };
     Some(Tried {
         bounds,
         share,
         kind_share,
+        norm_pairs,
         by_mixers,
         at_norms,
         blocks_like,
+        covered,
+        total,
     })
 }
 
@@ -415,21 +485,37 @@ fn core_share(seen: &[u32], layers: u32) -> f64 {
 
 /// The split of the steps into layers, if one holds.
 /// `dur` is each item's time (what the layers must cover).
-pub(crate) fn find(steps: &[Vec<Item>], dur: DurOf) -> Option<Split> {
+/// `family` as [`ids`] takes it.
+pub(crate) fn find(
+    steps: &[Vec<Item>],
+    dur: DurOf,
+    family: &mut dyn FnMut(Sym) -> u32,
+) -> Option<Split> {
     let all: Vec<&[Item]> = steps.iter().map(Vec::as_slice).collect();
     let nonempty: Vec<usize> = (0..all.len()).filter(|&s| !all[s].is_empty()).collect();
     let &first = nonempty.first()?;
     let blocks: Vec<Vec<(usize, usize)>> = all.iter().map(|s| mixer_blocks(s)).collect();
-    let ids = ids(&all);
+    let ids = ids(&all, family);
     // Candidates: keys that occur at least twice in the first step.
     let mut counts: HashMap<Key, usize> = HashMap::new();
     for it in all[first] {
         *counts.entry(Key::Name(it.name)).or_default() += 1;
+        if it.role == Role::Norm {
+            *counts.entry(Key::NormPairs(it.name)).or_default() += 1;
+        }
         if it.group != u32::MAX {
             *counts.entry(Key::Group(it.group)).or_default() += 1;
         }
     }
-    let mut cands: Vec<(Key, usize)> = counts.into_iter().filter(|(_, c)| *c >= 2).collect();
+    let mut cands: Vec<(Key, usize)> = counts
+        .into_iter()
+        .filter(|(k, c)| !matches!(k, Key::NormPairs(_)) || c % 2 == 1)
+        .map(|(k, c)| match k {
+            Key::NormPairs(_) => (k, c / 2),
+            _ => (k, c),
+        })
+        .filter(|(_, c)| *c >= 2)
+        .collect();
     if blocks[first].len() >= 2 {
         cands.push((Key::Mixer, blocks[first].len()));
     }
@@ -438,12 +524,22 @@ pub(crate) fn find(steps: &[Vec<Item>], dur: DurOf) -> Option<Split> {
     cands.truncate(MAX_CANDIDATES);
     // Score each on the first step (cheap), then check the best on all.
     let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
+    // Keys whose layers are alike and hold one mixer block each, where the
+    // step has twice as many blocks: (count, share, first start, end, key).
+    let mut runs: Vec<(usize, f64, usize, usize, Key)> = Vec::new();
     for &(key, c) in &cands {
         if let Some(t) = try_key(&all, &blocks, &ids, &[first], key, c, dur) {
             if t.holds(c) {
                 passed.push((c, t.share, t.bounds[0].0[0], key));
             }
+            if t.by_mixers && blocks[first].len() == 2 * c && t.alike(c) {
+                runs.push((c, t.share, t.bounds[0].0[0], t.bounds[0].1, key));
+            }
         }
+    }
+    let most = passed.iter().map(|p| p.0).max().unwrap_or(0);
+    if let Some(split) = training(&all, &blocks, &ids, &nonempty, &runs, most, dur) {
+        return Some(split);
     }
     // The most layers; then the most alike; then the earliest first layer
     // (a cut in the middle of every layer starts the first one late).
@@ -469,6 +565,68 @@ pub(crate) fn find(steps: &[Vec<Item>], dur: DurOf) -> Option<Split> {
             bounds,
             share: t.share,
             at_norms: t.at_norms,
+            backward: vec![(Vec::new(), 0); all.len()],
+        });
+    }
+    None
+}
+
+/// A training step's layers: a forward run and a backward run of the same
+/// number of layers, one mixer block each, the backward run after the
+/// forward one in every step, together covering [`MIN_COVERAGE`] of the
+/// steps' time. Taken over a single key's layers only where it has at
+/// least as many (`most`). `runs` as [`find`] gathers them.
+fn training(
+    all: &[&[Item]],
+    blocks: &[Vec<(usize, usize)>],
+    ids: &Ids,
+    nonempty: &[usize],
+    runs: &[(usize, f64, usize, usize, Key)],
+    most: usize,
+    dur: DurOf,
+) -> Option<Split> {
+    // The forward key: the most alike, then the earliest; the backward key
+    // the same among those starting after the forward run ends.
+    let best = |from: usize, c: usize| {
+        runs.iter()
+            .filter(|r| r.0 == c && r.2 >= from)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)).then(b.4.cmp(&a.4)))
+    };
+    let mut counts: Vec<usize> = runs
+        .iter()
+        .map(|r| r.0)
+        .filter(|&c| c >= most.max(2))
+        .collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    counts.dedup();
+    for c in counts {
+        let Some(fwd) = best(0, c) else { continue };
+        let Some(bwd) = best(fwd.3, c) else { continue };
+        let (Some(f), Some(b)) = (
+            try_key(all, blocks, ids, nonempty, fwd.4, c, dur),
+            try_key(all, blocks, ids, nonempty, bwd.4, c, dur),
+        ) else {
+            continue;
+        };
+        let after = f.bounds.iter().zip(&b.bounds).all(|(f, b)| f.1 <= b.0[0]);
+        if !(f.alike(c) && b.alike(c) && f.by_mixers && b.by_mixers && after) {
+            continue;
+        }
+        if ((f.covered + b.covered) as f64) < MIN_COVERAGE * f.total as f64 {
+            continue;
+        }
+        let mut bounds: Vec<(Vec<usize>, usize)> = vec![(Vec::new(), 0); all.len()];
+        let mut backward = bounds.clone();
+        for ((&s, fb), bb) in nonempty.iter().zip(f.bounds).zip(b.bounds) {
+            bounds[s] = fb;
+            backward[s] = bb;
+        }
+        return Some(Split {
+            key: fwd.4,
+            bounds,
+            share: f.share.min(b.share),
+            at_norms: f.at_norms,
+            backward,
         });
     }
     None
@@ -531,7 +689,7 @@ mod tests {
             seq.extend(if l % 2 == 0 { &dense[..] } else { &moe[..] });
         }
         seq.push(9);
-        let split = find(&[items(&seq), items(&seq)], &|_| 1).unwrap();
+        let split = find(&[items(&seq), items(&seq)], &|_| 1, &mut |s| s).unwrap();
         assert_eq!(split.layers(), 8);
         assert_eq!(split.bounds[0].0[0], 1);
     }
@@ -546,7 +704,7 @@ mod tests {
         for l in 0..10 {
             seq.extend(if l < 3 { &dense[..] } else { &moe[..] });
         }
-        let split = find(&[items(&seq)], &|_| 1).unwrap();
+        let split = find(&[items(&seq)], &|_| 1, &mut |s| s).unwrap();
         assert_eq!(split.layers(), 10);
     }
 
@@ -566,7 +724,7 @@ mod tests {
             });
         }
         seq.push(9);
-        let split = find(&[items(&seq)], &|_| 1).unwrap();
+        let split = find(&[items(&seq)], &|_| 1, &mut |s| s).unwrap();
         assert_eq!(split.layers(), 8);
         assert!((split.share - 0.5).abs() < 1e-9, "{}", split.share);
     }

@@ -138,3 +138,56 @@ fn no_finding_states_a_share_over_100_percent() {
         }
     }
 }
+
+/// Layers on every real H200 capture match the model's truth: the count,
+/// and the kinds where the truth lists them (`dense`, `moe`, `linear` for a
+/// hybrid's linear-mixer layers, whatever their MLP). Each capture stands
+/// for one way real engines run a model:
+/// - eager decodes with named attention (the story's 78 layers, 3 dense
+///   then MoE; 12 interleaved with Python frames and memory);
+/// - a hybrid replayed as a CUDA graph, whose linear mixers and experts are
+///   plain GEMMs and elementwise kernels: cut by its norms
+///   (`repeats::Key::NormPairs`);
+/// - `torch.compile`, whose fused norms are numbered per site
+///   (`names::kernel_family`);
+/// - a training step, each layer forward and then backward in reverse
+///   (`repeats::Split::backward`).
+#[test]
+fn layers_match_the_truth_on_every_h200_capture() {
+    let mut bad = Vec::new();
+    for capture in [
+        "torch-h200-decode-fp8cast-78l-5xpool",
+        "torch-h200-decode-gathercast-78l-5xpool",
+        "torch-h200-decode-stack-memory-12l",
+        "torch-h200-decode-hybrid-graph-48l",
+        "torch-h200-decode-compiled-8l",
+        "torch-h200-train-gpt6",
+    ] {
+        let truth: Value = serde_json::from_slice(
+            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let s = summary_of(&shared(&format!("{capture}.json.gz")));
+        let l = &s.layers;
+        let want = truth["layers"].as_u64().unwrap();
+        if l.count != want {
+            bad.push(format!(
+                "{capture}: {} layers of {want} ({})",
+                l.count, l.detail
+            ));
+            continue;
+        }
+        if let Some(kinds) = truth["layer_kinds"].as_array() {
+            let want: Vec<&str> = kinds.iter().map(|k| k.as_str().unwrap()).collect();
+            let got: Vec<&str> = l
+                .items
+                .iter()
+                .map(|r| r.kind.map_or("-", |k| k.as_str()))
+                .collect();
+            if got != want {
+                bad.push(format!("{capture}: kinds {got:?}, want {want:?}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
