@@ -168,14 +168,22 @@ fn in_time_order(seqs: &mut [Vec<Item>], times: Times) {
 }
 
 /// A trace without GPU ops: the top-level ops of each step (ops inside no
-/// other op) on the thread whose top-level ops take the most time.
+/// other op) on the thread whose top-level ops take the most time. A range
+/// around compiled code (`torch.compile`'s `Torch-Compiled Region`) is no
+/// op of the model: the ops inside it are top-level.
 fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let t = cx.t;
     let cpu = &t.cpu;
-    let top_level = |i: usize| {
+    let mut regions: HashMap<Sym, bool> = HashMap::new();
+    let mut region = |i: usize| {
+        *regions
+            .entry(cpu.name()[i])
+            .or_insert_with(|| super::steps::is_compiled_region(t.name(cpu.name()[i])))
+    };
+    let mut top_level = |i: usize| {
         let mut p = cx.links.parent[i];
         while p != NO {
-            if cpu.kind()[p as usize] == CpuKind::Op {
+            if cpu.kind()[p as usize] == CpuKind::Op && !region(p as usize) {
                 return false;
             }
             p = cx.links.parent[p as usize];
@@ -185,6 +193,7 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let tops: Vec<usize> = (0..cpu.len())
         .filter(|&i| cpu.kind()[i] == CpuKind::Op && top_level(i))
         .collect();
+    let tops: Vec<usize> = tops.into_iter().filter(|&i| !region(i)).collect();
     let mut by_track: HashMap<u32, i64> = HashMap::new();
     for &i in &tops {
         *by_track.entry(cpu.track().get(i)).or_default() += cpu.dur().get(i);

@@ -121,13 +121,22 @@ const MAX_BLOCK_GAP: usize = 16;
 
 /// The mixer blocks of a step: (first item, last item, whether one of them
 /// is attention).
+/// A block runs each of its mixer kernels once: the same name again starts
+/// the next block (a compiled CPU model's layers are GEMMs around one
+/// attention op each, with no norm or MLP op between them to end a block).
 fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     let mut broken = true;
     for (k, it) in seq.iter().enumerate() {
         match it.role {
             r if r.is_mixer() => match out.last_mut() {
-                Some(b) if !broken && k - b.1 <= MAX_BLOCK_GAP => b.1 = k,
+                Some(b)
+                    if !broken
+                        && k - b.1 <= MAX_BLOCK_GAP
+                        && !seq[b.0..k].iter().any(|m| m.name == it.name) =>
+                {
+                    b.1 = k
+                }
                 _ => {
                     out.push((k, k));
                     broken = false;

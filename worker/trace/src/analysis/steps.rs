@@ -734,6 +734,17 @@ pub fn is_compiling(name: &str) -> bool {
         .any(|k| name.starts_with(k))
 }
 
+/// Whether an op or annotation name is a range around compiled code that
+/// runs it (not an op of the model): `Torch-Compiled Region`, the
+/// AOT runtime wrapper's `CompiledFunction`, Inductor's `## Call
+/// CompiledFxGraph … ##`. The ops the compiled code still calls (extern
+/// GEMMs, attention, custom ops) run inside them.
+pub fn is_compiled_region(name: &str) -> bool {
+    name.starts_with("Torch-Compiled Region")
+        || name.starts_with("## Call CompiledFxGraph")
+        || name == "CompiledFunction"
+}
+
 /// Each step's CPU time in compilation ranges (the outermost of them, so a
 /// phase inside a phase counts once).
 fn compile_time(cx: &Context, rows: &mut [StepRow]) {

@@ -22,15 +22,16 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// (capture name prefix, check) pairs that do not hold yet:
-/// - `layers` under `torch.compile` on the CPU: Inductor's generated C++
-///   runs outside the profiler, so a layer's ops are a handful of extern
-///   GEMMs whose repetition the layer rules do not recognise for dense and
-///   MoE blocks (`layers::find` sees no repeating mixer), and the
-///   interleaved one's kinds go unlabelled;
-///   the hybrid's compiled layers likewise: its linear mixer is a custom
-///   op the profiler records, but its attention layers' norms, softmax and
-///   activations are fused into Inductor's C++ (no op, no telling name),
-///   so the mixer blocks count only the linear layers;
+/// - `layers` of the hybrid under `torch.compile` on the CPU: Inductor
+///   inlines its linear mixer (the custom op becomes `sigmoid`, `cumsum`,
+///   `tanh` and GEMMs, none with a telling name) and fuses its norms into
+///   generated C++ that the profiler does not record, so only the
+///   attention layers are told apart: each found layer is four of the
+///   model's (three linear, one attention). The dense, MoE, interleaved
+///   and DSA compiled captures have their layers: the ops inside
+///   `Torch-Compiled Region` are the step's top-level ops
+///   (`steps::is_compiled_region`), and one attention op per block
+///   (`repeats::mixer_blocks`) cuts them;
 /// - `key_averages` of `torch.compile`'s `## Call CompiledFxGraph ##`
 ///   ranges where Inductor's Python wrapper frame starts inside the range
 ///   and ends after it: torch's tree takes the C++ kernels' frames below it
@@ -40,11 +41,6 @@ const KNOWN: &[(&str, &str)] = &[
     ("dense-compile-6l", "key_averages"),
     ("interleaved-compile-6l", "key_averages"),
     ("hybrid-compile_ro-12l", "key_averages"),
-    ("dense-compile", "layers"),
-    ("dense-compile_ro", "layers"),
-    ("moe-compile", "layers"),
-    ("moe-compile_ro", "layers"),
-    ("interleaved-compile-", "layers"),
     ("hybrid-compile-", "layers"),
     ("hybrid-compile_ro", "layers"),
 ];
