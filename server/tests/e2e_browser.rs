@@ -704,6 +704,13 @@ async fn diff_timeline_aligns_baseline_over_patch() {
             && totals.contains(&kinetoscope_types::units::time_us(row.b_us)),
         "{totals}"
     );
+    // What bounds each side, on the diff timeline too (issue 42).
+    let host = js(&b, "document.querySelector('#diff-timeline-host').innerText").await;
+    let host = host.as_str().unwrap();
+    assert!(
+        host.contains(&format!("A is {}", diff.a.bound.as_ref().unwrap().words())),
+        "{host}"
+    );
     b.screenshot("diff-timeline").await;
     // Zoom: both runs move together (one view), and the URL keeps it.
     b.client

@@ -270,6 +270,17 @@ string_enum! {
     }
 }
 
+impl StepBound {
+    /// The words for it after "bound by": `the GPU`, `its host`, `waits on syncs`.
+    pub fn words(self) -> &'static str {
+        match self {
+            StepBound::Gpu => "the GPU",
+            StepBound::Host => "its host",
+            StepBound::Sync => "waits on syncs",
+        }
+    }
+}
+
 string_enum! {
     /// What a step did, where its name tells.
     StepKind ("step kind") {

@@ -1105,6 +1105,10 @@ pub struct RankStats {
     pub collective_us: f64,
     /// GPU op, µs.
     pub gpu_op_us: f64,
+    /// What bounds this rank's step (a cross-rank summary stored before
+    /// it has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
 
 /// Self device share of one op on each rank.
@@ -1235,6 +1239,27 @@ pub struct Bound {
     pub sync_us: f64,
     /// The step's time (per trace without steps), µs.
     pub step_us: f64,
+}
+
+impl Bound {
+    /// Words for it: `bound by the GPU (busy 87.0%)`.
+    pub fn words(&self) -> String {
+        use crate::units::{pct, time_us};
+        match self.by {
+            StepBound::Gpu => format!("bound by the GPU (busy {})", pct(self.gpu_busy_pct)),
+            StepBound::Host => format!(
+                "bound by the host ({} of CPU work per step; the GPU busy {})",
+                time_us(self.host_us),
+                pct(self.gpu_busy_pct)
+            ),
+            StepBound::Sync => format!(
+                "bound by waits on syncs ({} of {} host time per step; the GPU busy {})",
+                time_us(self.sync_us),
+                time_us(self.host_us),
+                pct(self.gpu_busy_pct)
+            ),
+        }
+    }
 }
 
 /// How the host's time changed from A to B, and how that change is spread
@@ -1399,6 +1424,16 @@ pub struct RankDelta {
     pub b_mean_step_us: f64,
     /// Change from A to B, %.
     pub change_pct: f64,
+    /// What bounds this rank's step in A (none from a cross-rank summary
+    /// stored before bounds were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_bound: Option<Bound>,
+    /// In B.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_bound: Option<Bound>,
+    /// Change of this rank's host time per step ([`Bound::host_us`]), %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_change_pct: Option<f64>,
 }
 
 /// One plain sentence of a diff.

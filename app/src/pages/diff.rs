@@ -220,10 +220,14 @@ fn diff_body(d: Diff) -> impl IntoView {
         </div>
         {(!d.ranks.is_empty()).then(|| view! {
             <div class="panel">
-                <h3>"Ranks, mean step"</h3>
-                <table class="data"><thead><tr><th class="num">"Rank"</th><th class="num">"A"</th><th class="num">"B"</th><th class="num">"%"</th></tr></thead>
-                <tbody>{d.ranks.iter().map(|r| view! {
-                    <tr><td class="num">{r.rank}</td><td class="num">{time_us(r.a_mean_step_us)}</td><td class="num">{time_us(r.b_mean_step_us)}</td><td class="num">{change_pct(r.change_pct)}</td></tr>
+                <h3>"Ranks, mean step, and what bounds each"</h3>
+                <table class="data" id="diff-ranks"><thead><tr><th class="num">"Rank"</th><th class="num">"A"</th><th class="num">"B"</th><th class="num">"%"</th><th>"A bound by"</th><th>"B bound by"</th><th class="num">"Host %"</th></tr></thead>
+                <tbody>{d.ranks.iter().map(|r| {
+                    let by = |b: &Option<kinetoscope_types::Bound>| b.as_ref().map_or("-", |b| b.by.words());
+                    view! {
+                        <tr><td class="num">{r.rank}</td><td class="num">{time_us(r.a_mean_step_us)}</td><td class="num">{time_us(r.b_mean_step_us)}</td><td class="num">{change_pct(r.change_pct)}</td>
+                        <td>{by(&r.a_bound)}</td><td>{by(&r.b_bound)}</td><td class="num">{r.host_change_pct.map(change_pct).unwrap_or_else(|| "-".into())}</td></tr>
+                    }
                 }).collect_view()}</tbody></table>
             </div>
         })}

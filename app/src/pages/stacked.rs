@@ -667,6 +667,7 @@ pub fn DiffTimeline(
                 {highlight_box(hl, "Highlight a kernel or op in both runs")}
             </div>
             <p id="highlight-totals" class="hint">{totals}</p>
+            {host_line(&diff)}
             {move || match infos.get() {
                 None => view! { <p class="empty">"Loading both timelines…"</p> }.into_any(),
                 Some(Err(e)) => view! { <p class="error" id="stacked-error">{e}</p> }.into_any(),
@@ -678,6 +679,34 @@ pub fn DiffTimeline(
             })}
         </div>
     }
+}
+
+/// What bounds each run's step and the host rows that changed most (per
+/// step, over every step: the CPU lanes above show where they lie in the
+/// aligned one).
+fn host_line(d: &Diff) -> Option<impl IntoView> {
+    let (a, b) = (d.a.bound.as_ref()?, d.b.bound.as_ref()?);
+    let rows: Vec<String> = d
+        .host_ops
+        .iter()
+        .take(3)
+        .map(|r| {
+            format!(
+                "{} {} ({})",
+                kinetoscope_types::names::short_name(&r.name),
+                units::change_pct(r.change_pct),
+                units::time_us(r.delta_us.abs())
+            )
+        })
+        .collect();
+    let most = if rows.is_empty() {
+        String::new()
+    } else {
+        format!(" Host ops that changed most per step: {}.", rows.join(", "))
+    };
+    Some(view! {
+        <p id="diff-timeline-host" class="hint">{format!("A is {}; B is {}.{most}", a.words(), b.words())}</p>
+    })
 }
 
 /// Every rank of a run: GPU streams as compact lanes.

@@ -309,7 +309,7 @@ pub fn render_diff(d: &Diff, rows: usize) -> String {
     }
     for (side, bound) in [("A", &d.a.bound), ("B", &d.b.bound)] {
         if let Some(b) = bound {
-            let _ = writeln!(o, "{side} is {}", kinetoscope_trace::host::bound_words(b));
+            let _ = writeln!(o, "{side} is {}", b.words());
         }
     }
     let ops_title = match d.op_time {

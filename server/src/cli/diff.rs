@@ -397,7 +397,7 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
             let _ = writeln!(
                 o,
                 "{side} is {}  ",
-                md_text(&kinetoscope_trace::host::bound_words(b))
+                md_text(&b.words())
             );
         }
     }

@@ -580,8 +580,8 @@ fn host_findings(d: &Diff, out: &mut Vec<(f64, String)>) {
             top,
             format!(
                 "A is {}; B is {}",
-                crate::host::bound_words(a),
-                crate::host::bound_words(b)
+                a.words(),
+                b.words()
             ),
         ));
     }
@@ -658,6 +658,7 @@ pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
             ),
         });
     }
+    out.extend(rank_host_findings(&rank_deltas(a, b)));
     let coll = |s: &RanksSummary| {
         s.ranks.iter().map(|r| r.collective_us).sum::<f64>() / s.ranks.len().max(1) as f64
     };
@@ -668,6 +669,69 @@ pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
                 "collective time per rank {} ({})",
                 change_pct(change(ca, cb)),
                 pair(ca, cb)
+            ),
+        });
+    }
+    out
+}
+
+/// What bounds the ranks of each run, and how their hosts changed: alike
+/// on every rank (the hosts ran slower, as [`crate::host`] tells for one
+/// rank), or on one rank more than the others (that rank's host: another
+/// process on it, a slower CPU).
+fn rank_host_findings(deltas: &[RankDelta]) -> Vec<DiffFinding> {
+    use crate::host::MIN_HOST_CHANGE_PCT;
+    let mut out = Vec::new();
+    let tally = |pick: &dyn Fn(&RankDelta) -> Option<&Bound>| {
+        let mut by: Vec<(StepBound, usize)> = Vec::new();
+        for b in deltas.iter().filter_map(pick) {
+            match by.iter_mut().find(|(k, _)| *k == b.by) {
+                Some((_, n)) => *n += 1,
+                None => by.push((b.by, 1)),
+            }
+        }
+        by.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        by.iter()
+            .map(|(k, n)| format!("{n} bound by {}", k.words()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (ta, tb) = (tally(&|d| d.a_bound.as_ref()), tally(&|d| d.b_bound.as_ref()));
+    if !ta.is_empty() && !tb.is_empty() {
+        out.push(DiffFinding {
+            text: format!("ranks of A: {ta}; ranks of B: {tb}"),
+        });
+    }
+    let mut changes: Vec<(i64, f64)> = deltas
+        .iter()
+        .filter_map(|d| Some((d.rank, d.host_change_pct?)))
+        .collect();
+    if changes.len() < 2 {
+        return out;
+    }
+    changes.sort_by(|x, y| x.1.total_cmp(&y.1));
+    let median = changes[changes.len() / 2].1;
+    let band = 100.0 * UNIFORM_BAND;
+    let (lo, hi) = (changes[0], changes[changes.len() - 1]);
+    if hi.1 - lo.1 <= 2.0 * band && median.abs() >= MIN_HOST_CHANGE_PCT {
+        out.push(DiffFinding {
+            text: format!(
+                "every rank's host time changed alike ({} to {}): the hosts themselves ran {}, not one rank",
+                change_pct(lo.1),
+                change_pct(hi.1),
+                if median > 0.0 { "slower" } else { "faster" }
+            ),
+        });
+    } else if let Some(&(rank, c)) = changes
+        .iter()
+        .filter(|(_, c)| (c - median).abs() > band && c.abs() >= MIN_HOST_CHANGE_PCT)
+        .max_by(|x, y| (x.1 - median).abs().total_cmp(&(y.1 - median).abs()))
+    {
+        out.push(DiffFinding {
+            text: format!(
+                "rank {rank}'s host time changed {} where the median rank's changed {}: that rank's host (another process on it, a slower CPU) more than the patch",
+                change_pct(c),
+                change_pct(median)
             ),
         });
     }
@@ -685,6 +749,12 @@ pub fn rank_deltas(a: &RanksSummary, b: &RanksSummary) -> Vec<RankDelta> {
                 a_mean_step_us: ra.mean_step_us,
                 b_mean_step_us: rb.mean_step_us,
                 change_pct: change(ra.mean_step_us, rb.mean_step_us),
+                a_bound: ra.bound.clone(),
+                b_bound: rb.bound.clone(),
+                host_change_pct: match (&ra.bound, &rb.bound) {
+                    (Some(x), Some(y)) => Some(change(x.host_us, y.host_us)),
+                    _ => None,
+                },
             })
         })
         .collect()

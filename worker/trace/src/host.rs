@@ -212,25 +212,6 @@ pub fn host_change(rows: &[DeltaRow], a: &Bound, b: &Bound) -> HostChange {
     }
 }
 
-/// Words for a side's bound: `bound by the GPU (busy 87.0%)`.
-pub fn bound_words(b: &Bound) -> String {
-    use kinetoscope_types::units::{pct, time_us};
-    match b.by {
-        StepBound::Gpu => format!("bound by the GPU (busy {})", pct(b.gpu_busy_pct)),
-        StepBound::Host => format!(
-            "bound by the host ({} of CPU work per step; the GPU busy {})",
-            time_us(b.host_us),
-            pct(b.gpu_busy_pct)
-        ),
-        StepBound::Sync => format!(
-            "bound by waits on syncs ({} of {} host time per step; the GPU busy {})",
-            time_us(b.sync_us),
-            time_us(b.host_us),
-            pct(b.gpu_busy_pct)
-        ),
-    }
-}
-
 /// Whether B's step time rise is explained by a uniformly slower host: B
 /// is bound by its host, and every op of it took alike longer.
 pub fn slower_host(b: &Bound, h: &HostChange) -> bool {

@@ -134,6 +134,7 @@ pub fn cross_rank(ranks: &[(i64, Summary)]) -> RanksSummary {
                 .map(|c| c.us)
                 .sum(),
             gpu_op_us: s.gpu_time.gpu_op_us,
+            bound: Some(crate::host::bound(s)),
         })
         .collect();
     let use_steps = stats.iter().all(|r| r.steps > 0);
