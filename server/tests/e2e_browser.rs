@@ -705,7 +705,11 @@ async fn diff_timeline_aligns_baseline_over_patch() {
         "{totals}"
     );
     // What bounds each side, on the diff timeline too (issue 42).
-    let host = js(&b, "document.querySelector('#diff-timeline-host').innerText").await;
+    let host = js(
+        &b,
+        "document.querySelector('#diff-timeline-host').innerText",
+    )
+    .await;
     let host = host.as_str().unwrap();
     assert!(
         host.contains(&format!("A is {}", diff.a.bound.as_ref().unwrap().words())),
@@ -1884,6 +1888,29 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
         span < 5e7,
         "the view fits the kernel and its launch: {span} ns"
     );
+    // The details sit beside the canvas (in view while panning), and say
+    // what the call moved against the device's peak (issue 45).
+    let beside = js(
+        &b,
+        "(() => { const d = document.getElementById('timeline-details').getBoundingClientRect(); \
+          const c = document.querySelector('.timeline-canvas-wrap').getBoundingClientRect(); \
+          return d.left >= c.right - 1 && d.top < c.bottom; })()",
+    )
+    .await;
+    assert_eq!(beside, serde_json::json!(true), "details beside the canvas");
+    if summary.device.as_ref().and_then(|d| d.peak_gbps).is_some() {
+        let moved = b
+            .wait_js(
+                "document.querySelector('#details-bandwidth') && document.querySelector('#details-bandwidth').innerText",
+                LONG,
+            )
+            .await;
+        let moved = moved.as_str().unwrap();
+        assert!(
+            moved.starts_with("Moved ") && moved.contains("of the device's"),
+            "{moved}"
+        );
+    }
     b.screenshot("on-timeline-from-a-finding").await;
 
     // A burst of wheel events fetches each lane's window once, when the

@@ -1987,6 +1987,13 @@ pub struct TimelineEvent {
     /// The Python frames above the chain (outermost first), where the trace
     /// has them (`with_stack`).
     pub python: Vec<String>,
+    /// Bytes a copy or cast moves (its inputs' bytes), as `args["bytes moved"]` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_moved: Option<f64>,
+    /// A GPU copy's or cast's bandwidth, GB/s, as `args["bandwidth"]` says:
+    /// the page sets it against the device's peak.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gbps: Option<f64>,
 }
 
 /// `GET /api/runs/{id}/timeline/search`: where a name occurs.

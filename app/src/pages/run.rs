@@ -329,7 +329,7 @@ fn RunBody(v: SummaryView, id: String, url: UrlState) -> impl IntoView {
             }
             .into_any(),
             "timeline" => {
-                view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url artifacts=v.artifacts.clone()/> }
+                view! { <crate::pages::timeline::TimelineTab id=id2.clone() rank=v.rank url=url artifacts=v.artifacts.clone() peak_gbps=v.summary.device.as_ref().and_then(|d| d.peak_gbps)/> }
                     .into_any()
             }
             "gpu" => gpu_tab(&v.summary).into_any(),

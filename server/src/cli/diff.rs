@@ -394,11 +394,7 @@ fn markdown(d: &Diff, g: Option<&Gate>, links: &Links) -> String {
     }
     for (side, bound) in [("A", &d.a.bound), ("B", &d.b.bound)] {
         if let Some(b) = bound {
-            let _ = writeln!(
-                o,
-                "{side} is {}  ",
-                md_text(&b.words())
-            );
+            let _ = writeln!(o, "{side} is {}  ", md_text(&b.words()));
         }
     }
     let _ = writeln!(o);

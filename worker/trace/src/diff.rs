@@ -576,14 +576,7 @@ fn host_findings(d: &Diff, out: &mut Vec<(f64, String)>) {
         .map_or(1e9, |r| r.delta_us.abs() * 0.95)
         .max(1.0);
     if a.by != b.by {
-        out.push((
-            top,
-            format!(
-                "A is {}; B is {}",
-                a.words(),
-                b.words()
-            ),
-        ));
+        out.push((top, format!("A is {}; B is {}", a.words(), b.words())));
     }
     if b.by == StepBound::Gpu && a.by == StepBound::Gpu {
         return;
@@ -696,7 +689,10 @@ fn rank_host_findings(deltas: &[RankDelta]) -> Vec<DiffFinding> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let (ta, tb) = (tally(&|d| d.a_bound.as_ref()), tally(&|d| d.b_bound.as_ref()));
+    let (ta, tb) = (
+        tally(&|d| d.a_bound.as_ref()),
+        tally(&|d| d.b_bound.as_ref()),
+    );
     if !ta.is_empty() && !tb.is_empty() {
         out.push(DiffFinding {
             text: format!("ranks of A: {ta}; ranks of B: {tb}"),

@@ -379,9 +379,11 @@ impl TimelineIndex {
         };
         if let Some(b) = shapes::copy_bytes(&op.name, &shapes_text, &dtypes_text) {
             out.args.insert("bytes moved".into(), bytes(b as f64));
+            out.bytes_moved = Some(b as f64);
             if gpu && e.dur_ns > 0 {
-                out.args
-                    .insert("bandwidth".into(), rate_gbps(b as f64 / e.dur_ns as f64));
+                let gbps = b as f64 / e.dur_ns as f64;
+                out.args.insert("bandwidth".into(), rate_gbps(gbps));
+                out.bandwidth_gbps = Some(gbps);
             }
             if let Some((from, to)) = shapes::conversion(&op.name, &dtypes_text) {
                 out.args

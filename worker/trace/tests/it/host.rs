@@ -170,13 +170,21 @@ fn the_rank_diff_says_what_bounds_each_rank_and_where_the_host_changed() {
     use kinetoscope_trace::diff::{rank_deltas, rank_findings};
     use kinetoscope_trace::ranks::cross_rank;
     let ranks: Vec<(i64, Summary)> = (0..8)
-        .map(|r| (r, summary(&format!("param-dlrm-v100-8rank-rank{r}.json.gz"))))
+        .map(|r| {
+            (
+                r,
+                summary(&format!("param-dlrm-v100-8rank-rank{r}.json.gz")),
+            )
+        })
         .collect();
     let a = cross_rank(&ranks);
     assert!(a.ranks.iter().all(|r| r.bound.is_some()));
 
     // Every rank's host 1.3x: alike.
-    let slow: Vec<(i64, Summary)> = ranks.iter().map(|(r, s)| (*r, slower(s, 1.3, None))).collect();
+    let slow: Vec<(i64, Summary)> = ranks
+        .iter()
+        .map(|(r, s)| (*r, slower(s, 1.3, None)))
+        .collect();
     let b = cross_rank(&slow);
     let d = rank_deltas(&a, &b);
     assert_eq!(d.len(), 8);
@@ -185,24 +193,43 @@ fn the_rank_diff_says_what_bounds_each_rank_and_where_the_host_changed() {
         assert!((c - 30.0).abs() < 1.0, "rank {}: {c}", r.rank);
     }
     let texts: Vec<String> = rank_findings(&a, &b).into_iter().map(|f| f.text).collect();
-    assert!(texts.iter().any(|t| t.starts_with("ranks of A: ")), "{texts:?}");
     assert!(
-        texts.iter().any(|t| t.contains("every rank's host time changed alike")),
+        texts.iter().any(|t| t.starts_with("ranks of A: ")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("every rank's host time changed alike")),
         "{texts:?}"
     );
 
     // Only rank 5's host 1.4x: that rank is named.
     let one: Vec<(i64, Summary)> = ranks
         .iter()
-        .map(|(r, s)| (*r, if *r == 5 { slower(s, 1.4, None) } else { s.clone() }))
+        .map(|(r, s)| {
+            (
+                *r,
+                if *r == 5 {
+                    slower(s, 1.4, None)
+                } else {
+                    s.clone()
+                },
+            )
+        })
         .collect();
     let texts: Vec<String> = rank_findings(&a, &cross_rank(&one))
         .into_iter()
         .map(|f| f.text)
         .collect();
     assert!(
-        texts.iter().any(|t| t.starts_with("rank 5's host time changed +40.0%")),
+        texts
+            .iter()
+            .any(|t| t.starts_with("rank 5's host time changed +40.0%")),
         "{texts:?}"
     );
-    assert!(!texts.iter().any(|t| t.contains("changed alike")), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("changed alike")),
+        "{texts:?}"
+    );
 }
