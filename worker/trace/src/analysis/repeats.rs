@@ -282,7 +282,10 @@ fn at_input_norms(seq: &[Item], blocks: &[(usize, usize)]) -> Option<(Vec<usize>
 
 /// Without names: each layer starts as many items before its key as every
 /// key, the first included, has the same items before it; the last layer
-/// is as long as the one before it.
+/// is as long as the earlier layer it is most like (the one whose items it
+/// repeats the furthest, the latest on a tie): an interleaved model's last
+/// MoE layer as long as its MoE layers, not as the dense one before it
+/// (`interleaved-compile-4l` of the family's seed 7).
 fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
     let n = pos.len();
     let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
@@ -297,7 +300,15 @@ fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
         }
     }
     let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
-    let end = (starts[n - 1] + gaps[n - 2]).min(seq.len());
+    let last = starts[n - 1];
+    let like = |i: usize| {
+        let len = starts[i + 1] - starts[i];
+        (0..len)
+            .take_while(|&j| last + j < seq.len() && seq[last + j].name == seq[starts[i] + j].name)
+            .count()
+    };
+    let most_like = (0..n - 1).max_by_key(|&i| (like(i), i)).unwrap_or(n - 2);
+    let end = (last + (starts[most_like + 1] - starts[most_like])).min(seq.len());
     Some((starts, end))
 }
 
