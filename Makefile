@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: captures run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: captures captures-seed7 run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
@@ -98,12 +98,16 @@ bench-ui: tools browser app
 ## into a virtualenv under TOOLS_DIR once (about 4 GB with its CUDA
 ## libraries, a minute here); CI never needs it. CAPTURE_SEED picks the family.
 CAPTURE_SEED ?= 41
+CAPTURE_OUT ?= worker/trace/tests/captures
+## The second seed the tests hold (tests/captures/seed7/): `make captures-seed7`.
+captures-seed7:
+	$(MAKE) captures CAPTURE_SEED=7 CAPTURE_OUT=worker/trace/tests/captures/seed7
 captures:
 	@if ! $(TOOLS_DIR)/torch/bin/python -c 'import torch' 2>/dev/null; then \
 	  echo "installing torch in $(TOOLS_DIR)/torch (once)"; \
 	  python3 -m venv $(TOOLS_DIR)/torch && $(TOOLS_DIR)/torch/bin/pip install -q torch numpy; fi
 	$(TOOLS_DIR)/torch/bin/python python/captures/capture.py --seed $(CAPTURE_SEED) \
-	  --out worker/trace/tests/captures $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
+	  --out $(CAPTURE_OUT) $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
 	$(TOOLS_DIR)/torch/bin/python python/captures/recompile.py --out worker/trace/tests/captures/compiling
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
