@@ -161,7 +161,7 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
         ),
         Key::NormPairs(s) => {
             let all: Vec<usize> = (0..seq.len()).filter(|&k| seq[k].name == s).collect();
-            if all.len() % 2 == 0 {
+            if all.len().is_multiple_of(2) {
                 return (Vec::new(), None);
             }
             let (pairs, end) = (all.len() / 2, all[all.len() - 1]);
