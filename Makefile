@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: captures captures-seed7 run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: captures captures-seeds run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
@@ -99,9 +99,10 @@ bench-ui: tools browser app
 ## libraries, a minute here); CI never needs it. CAPTURE_SEED picks the family.
 CAPTURE_SEED ?= 41
 CAPTURE_OUT ?= worker/trace/tests/captures
-## The second seed the tests hold (tests/captures/seed7/): `make captures-seed7`.
-captures-seed7:
+## The other seeds the tests hold (tests/captures/seed7/, seed23/).
+captures-seeds:
 	$(MAKE) captures CAPTURE_SEED=7 CAPTURE_OUT=worker/trace/tests/captures/seed7
+	$(MAKE) captures CAPTURE_SEED=23 CAPTURE_OUT=worker/trace/tests/captures/seed23
 captures:
 	@if ! $(TOOLS_DIR)/torch/bin/python -c 'import torch' 2>/dev/null; then \
 	  echo "installing torch in $(TOOLS_DIR)/torch (once)"; \

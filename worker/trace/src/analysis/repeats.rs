@@ -541,24 +541,50 @@ pub(crate) fn find(
     }
     // Most occurrences first; a key's name before its geometry.
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    cands.truncate(MAX_CANDIDATES);
+    // The structural keys (mixer blocks, norm pairs) are always tried: a
+    // training step's hundreds of backward names run more often than its
+    // layers, and would push them past the cut.
+    type Cands = Vec<(Key, usize)>;
+    let (structural, mut named): (Cands, Cands) = cands
+        .into_iter()
+        .partition(|(k, _)| matches!(k, Key::Mixer | Key::NormPairs(_)));
+    named.truncate(MAX_CANDIDATES);
+    let mut cands = named;
+    cands.extend(structural);
+    cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     // Score each on the first step (cheap), then check the best on all.
     let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
-    // Keys whose layers are alike and hold one mixer block each, where the
-    // step has twice as many blocks: (count, share, first start, end, key).
-    let mut runs: Vec<(usize, f64, usize, usize, Key)> = Vec::new();
+    // Keys whose layers are alike and hold one mixer block each, with no
+    // block before their end outside them (a training step's backward
+    // blocks, named or not, come after): a forward run.
+    let mut runs: Vec<Run> = Vec::new();
     for &(key, c) in &cands {
         if let Some(t) = try_key(&all, &blocks, &ids, &[first], key, c, dur) {
             if t.holds(c) {
                 passed.push((c, t.share, t.bounds[0].0[0], key));
             }
-            if t.by_mixers && blocks[first].len() == 2 * c && t.alike(c) {
-                runs.push((c, t.share, t.bounds[0].0[0], t.bounds[0].1, key));
+            let up_to_end = blocks[first].iter().filter(|b| b.0 < t.bounds[0].1).count();
+            if t.by_mixers && up_to_end == c && t.alike(c) {
+                runs.push(Run {
+                    count: c,
+                    share: t.share,
+                    start: t.bounds[0].0[0],
+                    end: t.bounds[0].1,
+                    key,
+                });
             }
         }
     }
     let most = passed.iter().map(|p| p.0).max().unwrap_or(0);
-    if let Some(split) = training(&all, &blocks, &ids, &nonempty, &runs, most, dur) {
+    let steps = Steps {
+        all: &all,
+        blocks: &blocks,
+        ids: &ids,
+        nonempty: &nonempty,
+        first,
+        dur,
+    };
+    if let Some(split) = training(&steps, &runs, most) {
         return Some(split);
     }
     // The most layers; then the most alike; then the earliest first layer
@@ -573,83 +599,171 @@ pub(crate) fn find(
         let Some(t) = try_key(&all, &blocks, &ids, &nonempty, key, c, dur) else {
             continue;
         };
-        if !t.holds(c) {
-            continue;
+        // A forward run whose layers cover too little of the steps: a
+        // training step's forward layers, still the model's (as in
+        // `forward_alone`), before a split with fewer layers.
+        let run = runs.iter().any(|r| r.key == key && r.count == c);
+        if t.holds(c) || (run && t.alike(c) && t.by_mixers) {
+            return Some(split_of(&steps, key, t, None));
         }
-        let mut bounds: Vec<(Vec<usize>, usize)> = vec![(Vec::new(), 0); all.len()];
-        for (&s, b) in nonempty.iter().zip(t.bounds) {
-            bounds[s] = b;
-        }
-        return Some(Split {
-            key,
-            bounds,
-            share: t.share,
-            at_norms: t.at_norms,
-            backward: vec![(Vec::new(), 0); all.len()],
-        });
     }
-    None
+    forward_alone(&steps, &runs)
+}
+
+/// The steps as [`find`] reads them.
+struct Steps<'a> {
+    all: &'a [&'a [Item]],
+    blocks: &'a [Vec<(usize, usize)>],
+    ids: &'a Ids,
+    nonempty: &'a [usize],
+    first: usize,
+    dur: DurOf<'a>,
+}
+
+/// A key whose layers could be a training step's forward run, on the first
+/// step.
+struct Run {
+    count: usize,
+    share: f64,
+    start: usize,
+    end: usize,
+    key: Key,
+}
+
+/// A split from a key's layers over every non-empty step, and a backward
+/// run's.
+fn split_of(st: &Steps, key: Key, f: Tried, b: Option<Tried>) -> Split {
+    let mut bounds: Vec<(Vec<usize>, usize)> = vec![(Vec::new(), 0); st.all.len()];
+    let mut backward = bounds.clone();
+    let share = b.as_ref().map_or(f.share, |b| f.share.min(b.share));
+    for (&s, fb) in st.nonempty.iter().zip(f.bounds) {
+        bounds[s] = fb;
+    }
+    if let Some(b) = b {
+        for (&s, bb) in st.nonempty.iter().zip(b.bounds) {
+            backward[s] = bb;
+        }
+    }
+    Split {
+        key,
+        bounds,
+        share,
+        at_norms: f.at_norms,
+        backward,
+    }
+}
+
+/// The forward run best at `count` layers: the most alike, then the earliest.
+fn best_run(runs: &[Run], count: usize) -> Option<&Run> {
+    runs.iter().filter(|r| r.count == count).max_by(|a, b| {
+        a.share
+            .total_cmp(&b.share)
+            .then(b.start.cmp(&a.start))
+            .then(b.key.cmp(&a.key))
+    })
 }
 
 /// A training step's layers: a forward run and a backward run of the same
-/// number of layers, one mixer block each, the backward run after the
-/// forward one in every step, together covering [`MIN_COVERAGE`] of the
-/// steps' time. Taken over a single key's layers only where it has at
-/// least as many (`most`). `runs` as [`find`] gathers them.
-fn training(
-    all: &[&[Item]],
-    blocks: &[Vec<(usize, usize)>],
-    ids: &Ids,
-    nonempty: &[usize],
-    runs: &[(usize, f64, usize, usize, Key)],
-    most: usize,
-    dur: DurOf,
-) -> Option<Split> {
-    // The forward key: the most alike, then the earliest; the backward key
-    // the same among those starting after the forward run ends.
-    let best = |from: usize, c: usize| {
-        runs.iter()
-            .filter(|r| r.0 == c && r.2 >= from)
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)).then(b.4.cmp(&a.4)))
-    };
+/// number of layers, the backward run after the forward one in every step,
+/// together covering [`MIN_COVERAGE`] of the steps' time. The backward run
+/// is cut by a name that runs that many times, all after the forward run
+/// (an autograd node such as `SiluBackward0`), and holds one mixer block a
+/// layer where the step has twice the forward's blocks; where only some of
+/// the backward is named (a hybrid's attention backward, not its linear
+/// mixer's) or none is (attention decomposed), it need not. Taken over a
+/// single key's layers only where it has at least as many (`most`).
+fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
     let mut counts: Vec<usize> = runs
         .iter()
-        .map(|r| r.0)
+        .map(|r| r.count)
         .filter(|&c| c >= most.max(2))
         .collect();
     counts.sort_unstable_by(|a, b| b.cmp(a));
     counts.dedup();
     for c in counts {
-        let Some(fwd) = best(0, c) else { continue };
-        let Some(bwd) = best(fwd.3, c) else { continue };
+        let Some(fwd) = best_run(runs, c) else {
+            continue;
+        };
+        let Some(bwd) = backward_key(st, fwd, c) else {
+            continue;
+        };
         let (Some(f), Some(b)) = (
-            try_key(all, blocks, ids, nonempty, fwd.4, c, dur),
-            try_key(all, blocks, ids, nonempty, bwd.4, c, dur),
+            try_key(st.all, st.blocks, st.ids, st.nonempty, fwd.key, c, st.dur),
+            try_key(st.all, st.blocks, st.ids, st.nonempty, bwd, c, st.dur),
         ) else {
             continue;
         };
         let after = f.bounds.iter().zip(&b.bounds).all(|(f, b)| f.1 <= b.0[0]);
-        if !(f.alike(c) && b.alike(c) && f.by_mixers && b.by_mixers && after) {
+        let mixers = b.by_mixers || st.blocks[st.first].len() != 2 * c;
+        if !(f.alike(c) && b.alike(c) && f.by_mixers && mixers && after) {
             continue;
         }
         if ((f.covered + b.covered) as f64) < MIN_COVERAGE * f.total as f64 {
             continue;
         }
-        let mut bounds: Vec<(Vec<usize>, usize)> = vec![(Vec::new(), 0); all.len()];
-        let mut backward = bounds.clone();
-        for ((&s, fb), bb) in nonempty.iter().zip(f.bounds).zip(b.bounds) {
-            bounds[s] = fb;
-            backward[s] = bb;
-        }
-        return Some(Split {
-            key: fwd.4,
-            bounds,
-            share: f.share.min(b.share),
-            at_norms: f.at_norms,
-            backward,
-        });
+        return Some(split_of(st, fwd.key, f, Some(b)));
     }
     None
+}
+
+/// Keys tried for a backward run: the names that run exactly as often as
+/// the forward layers, all after them, earliest first. A backward pass
+/// runs a few dozen autograd nodes a layer (`MmBackward0`,
+/// `SiluBackward0`, …), so 32 reaches past the first layer's; each try is
+/// one pass over the first step.
+const MAX_BACKWARD_KEYS: usize = 32;
+
+/// The key that cuts a backward run of `c` layers after `fwd` in the first
+/// step, if one does: among the names that run exactly `c` times, all after
+/// the forward run, the one whose layers are the most alike (then the
+/// earliest).
+fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
+    let seq = st.all[st.first];
+    let mut counts: HashMap<Sym, (usize, usize)> = HashMap::new();
+    for (k, it) in seq.iter().enumerate() {
+        let e = counts.entry(it.name).or_insert((0, k));
+        e.0 += 1;
+    }
+    let mut keys: Vec<(usize, Sym)> = counts
+        .into_iter()
+        .filter(|&(_, (n, at))| n == c && at >= fwd.end)
+        .map(|(name, (_, at))| (at, name))
+        .collect();
+    keys.sort_unstable();
+    let twice = st.blocks[st.first].len() == 2 * c;
+    keys.into_iter()
+        .take(MAX_BACKWARD_KEYS)
+        .filter_map(|(_, name)| {
+            let t = try_key(
+                st.all,
+                st.blocks,
+                st.ids,
+                &[st.first],
+                Key::Name(name),
+                c,
+                st.dur,
+            )?;
+            (t.alike(c) && (t.by_mixers || !twice)).then_some((t.share, t.bounds[0].0[0], name))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, _, name)| Key::Name(name))
+}
+
+/// Where no split holds: a forward run, the most layers first: its layers
+/// hold one mixer block each, alike, and every block before its end,
+/// however little of the step's time they cover. A training step
+/// whose backward no key cuts into alike layers (attention decomposed, or
+/// a hybrid's backward cut in pairs of layers by its named attention) is
+/// the model's forward layers, not its backward's pairs.
+fn forward_alone(st: &Steps, runs: &[Run]) -> Option<Split> {
+    let mut counts: Vec<usize> = runs.iter().map(|r| r.count).collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    counts.dedup();
+    counts.into_iter().find_map(|c| {
+        let fwd = best_run(runs, c)?;
+        let f = try_key(st.all, st.blocks, st.ids, st.nonempty, fwd.key, c, st.dur)?;
+        (f.alike(c) && f.by_mixers).then(|| split_of(st, fwd.key, f, None))
+    })
 }
 
 #[cfg(test)]
