@@ -1673,58 +1673,46 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
     let srv = TestServer::start(Opts::default()).await;
     let (a, b_run) = baseline_and_patch(&srv, 3, 6).await;
     let b = Browser::start().await;
-    let pages = [
-        (
-            format!("{}{}", srv.url, a.url),
-            "#findings",
-            "baseline · Findings · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=ops", srv.url, a.url),
-            "#ops-table tbody tr",
-            "baseline · Ops · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=kernels", srv.url, a.url),
-            "#kernels-table tbody tr",
-            "baseline · Kernels · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=steps", srv.url, a.url),
-            "#tab-body table",
-            "baseline · Steps · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=layers", srv.url, a.url),
-            "#layers-table tbody tr",
-            "baseline · Layers · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=memory", srv.url, a.url),
-            "figure.memory-chart",
-            "baseline · Memory · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=timeline", srv.url, a.url),
-            "#timeline-canvas",
-            "baseline · Timeline · Kinetoscope",
-        ),
-        (
-            format!("{}{}?tab=gpu", srv.url, a.url),
-            "#tab-body table",
-            "baseline · GPU time · Kinetoscope",
-        ),
-        (
-            format!("{}/", srv.url),
-            "table.runs tbody tr",
-            "Runs · Kinetoscope",
-        ),
-        (
-            format!("{}/diff/{}/{}", srv.url, a.id, b_run.id),
-            "#diff-headline",
-            "baseline → gather-cast · Diff · Kinetoscope",
-        ),
+    // Each run tab: its query, what shows it is drawn, and its name.
+    let tabs = [
+        ("", "#findings", "Findings"),
+        ("?tab=ops", "#ops-table tbody tr", "Ops"),
+        ("?tab=kernels", "#kernels-table tbody tr", "Kernels"),
+        ("?tab=steps", "#tab-body table", "Steps"),
+        ("?tab=layers", "#layers-table tbody tr", "Layers"),
+        ("?tab=memory", "figure.memory-chart", "Memory"),
+        ("?tab=timeline", "#timeline-canvas", "Timeline"),
+        ("?tab=gpu", "#tab-body table", "GPU time"),
     ];
+    let mut pages: Vec<(String, &str, String)> = tabs
+        .iter()
+        .map(|(query, ready, tab)| {
+            (
+                format!("{}{}{query}", srv.url, a.url),
+                *ready,
+                format!("baseline · {tab} · Kinetoscope"),
+            )
+        })
+        .collect();
+    pages.push((
+        format!("{}/", srv.url),
+        "table.runs tbody tr",
+        "Runs · Kinetoscope".to_string(),
+    ));
+    pages.push((
+        format!("{}/diff/{}/{}", srv.url, a.id, b_run.id),
+        "#diff-headline",
+        "baseline → gather-cast · Diff · Kinetoscope".to_string(),
+    ));
+    // A screenshot's name: the page's first two title parts.
+    let shot_name = |title: &str| {
+        title
+            .split(" · ")
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("-")
+            .replace(['→', ' '], "")
+    };
     let mut low = Vec::new();
     for (url, ready, title) in &pages {
         b.client.goto(url).await.unwrap();
@@ -1735,13 +1723,8 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
                 LONG,
             )
             .await;
-        assert_eq!(got.as_str(), Some(*title));
-        let shot = title
-            .split(" · ")
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("-")
-            .replace(['→', ' '], "");
+        assert_eq!(got.as_str(), Some(title.as_str()));
+        let shot = shot_name(title);
         b.screenshot(&format!("page-{shot}")).await;
         for theme in ["light", "dark"] {
             js(
@@ -1760,12 +1743,7 @@ async fn pages_are_titled_readable_in_both_themes_and_tabs_follow_the_arrows() {
     for (url, ready, title) in &pages {
         b.client.goto(url).await.unwrap();
         b.wait_for(ready, LONG).await;
-        let shot = title
-            .split(" · ")
-            .take(2)
-            .collect::<Vec<_>>()
-            .join("-")
-            .replace(['→', ' '], "");
+        let shot = shot_name(title);
         b.screenshot(&format!("page-{shot}-1920")).await;
     }
     set_inner_size(&b, 1400, 900).await;

@@ -65,7 +65,7 @@ pub async fn diff(
         ) {
             d.ranks = rank_deltas(&ca, &cb);
             d.findings
-                .extend(kinetoscope_trace::diff::rank_findings(&ca, &cb));
+                .extend(kinetoscope_trace::diff::rank_findings(&ca, &cb, &d.ranks));
         }
     }
     let bytes: axum::body::Bytes = serde_json::to_vec(&d)

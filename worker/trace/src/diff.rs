@@ -639,8 +639,9 @@ fn host_findings(d: &Diff, out: &mut Vec<(f64, String)>) {
     }
 }
 
-/// Sentences on the cross-rank numbers of two multi-rank runs.
-pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
+/// Sentences on the cross-rank numbers of two multi-rank runs, and on what
+/// bounds their ranks (`deltas`: their [`rank_deltas`], made once by the caller).
+pub fn rank_findings(a: &RanksSummary, b: &RanksSummary, deltas: &[RankDelta]) -> Vec<DiffFinding> {
     let mut out = Vec::new();
     if let (Some(ra), Some(rb)) = (a.slowest_rank, b.slowest_rank) {
         out.push(DiffFinding {
@@ -651,7 +652,7 @@ pub fn rank_findings(a: &RanksSummary, b: &RanksSummary) -> Vec<DiffFinding> {
             ),
         });
     }
-    out.extend(rank_host_findings(&rank_deltas(a, b)));
+    out.extend(rank_host_findings(deltas));
     let coll = |s: &RanksSummary| {
         s.ranks.iter().map(|r| r.collective_us).sum::<f64>() / s.ranks.len().max(1) as f64
     };

@@ -36,6 +36,6 @@ fuzz_target!(|data: &[u8]| {
         cross_rank(&ranks[half..]),
     );
     serde_json::to_vec(&a).expect("a cross-rank summary serializes");
-    let _ = rank_findings(&a, &b);
+    let _ = rank_findings(&a, &b, &rank_deltas(&a, &b));
     let _ = rank_deltas(&a, &b);
 });

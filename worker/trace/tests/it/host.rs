@@ -192,7 +192,10 @@ fn the_rank_diff_says_what_bounds_each_rank_and_where_the_host_changed() {
         let c = r.host_change_pct.unwrap();
         assert!((c - 30.0).abs() < 1.0, "rank {}: {c}", r.rank);
     }
-    let texts: Vec<String> = rank_findings(&a, &b).into_iter().map(|f| f.text).collect();
+    let texts: Vec<String> = rank_findings(&a, &b, &d)
+        .into_iter()
+        .map(|f| f.text)
+        .collect();
     assert!(
         texts.iter().any(|t| t.starts_with("ranks of A: ")),
         "{texts:?}"
@@ -218,7 +221,8 @@ fn the_rank_diff_says_what_bounds_each_rank_and_where_the_host_changed() {
             )
         })
         .collect();
-    let texts: Vec<String> = rank_findings(&a, &cross_rank(&one))
+    let b = cross_rank(&one);
+    let texts: Vec<String> = rank_findings(&a, &b, &rank_deltas(&a, &b))
         .into_iter()
         .map(|f| f.text)
         .collect();
