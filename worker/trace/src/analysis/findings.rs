@@ -770,12 +770,6 @@ fn full_queue(f: &Facts, step_time: f64, out: &mut Vec<Finding>) {
     ));
 }
 
-/// Least share of a step's time spent compiling for the step to count as
-/// compiling: a tenth. A recompiling `torch.compile` step spends seconds
-/// compiling against milliseconds of work (4-7 s for 21 ms, issue 41); a
-/// guard check or a cache lookup in every step is microseconds.
-const COMPILING_SHARE: f64 = 0.1;
-
 /// Steps that compiled: `torch.compile` inside the profiled steps (its
 /// recompile limit, a shape that changes every step), said once with what
 /// to do, rather than its phases one by one.
@@ -784,7 +778,11 @@ fn compiling(f: &Facts, out: &mut Vec<Finding>) {
     let steps: Vec<&kinetoscope_types::StepRow> = s.steps.iter().filter(|r| !r.left_out).collect();
     let hit: Vec<&&kinetoscope_types::StepRow> = steps
         .iter()
-        .filter(|r| r.compile_us > 0.0 && r.compile_us >= COMPILING_SHARE * r.time())
+        .filter(|r| {
+            r.compile_us > 0.0
+                && r.compile_us
+                    >= super::limits::get(super::limits::Limit::CompilingShare) * r.time()
+        })
         .collect();
     if hit.is_empty() {
         return;

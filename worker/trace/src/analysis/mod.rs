@@ -25,7 +25,8 @@
 //! - [`findings`]: the ranked sentences, over the finished summary.
 //!
 //! [`names`] (kernel short names and categories) and [`shapes`] (bytes
-//! moved by copy/cast ops) are rules the passes share.
+//! moved by copy/cast ops) are rules the passes share; [`limits`] holds the
+//! pattern rules' limits with their evidence and margins.
 
 // The tables are struct-of-arrays: their columns are indexed in parallel.
 #![allow(clippy::needless_range_loop)]
@@ -38,6 +39,7 @@ pub mod gpu_time;
 mod graphs;
 mod kernels;
 pub mod layers;
+pub mod limits;
 pub mod links;
 mod memory;
 pub mod names;
@@ -59,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 10;
+pub const ANALYZER_VERSION: u32 = 11;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;

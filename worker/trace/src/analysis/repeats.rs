@@ -31,6 +31,7 @@
 //! cuts the forward blocks while another cuts the backward ones, the two
 //! runs are one model's layers ([`Split::backward`]).
 
+use super::limits::{self, Limit};
 use crate::import::store::Sym;
 use hashbrown::HashMap;
 
@@ -94,30 +95,12 @@ impl Split {
     }
 }
 
-/// Least core share a split's layers must have.
-const MIN_SHARE: f64 = 0.4;
-/// Least core share across the kinds of a hybrid's layers, where each kind
-/// (attention blocks, linear-mixer blocks) has [`MIN_SHARE`] among its own:
-/// an attention layer runs its KV-cache ops, a linear layer its recurrence,
-/// and both the norms, projections and MLP. The family's hybrid CPU
-/// captures (`tests/captures/hybrid-*`) share 35-47% across kinds and
-/// 90-100% within each; a cut of every layer in two is no split by mixers.
-const MIN_MIXED_SHARE: f64 = 0.2;
-/// Fewest layers, and least core share, for layers no mixer name places:
-/// a hybrid's two kinds of layer share about half their names (norms,
-/// projections, the MLP); a cut of every layer in two shares a fifth.
-const MIN_UNNAMED_LAYERS: usize = 4;
-const MIN_UNNAMED_SHARE: f64 = 0.45;
-/// Least share of the steps' time the layers must cover.
-const MIN_COVERAGE: f64 = 0.3;
 /// Keys tried.
 const MAX_CANDIDATES: usize = 96;
 /// Splits checked on every step after passing on the first.
 const MAX_CHECKED: usize = 8;
 /// Fewest items in a layer.
 const MIN_LAYER_ITEMS: usize = 2;
-/// Mixer items further apart than this start a new block.
-const MAX_BLOCK_GAP: usize = 16;
 
 /// The mixer blocks of a step: (first item, last item, whether one of them
 /// is attention).
@@ -132,7 +115,7 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
             r if r.is_mixer() => match out.last_mut() {
                 Some(b)
                     if !broken
-                        && k - b.1 <= MAX_BLOCK_GAP
+                        && k - b.1 <= limits::count(Limit::BlockGap)
                         && !seq[b.0..k].iter().any(|m| m.name == it.name) =>
                 {
                     b.1 = k
@@ -338,24 +321,27 @@ impl Tried {
     /// one attention or mixer block each, or alike, many and each with a
     /// norm and an MLP (a decoder block whose attention has no telling name).
     fn holds(&self, layers: usize) -> bool {
-        self.alike(layers) && self.covered as f64 >= MIN_COVERAGE * self.total as f64
+        self.alike(layers)
+            && self.covered as f64 >= limits::get(Limit::LayerCoverage) * self.total as f64
     }
 
     /// [`Tried::holds`] but for the time the layers cover (one run of a
-    /// training step may cover less than [`MIN_COVERAGE`]).
+    /// training step may cover less than [`Limit::LayerCoverage`]).
     fn alike(&self, layers: usize) -> bool {
         let hybrid = (self.by_mixers || self.norm_pairs) && self.kind_share > self.share;
         let alike = if hybrid {
-            self.kind_share >= MIN_SHARE && self.share >= MIN_MIXED_SHARE
+            self.kind_share >= limits::get(Limit::LayerShare)
+                && self.share >= limits::get(Limit::MixedLayerShare)
         } else {
-            self.share >= MIN_SHARE
+            self.share >= limits::get(Limit::LayerShare)
         };
         // Norm pairs place each layer at its input norm: a hybrid's kinds
         // need only be alike among themselves, as mixer blocks' do.
         alike
             && (self.by_mixers
-                || (layers >= MIN_UNNAMED_LAYERS
-                    && (self.share >= MIN_UNNAMED_SHARE || hybrid && self.norm_pairs)
+                || (layers >= limits::count(Limit::UnnamedLayers)
+                    && (self.share >= limits::get(Limit::UnnamedLayerShare)
+                        || hybrid && self.norm_pairs)
                     && self.blocks_like))
     }
 }
@@ -665,7 +651,7 @@ fn best_run(runs: &[Run], count: usize) -> Option<&Run> {
 
 /// A training step's layers: a forward run and a backward run of the same
 /// number of layers, the backward run after the forward one in every step,
-/// together covering [`MIN_COVERAGE`] of the steps' time. The backward run
+/// together covering [`Limit::LayerCoverage`] of the steps' time. The backward run
 /// is cut by a name that runs that many times, all after the forward run
 /// (an autograd node such as `SiluBackward0`), and holds one mixer block a
 /// layer where the step has twice the forward's blocks; where only some of
@@ -698,7 +684,7 @@ fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
         if !(f.alike(c) && b.alike(c) && f.by_mixers && mixers && after) {
             continue;
         }
-        if ((f.covered + b.covered) as f64) < MIN_COVERAGE * f.total as f64 {
+        if ((f.covered + b.covered) as f64) < limits::get(Limit::LayerCoverage) * f.total as f64 {
             continue;
         }
         return Some(split_of(st, fwd.key, f, Some(b)));

@@ -1,6 +1,7 @@
 //! Profiler steps: `ProfilerStep#N` annotations, or the step annotations that
 //! serving frameworks write when they drive the profiler themselves.
 
+use super::limits::{self, Limit};
 use super::links::NO;
 use super::{us, Context};
 use crate::import::store::{CpuKind, GpuKind, Sym, Tables};
@@ -312,7 +313,9 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan]) {
         return;
     };
     // Prefills hold many more tokens than a decode's batch.
-    if hi < 8 * lo || hi < 256 {
+    if (hi as f64) < limits::get(Limit::PrefillRatio) * lo as f64
+        || (hi as f64) < limits::get(Limit::PrefillTokens)
+    {
         return;
     }
     let cut = ((hi as f64) * (lo as f64)).sqrt();
@@ -373,13 +376,6 @@ fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
 /// and two steps are the fewest a loop shows (the family's engine captures
 /// have five, `tests/it/captures.rs`). One alone is a region, not a step.
 const MIN_STEP_REPEATS: usize = 2;
-/// Least share of the time its threads' outermost slices hold that the
-/// repeating annotation must hold: a step holds the work. The family's
-/// `execute_model` holds nearly all of it; torch's own
-/// `Optimizer.step#SGD.step`, repeated outermost in a training loop without
-/// ProfilerStep (`hta-gp100-gpu-user-annotation`), holds a few percent and
-/// is no step.
-const MIN_STEP_COVERAGE: f64 = 0.5;
 
 /// When nothing else marks steps: the outermost annotation (a
 /// `record_function` range inside no other op or annotation on its
@@ -429,8 +425,9 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
         }
     }
     let covers = |name: &Sym| {
-        held.get(name)
-            .is_some_and(|&(ns, all)| all > 0 && ns as f64 >= MIN_STEP_COVERAGE * all as f64)
+        held.get(name).is_some_and(|&(ns, all)| {
+            all > 0 && ns as f64 >= limits::get(Limit::StepCoverage) * all as f64
+        })
     };
     let (name, spans) = outer
         .into_iter()

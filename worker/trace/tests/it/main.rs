@@ -6,6 +6,8 @@ mod architectures;
 mod captures;
 mod diff_layers;
 mod expected;
+#[path = "../common/family.rs"]
+mod family;
 mod generated;
 mod host;
 mod memory;

@@ -2,18 +2,12 @@
 //! 2.11 on an NVIDIA H200, with the model's truth beside each in
 //! `torch/`): steps when the GPU lags the CPU, graph replays, and shares.
 
+use crate::family::shared;
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
 use kinetoscope_types::Summary;
 use serde_json::Value;
 use std::io::Read;
-use std::path::PathBuf;
-
-fn shared(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces")
-        .join(name)
-}
 
 fn summary_of(path: &std::path::Path) -> Summary {
     let t = read_trace_file(path, &ReadOptions::default()).unwrap();
@@ -89,31 +83,14 @@ fn a_graph_replayed_decode_takes_its_gpu_time_per_step() {
         .any(|f| f.text.contains("eagerly between")));
 }
 
-/// The shares a sentence states: each number directly before `%` that is
-/// not a change (`+12%`, `-3.0%`, `->`).
-pub(crate) fn shares(text: &str) -> Vec<f64> {
-    let b = text.as_bytes();
-    let mut out = Vec::new();
-    for (i, _) in text.match_indices('%') {
-        let mut j = i;
-        while j > 0 && (b[j - 1].is_ascii_digit() || b[j - 1] == b'.') {
-            j -= 1;
-        }
-        if j == i || (j > 0 && matches!(b[j - 1], b'+' | b'-')) {
-            continue;
-        }
-        if let Ok(v) = text[j..i].parse::<f64>() {
-            out.push(v);
-        }
-    }
-    out
-}
-
 /// No finding on any shared trace states a share over 100% ("waits 1416.8%
 /// of step time" on the hybrid graph capture before).
 #[test]
 fn no_finding_states_a_share_over_100_percent() {
-    assert_eq!(shares("a 12.5% share, +140% change, 3x"), [12.5]);
+    assert_eq!(
+        crate::family::shares("a 12.5% share, +140% change, 3x"),
+        [12.5]
+    );
     let dir = shared("");
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
@@ -122,7 +99,7 @@ fn no_finding_states_a_share_over_100_percent() {
         }
         let s = summary_of(&p);
         for f in &s.findings {
-            for v in shares(&f.text) {
+            for v in crate::family::shares(&f.text) {
                 assert!(v <= 100.0 + 1e-9, "{}: {}", p.display(), f.text);
             }
             assert!(
@@ -154,40 +131,10 @@ fn no_finding_states_a_share_over_100_percent() {
 ///   (`repeats::Split::backward`).
 #[test]
 fn layers_match_the_truth_on_every_h200_capture() {
-    let mut bad = Vec::new();
-    for capture in [
-        "torch-h200-decode-fp8cast-78l-5xpool",
-        "torch-h200-decode-gathercast-78l-5xpool",
-        "torch-h200-decode-stack-memory-12l",
-        "torch-h200-decode-hybrid-graph-48l",
-        "torch-h200-decode-compiled-8l",
-        "torch-h200-train-gpt6",
-    ] {
-        let truth: Value = serde_json::from_slice(
-            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
-        )
-        .unwrap();
-        let s = summary_of(&shared(&format!("{capture}.json.gz")));
-        let l = &s.layers;
-        let want = truth["layers"].as_u64().unwrap();
-        if l.count != want {
-            bad.push(format!(
-                "{capture}: {} layers of {want} ({})",
-                l.count, l.detail
-            ));
-            continue;
-        }
-        if let Some(kinds) = truth["layer_kinds"].as_array() {
-            let want: Vec<&str> = kinds.iter().map(|k| k.as_str().unwrap()).collect();
-            let got: Vec<&str> = l
-                .items
-                .iter()
-                .map(|r| r.kind.map_or("-", |k| k.as_str()))
-                .collect();
-            if got != want {
-                bad.push(format!("{capture}: kinds {got:?}, want {want:?}"));
-            }
-        }
-    }
+    let captures: Vec<_> = crate::family::H200
+        .iter()
+        .map(|c| crate::family::read_h200(c))
+        .collect();
+    let bad = crate::family::h200_wrong(&captures);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

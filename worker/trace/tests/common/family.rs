@@ -1,0 +1,386 @@
+//! The real-capture family (`worker/trace/tests/captures/`, made by
+//! `make captures`: `python/captures/capture.py`, torch 2.15 on this
+//! machine's CPU): seven architectures (dense, MoE, interleaved, hybrid,
+//! DSA, local/global, unfused MLPs) in five execution modes (eager,
+//! `torch.compile` default and `reduce-overhead`, an engine loop marked by
+//! `record_function("execute_model")` with a prefill and then decodes, and
+//! training), with and without `with_stack` and `profile_memory`, each
+//! with torch's `key_averages()` and the model's truth beside it. Torch is
+//! not needed here. Three draws of the family: seed 41 at the top, and
+//! seeds 7 and 23 in `seed7/` and `seed23/` (`make captures-seeds`),
+//! captured after the layer rules had been fitted to seed 41: before the
+//! layer changes of 2026-12-05, 6 and 10 of their 35 captures had wrong
+//! layers (training steps, `torch.compile`, an interleaved model's last
+//! layer); now none.
+//!
+//! Checked on every capture: the steps (count, and the prefill of an
+//! engine loop), the layers and their kinds, the FP8 -> BF16 casts per
+//! step, torch's `key_averages()` (calls exactly, self CPU within 2%), and
+//! that no finding states a share over 100%. What does not hold yet is
+//! listed in [`KNOWN`], each with why; a capture that starts to pass a
+//! check listed there fails the test too, so the list stays true.
+
+// Shared by the `it` and `margins` test binaries: each uses a part.
+#![allow(dead_code)]
+
+use kinetoscope_trace::import::store::Trace;
+use kinetoscope_trace::import::{read_trace_file, ReadOptions};
+use kinetoscope_trace::{analyze, AnalysisOptions};
+use kinetoscope_types::{StepKind, Summary};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// (capture name prefix, check) pairs that do not hold yet:
+/// - `layers` of the hybrid under `torch.compile` on the CPU: Inductor
+///   inlines its linear mixer (the custom op becomes `sigmoid`, `cumsum`,
+///   `tanh` and GEMMs, none with a telling name) and fuses its norms into
+///   generated C++ that the profiler does not record, so only the
+///   attention layers are told apart: each found layer is four of the
+///   model's (three linear, one attention). The dense, MoE, interleaved
+///   and DSA compiled captures have their layers: the ops inside
+///   `Torch-Compiled Region` are the step's top-level ops
+///   (`steps::is_compiled_region`), and one attention op per block
+///   (`repeats::mixer_blocks`) cuts them;
+/// - `key_averages` of `torch.compile`'s `## Call CompiledFxGraph ##`
+///   ranges where Inductor's Python wrapper frame starts inside the range
+///   and ends after it: torch's tree takes the C++ kernels' frames below it
+///   as the range's children (41 µs of self CPU), the op tree leaves a
+///   frame that outlasts what is open out, with what is inside it (2 ms).
+pub const KNOWN: &[(&str, &str)] = &[
+    ("dense-compile-6l", "key_averages"),
+    ("interleaved-compile-6l", "key_averages"),
+    ("hybrid-compile_ro-12l", "key_averages"),
+    ("seed7/moe-compile-6l", "key_averages"),
+    ("seed23/moe-compile-8l", "key_averages"),
+    ("hybrid-compile-", "layers"),
+    ("hybrid-compile_ro", "layers"),
+];
+
+pub fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
+}
+
+/// A capture of the family, read once: its name, its truth, its trace.
+pub struct Capture {
+    pub name: String,
+    pub truth: Value,
+    pub trace: Trace,
+}
+
+/// The family's capture names: seed 41's at the top, and two more seeds'
+/// (`make captures-seeds`) in `seed7/` and `seed23/`, which the layer
+/// rules were not written against first.
+pub fn names() -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for sub in ["", "seed7/", "seed23/"] {
+        names.extend(std::fs::read_dir(dir().join(sub)).unwrap().filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".truth.json").map(|n| format!("{sub}{n}"))
+        }));
+    }
+    names.sort();
+    assert!(names.len() >= 100, "the family: {} captures", names.len());
+    names
+}
+
+/// Reads a capture and its truth.
+pub fn read(name: &str) -> Capture {
+    let truth: Value =
+        serde_json::from_slice(&std::fs::read(dir().join(format!("{name}.truth.json"))).unwrap())
+            .unwrap();
+    let path = dir().join(format!("{name}.json.gz"));
+    let trace = read_trace_file(&path, &ReadOptions::default()).unwrap();
+    Capture {
+        name: name.to_string(),
+        truth,
+        trace,
+    }
+}
+
+/// Every capture's checks against [`KNOWN`]: what failed that is not
+/// known, and each known failure that now holds (so the list stays true).
+/// `key_averages` may be left out (no limit moves it).
+pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut known_seen = vec![false; KNOWN.len()];
+    for c in captures {
+        let s = analyze(&c.trace, &AnalysisOptions::default());
+        let failed = check(&c.name, &c.truth, &s, key_averages);
+        for (k, (prefix, what)) in KNOWN.iter().enumerate() {
+            if c.name.starts_with(prefix) && (key_averages || *what != "key_averages") {
+                if failed.iter().any(|f| f.0 == *what) {
+                    known_seen[k] = true;
+                } else {
+                    bad.push(format!("{}: {what} now holds: take it off KNOWN", c.name));
+                }
+            }
+        }
+        for (what, why) in failed {
+            if !KNOWN
+                .iter()
+                .any(|(p, w)| c.name.starts_with(p) && *w == what)
+            {
+                bad.push(format!("{}: {what}: {why}", c.name));
+            }
+        }
+    }
+    for (k, seen) in known_seen.iter().enumerate() {
+        if !seen && (key_averages || KNOWN[k].1 != "key_averages") {
+            bad.push(format!("KNOWN {:?} matches no capture", KNOWN[k]));
+        }
+    }
+    bad
+}
+
+/// One capture's checks: the names of those that failed, with why.
+fn check(
+    name: &str,
+    truth: &Value,
+    s: &Summary,
+    key_averages: bool,
+) -> Vec<(&'static str, String)> {
+    let mut failed = Vec::new();
+    // Steps, and the engine loop's prefill.
+    let steps = truth["steps"].as_u64().unwrap();
+    if s.steps_stats.count != steps {
+        failed.push(("steps", format!("{} steps of {steps}", s.steps_stats.count)));
+    }
+    let kinds: Vec<&str> = truth["step_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    let got: Vec<Option<StepKind>> = s.steps.iter().map(|r| r.kind).collect();
+    if kinds.contains(&"prefill") {
+        let want: Vec<Option<StepKind>> = kinds
+            .iter()
+            .map(|k| {
+                Some(if *k == "prefill" {
+                    StepKind::Prefill
+                } else {
+                    StepKind::Decode
+                })
+            })
+            .collect();
+        if got != want {
+            failed.push(("step kinds", format!("{got:?}")));
+        }
+    } else if got.contains(&Some(StepKind::Prefill)) {
+        failed.push(("step kinds", format!("a prefill among like steps: {got:?}")));
+    }
+    // Layers and their kinds.
+    let layers = truth["layers"].as_u64().unwrap();
+    let want_kinds: Vec<&str> = truth["layer_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    let got_kinds: Vec<&str> = s
+        .layers
+        .items
+        .iter()
+        .map(|r| r.kind.map_or("dense", |k| k.as_str()))
+        .collect();
+    if s.layers.count != layers || got_kinds != want_kinds {
+        failed.push((
+            "layers",
+            format!(
+                "{} layers {got_kinds:?}: {}",
+                s.layers.count, s.layers.detail
+            ),
+        ));
+    }
+    // The story's cast, once per attention layer per step (where it is an
+    // op of its own).
+    if let Some(casts) = truth["casts_per_step"].as_f64() {
+        let per_step: f64 = s
+            .ops
+            .iter()
+            .flat_map(|o| &o.input_shapes)
+            .filter(|g| {
+                g.conversion
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("Float8_e4m3fn -> BFloat16"))
+            })
+            .filter_map(|g| g.calls_per_step)
+            .sum();
+        if per_step != casts {
+            failed.push(("casts", format!("{per_step} per step of {casts}")));
+        }
+    }
+    // torch's key_averages: calls exactly, self CPU within 2% (1 µs for
+    // the smallest rows).
+    let want: Vec<Value> = if !key_averages {
+        Vec::new()
+    } else {
+        serde_json::from_slice(
+            &std::fs::read(dir().join(format!("{name}.key_averages.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    for w in &want {
+        let n = w["name"].as_str().unwrap();
+        let rows: Vec<_> = if n == "ProfilerStep*" {
+            s.ops
+                .iter()
+                .filter(|o| o.name.starts_with("ProfilerStep#"))
+                .collect()
+        } else {
+            s.ops.iter().filter(|o| o.name == n).collect()
+        };
+        let calls: u64 = rows.iter().map(|o| o.calls).sum();
+        let self_cpu: f64 = rows.iter().map(|o| o.self_cpu_us).sum();
+        let (wc, ws) = (
+            w["calls"].as_u64().unwrap(),
+            w["self_cpu_us"].as_f64().unwrap(),
+        );
+        if calls != wc || (self_cpu - ws).abs() > (0.02 * ws).max(1.0) {
+            failed.push((
+                "key_averages",
+                format!("{n}: calls {calls} vs {wc}, self CPU {self_cpu:.1} vs {ws:.1}"),
+            ));
+        }
+    }
+    // No share over 100%.
+    for f in &s.findings {
+        if shares(&f.text).iter().any(|&v| v > 100.0) || f.impact_pct > 100.0 {
+            failed.push(("shares", f.text.clone()));
+        }
+    }
+    failed
+}
+
+/// The shares a sentence states: each number directly before `%` that is
+/// not a change (`+12%`, `-3.0%`, `->`).
+pub fn shares(text: &str) -> Vec<f64> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('%') {
+        let mut j = i;
+        while j > 0 && (b[j - 1].is_ascii_digit() || b[j - 1] == b'.') {
+            j -= 1;
+        }
+        if j == i || (j > 0 && matches!(b[j - 1], b'+' | b'-')) {
+            continue;
+        }
+        if let Ok(v) = text[j..i].parse::<f64>() {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The shared real H200 captures (`../shared/traces/torch-h200-*`), each
+/// with the model's truth: the story (5x pool) and its patch, Python
+/// stacks with memory, a hybrid replayed as a CUDA graph,
+/// `torch.compile`, and a training step.
+pub const H200: [&str; 6] = [
+    "torch-h200-decode-fp8cast-78l-5xpool",
+    "torch-h200-decode-gathercast-78l-5xpool",
+    "torch-h200-decode-stack-memory-12l",
+    "torch-h200-decode-hybrid-graph-48l",
+    "torch-h200-decode-compiled-8l",
+    "torch-h200-train-gpt6",
+];
+
+/// A file of `../shared/traces`.
+pub fn shared(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/traces")
+        .join(name)
+}
+
+/// Reads a shared H200 capture and its truth.
+pub fn read_h200(capture: &str) -> Capture {
+    let truth: Value = serde_json::from_slice(
+        &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
+    )
+    .unwrap();
+    let trace = read_trace_file(
+        &shared(&format!("{capture}.json.gz")),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    Capture {
+        name: capture.to_string(),
+        truth,
+        trace,
+    }
+}
+
+/// The H200 captures whose layers or layer kinds are not their truth's.
+pub fn h200_wrong(captures: &[Capture]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for c in captures {
+        let s = analyze(&c.trace, &AnalysisOptions::default());
+        let l = &s.layers;
+        let want = c.truth["layers"].as_u64().unwrap();
+        if l.count != want {
+            bad.push(format!(
+                "{}: {} layers of {want} ({})",
+                c.name, l.count, l.detail
+            ));
+            continue;
+        }
+        if let Some(kinds) = c.truth["layer_kinds"].as_array() {
+            let want: Vec<&str> = kinds.iter().map(|k| k.as_str().unwrap()).collect();
+            let got: Vec<&str> = l
+                .items
+                .iter()
+                .map(|r| r.kind.map_or("-", |k| k.as_str()))
+                .collect();
+            if got != want {
+                bad.push(format!("{}: kinds {got:?}, want {want:?}", c.name));
+            }
+        }
+    }
+    bad
+}
+
+/// The shared third-party traces and CPU captures (`../shared/traces`,
+/// every `.json.gz` but the H200 captures, which [`h200_wrong`] checks
+/// against their truth, and but one rank of the 8-rank job): real traces
+/// of other models, engines and GPUs, with no truth of their own.
+pub fn third_party() -> Vec<Capture> {
+    let mut names: Vec<String> = std::fs::read_dir(shared(""))
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            let skip = n.starts_with("torch-h200-")
+                || (n.starts_with("param-dlrm-") && !n.contains("rank0"));
+            (n.ends_with(".json.gz") && !skip).then_some(n)
+        })
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| Capture {
+            trace: read_trace_file(&shared(&n), &ReadOptions::default()).unwrap(),
+            name: n,
+            truth: Value::Null,
+        })
+        .collect()
+}
+
+/// What the pattern rules decided on a trace: its steps and their kinds,
+/// its layers and their kinds.
+pub fn decided(c: &Capture) -> String {
+    let s = analyze(&c.trace, &AnalysisOptions::default());
+    let steps: Vec<&str> = s
+        .steps
+        .iter()
+        .map(|r| r.kind.map_or("-", |k| k.as_str()))
+        .collect();
+    let layers: Vec<&str> = s
+        .layers
+        .items
+        .iter()
+        .map(|r| r.kind.map_or("-", |k| k.as_str()))
+        .collect();
+    format!(
+        "{} steps {steps:?} ({}), {} layers {layers:?}",
+        s.steps_stats.count, s.steps_stats.source, s.layers.count
+    )
+}

@@ -1,0 +1,92 @@
+//! The margin test: each limit of the pattern rules
+//! (`kinetoscope_trace::analysis::limits`) moved down and then up by the
+//! margin its table states, one at a time, and the real-capture family
+//! (three seeds: every architecture and execution mode, `common/family.rs`)
+//! and the six shared H200 captures must still come out right: their
+//! steps, step kinds, layers and layer kinds, casts per step, and no share
+//! over 100%. The shared third-party traces (other models, engines and
+//! GPUs, with no truth of their own) must keep the steps, step kinds,
+//! layers and layer kinds the limits give them: a decision that flips when
+//! a limit moves by its margin sat too close to it. A limit that sits close
+//! to what some trace measures fails here, not on the next trace a user
+//! uploads.
+//!
+//! A test binary of its own: [`limits::scale`] moves a limit for the whole
+//! process, and no other test may run beside it.
+
+#[path = "common/family.rs"]
+mod family;
+
+use kinetoscope_trace::analysis::limits::{self, LIMITS};
+
+#[test]
+fn every_limit_keeps_its_margin() {
+    let captures: Vec<family::Capture> = family::names().iter().map(|n| family::read(n)).collect();
+    let h200: Vec<family::Capture> = family::H200.iter().map(|c| family::read_h200(c)).collect();
+    let others = family::third_party();
+    let decided: Vec<String> = others.iter().map(family::decided).collect();
+    let wrong = || {
+        let mut bad = family::wrong(&captures, false);
+        bad.extend(family::h200_wrong(&h200));
+        for (c, was) in others.iter().zip(&decided) {
+            let now = family::decided(c);
+            if now != *was {
+                bad.push(format!("{}: {now}, where the limits give {was}", c.name));
+            }
+        }
+        bad
+    };
+    let at_the_limits = wrong();
+    assert!(at_the_limits.is_empty(), "{}", at_the_limits.join("\n"));
+    let mut bad = Vec::new();
+    for e in &LIMITS {
+        for factor in [1.0 - e.margin[0], 1.0 + e.margin[1]] {
+            limits::scale(e.limit, factor);
+            let moved = wrong();
+            limits::scale(e.limit, 1.0);
+            for w in moved {
+                bad.push(format!(
+                    "{:?} at {:.3} ({factor:.2}x): {w}",
+                    e.limit,
+                    e.value * factor
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// How far each limit really goes, both ways, before some capture comes
+/// out wrong: how the table's margins were measured. Run by hand:
+/// `cargo test -p kinetoscope-trace --test margins -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn how_far_each_limit_goes() {
+    let captures: Vec<family::Capture> = family::names().iter().map(|n| family::read(n)).collect();
+    let h200: Vec<family::Capture> = family::H200.iter().map(|c| family::read_h200(c)).collect();
+    let others = family::third_party();
+    let decided: Vec<String> = others.iter().map(family::decided).collect();
+    for e in &LIMITS {
+        for factor in [0.1, 0.25, 0.5, 0.67, 0.8, 1.2, 1.25, 1.5, 2.0, 3.0] {
+            limits::scale(e.limit, factor);
+            let mut moved = family::wrong(&captures, false);
+            moved.extend(family::h200_wrong(&h200));
+            for (c, was) in others.iter().zip(&decided) {
+                let now = family::decided(c);
+                if now != *was {
+                    moved.push(format!("{}: {now}, was {was}", c.name));
+                }
+            }
+            limits::scale(e.limit, 1.0);
+            let first = moved
+                .first()
+                .map_or(String::new(), |w| w.chars().take(160).collect());
+            println!(
+                "{:?} {:.3} ({factor}x): {} wrong {first}",
+                e.limit,
+                e.value * factor,
+                moved.len()
+            );
+        }
+    }
+}
