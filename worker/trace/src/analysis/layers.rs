@@ -6,7 +6,9 @@
 //! 1. **annotation**: record_function ranges (and `gpu_user_annotation`s)
 //!    whose names carry a layer index — `layers.12`, `model.layers.12.mlp`,
 //!    `layer_12`, `Layer 12`. A GPU op belongs to the layer of the innermost
-//!    such range around its launch.
+//!    such range around its launch; a CUDA-graph kernel, to the layer its
+//!    own annotation names (`args.name`, from torch's `mark_kernels`, as
+//!    torchtitan's module profiler writes `block::layers.3`).
 //! 2. **module**: `nn.Module: XxxDecoderLayer_N` Python frames (traces made
 //!    with `with_stack`/`with_modules`); N is the layer. A GPU op belongs to
 //!    the module frame around its launch on the launching thread.
@@ -528,6 +530,17 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
                 }
             }
             op = cx.links.parent[o];
+        }
+    }
+    if layer.is_empty() && !cpu_items {
+        // CUDA-graph kernel annotations (torch's `mark_kernels`, spliced
+        // into a replayed kernel's args): the kernel's own layer, where no
+        // launch leads back to the code that captured it.
+        for &(g, name) in t.gpu.annotations() {
+            if let Some(i) = index_of(name) {
+                layer.insert(g, i);
+                marker.get_or_insert(name);
+            }
         }
     }
     if layer.is_empty() && !cpu_items {

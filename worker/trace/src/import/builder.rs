@@ -95,6 +95,9 @@ pub struct SliceArgs<'a> {
     pub input_type: Option<&'a [u8]>,
     /// A copy's or set's bytes.
     pub bytes: Option<i64>,
+    /// A CUDA-graph kernel's annotation (`args.name`, which torch splices
+    /// in from `torch.cuda.graph_annotations.mark_kernels`), interned.
+    pub annotation: Option<Sym>,
 }
 
 /// A complete slice (`ph: X`), decoded.
@@ -313,6 +316,7 @@ impl TraceBuilder {
                     block: a.block.unwrap_or_default(),
                     bytes: a.bytes.unwrap_or(0).max(0),
                     track: s.track,
+                    annotation: a.annotation,
                 };
                 self.trace.push_gpu(&row, a.correlation.unwrap_or(NONE));
             }

@@ -715,6 +715,9 @@ pub struct GpuTable {
     bytes: IntColumn,
     /// A stream: few distinct.
     track: DistinctColumn<u32>,
+    /// The rows that carry a CUDA-graph kernel annotation, with it, by row:
+    /// few traces have any, so they are kept apart from the columns.
+    annotations: Vec<(u32, Sym)>,
 }
 
 /// One GPU-side slice, as it is stored.
@@ -740,10 +743,15 @@ pub struct GpuRow {
     pub bytes: i64,
     /// Track (a stream).
     pub track: u32,
+    /// Its CUDA-graph annotation (`args.name`), if it carries one.
+    pub annotation: Option<Sym>,
 }
 
 impl GpuTable {
     fn push(&mut self, r: &GpuRow) {
+        if let Some(a) = r.annotation {
+            self.annotations.push((self.name.len() as u32, a));
+        }
         self.ts.push(r.ts);
         self.dur.push(r.dur);
         self.name.push(r.name);
@@ -793,6 +801,11 @@ impl GpuTable {
     #[inline]
     pub fn track(&self) -> &DistinctColumn<u32> {
         &self.track
+    }
+    /// The CUDA-graph kernel annotations: (row, its `args.name`), by row.
+    #[inline]
+    pub fn annotations(&self) -> &[(u32, Sym)] {
+        &self.annotations
     }
     /// Launch grid of row `g`, `[0, 0, 0]` when absent.
     pub fn grid(&self, g: usize) -> [u32; 3] {

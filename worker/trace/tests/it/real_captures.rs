@@ -138,3 +138,78 @@ fn layers_match_the_truth_on_every_h200_capture() {
     let bad = crate::family::h200_wrong(&captures);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
+
+/// CUDA-graph kernel annotations as torch 2.15 writes them
+/// (`export_chrome_trace(..., cuda_graph_annotations=...)`: the annotation's
+/// fields spliced into a graphed kernel's args beside its `graph node id`,
+/// and `cudaGraphInlineAnnotated` in the envelope), here as torchtitan's
+/// module profiler records them (`{"name": "block::layers.N",
+/// "module_fqn": "layers.N", ...}`), spliced into the real H200 hybrid
+/// graph capture's replayed kernels. Each replay's kernels are cut into 12
+/// annotated blocks, which no repetition would find (the model has 48
+/// layers): the layers are read from the annotations, and each layer's
+/// time is its kernels'.
+#[test]
+fn graph_kernel_annotations_name_the_layers() {
+    let name = "torch-h200-decode-hybrid-graph-48l.json.gz";
+    let mut ev = events(name);
+    let launches: std::collections::HashSet<i64> = ev
+        .iter()
+        .filter(|e| e["name"] == "cudaGraphLaunch")
+        .filter_map(|e| e["args"]["correlation"].as_i64())
+        .collect();
+    let mut by_replay: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
+    for (i, e) in ev.iter().enumerate() {
+        if e["cat"] == "kernel" {
+            if let Some(c) = e["args"]["correlation"]
+                .as_i64()
+                .filter(|c| launches.contains(c))
+            {
+                by_replay.entry(c).or_default().push(i);
+            }
+        }
+    }
+    assert!(by_replay.len() >= 5, "{} replays", by_replay.len());
+    let mut want = [0.0f64; 12];
+    for kernels in by_replay.values() {
+        for (k, &i) in kernels.iter().enumerate() {
+            let layer = k * 12 / kernels.len();
+            want[layer] += ev[i]["dur"].as_f64().unwrap();
+            let args = ev[i]["args"].as_object_mut().unwrap();
+            args.insert("graph node id".into(), (1000 + k).into());
+            // An escaped character, as `json.dumps` may write one.
+            args.insert("name".into(), format!("block::layers.{layer} \"x\"").into());
+            args.insert("module_fqn".into(), format!("layers.{layer}").into());
+            args.insert("module_kind".into(), "block".into());
+            args.insert("model_part_idx".into(), "0".into());
+        }
+    }
+    let json = serde_json::to_vec(&serde_json::json!({
+        "cudaGraphInlineAnnotated": true,
+        "traceEvents": ev,
+    }))
+    .unwrap();
+    let t = kinetoscope_trace::import::read_trace(&json[..], &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    let l = &s.layers;
+    assert_eq!(
+        l.method,
+        kinetoscope_types::LayerMethod::Annotation,
+        "{}",
+        l.detail
+    );
+    assert_eq!(l.count, 12, "{}", l.detail);
+    assert!(l.detail.contains("block::layers."), "{}", l.detail);
+    let total: f64 = want.iter().sum();
+    let got_total: f64 = l.items.iter().map(|r| r.device_us).sum();
+    for (r, w) in l.items.iter().zip(want) {
+        let (got, want) = (r.device_us / got_total, w / total);
+        assert!(
+            (got - want).abs() < 0.01,
+            "layer {}: {got:.4} of the time, want {want:.4}",
+            r.index
+        );
+    }
+    // Without the annotations, the same capture has its 48 layers.
+    assert_eq!(summary_of(&shared(name)).layers.count, 48);
+}

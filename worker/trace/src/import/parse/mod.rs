@@ -504,6 +504,14 @@ impl Parser {
             _ => None,
         };
         let a = &ev.args;
+        // A graph kernel's annotation (its `args.name`), interned.
+        let annotation = match (class, a.name) {
+            (CatClass::Gpu(_), Some(s)) => {
+                let text = text(&mut self.scratch, b, s)?;
+                Some(self.builder.name(text))
+            }
+            _ => None,
+        };
         let slice = Slice {
             class,
             cat: cat_sym,
@@ -523,6 +531,7 @@ impl Parser {
                 input_dims: a.input_dims.map(|s| s.bytes(b)),
                 input_type: a.input_type.map(|s| s.bytes(b)),
                 bytes: a.bytes.get(),
+                annotation,
             },
         };
         self.builder.slice(&slice);

@@ -30,6 +30,11 @@ pub(crate) struct RawArgs {
     pub(crate) addr: MaybeInt,
     pub(crate) device_type: MaybeInt,
     pub(crate) device_id: MaybeInt,
+    /// Where an `args.name` lies: a CUDA-graph kernel's annotation, which
+    /// torch (2.13 and later, `export_chrome_trace(...,
+    /// cuda_graph_annotations=...)`) splices into the kernel's args beside
+    /// its `graph node id`.
+    pub(crate) name: Option<Span>,
 }
 
 impl RawArgs {
@@ -508,6 +513,11 @@ pub(crate) fn scan_args(
             key::INPUT_TYPE => {
                 let n = skip_value(b, j, depth)?;
                 args.input_type = Some(Span::new(j, n, false));
+                n
+            }
+            key::NAME => {
+                let (s, n) = string_or_skip(b, j, depth)?;
+                args.name = s;
                 n
             }
             _ => match args.int_field(id) {
