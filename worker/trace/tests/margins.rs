@@ -58,7 +58,8 @@ fn every_limit_keeps_its_margin() {
 
 /// How far each limit really goes, both ways, before some capture comes
 /// out wrong: how the table's margins were measured. Run by hand:
-/// `cargo test -p kinetoscope-trace --test margins -- --ignored --nocapture`.
+/// `cargo test -p kinetoscope-trace --test margins -- --ignored --nocapture`
+/// (`KINETOSCOPE_LIMIT=StepCoverage` explores that limit alone).
 #[test]
 #[ignore]
 fn how_far_each_limit_goes() {
@@ -66,7 +67,11 @@ fn how_far_each_limit_goes() {
     let h200: Vec<family::Capture> = family::H200.iter().map(|c| family::read_h200(c)).collect();
     let others = family::third_party();
     let decided: Vec<String> = others.iter().map(family::decided).collect();
-    for e in &LIMITS {
+    let only = std::env::var("KINETOSCOPE_LIMIT").ok();
+    for e in LIMITS
+        .iter()
+        .filter(|e| only.as_ref().is_none_or(|l| *l == format!("{:?}", e.limit)))
+    {
         for factor in [0.1, 0.25, 0.5, 0.67, 0.8, 1.2, 1.25, 1.5, 2.0, 3.0] {
             limits::scale(e.limit, factor);
             let mut moved = family::wrong(&captures, false);

@@ -385,9 +385,10 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     let cpu = &t.cpu;
     // Per thread: ops and annotations by start, longer first.
     let mut by_track: HashMap<u32, Vec<u32>> = HashMap::new();
+    let launching = |k: CpuKind| matches!(k, CpuKind::Runtime | CpuKind::Driver);
     for i in 0..cpu.len() {
         crate::cancel::point(i);
-        if cpu.kind()[i].is_op() {
+        if cpu.kind()[i].is_op() || launching(cpu.kind()[i]) {
             by_track
                 .entry(cpu.track().get(i))
                 .or_default()
@@ -398,20 +399,30 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     // of the outermost slices on the threads it is on).
     let mut outer: HashMap<Sym, Vec<(i64, i64)>> = HashMap::new();
     let mut held: HashMap<Sym, (i64, i64)> = HashMap::new();
+    // Names whose outermost ranges make runtime calls (launch GPU work).
+    let mut launches: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
     for slices in by_track.values_mut() {
         crate::import::store::sort_by_start(slices, cpu.ts(), cpu.dur(), |_, _| {
             std::cmp::Ordering::Equal
         });
         let mut open_until = i64::MIN;
+        let mut open: Option<Sym> = None;
         let mut thread_ns = 0i64;
         let mut on_thread: HashMap<Sym, i64> = HashMap::new();
         for &i in slices.iter() {
             let i = i as usize;
             let (ts, end) = (cpu.ts().get(i), cpu.ts().get(i) + cpu.dur().get(i));
+            if launching(cpu.kind()[i]) {
+                if let Some(name) = open.filter(|_| ts < open_until) {
+                    launches.insert(name);
+                }
+                continue;
+            }
             if ts < open_until {
                 continue;
             }
             open_until = end;
+            open = (cpu.kind()[i] == CpuKind::Annotation).then_some(cpu.name()[i]);
             thread_ns += end - ts;
             if cpu.kind()[i] == CpuKind::Annotation {
                 outer.entry(cpu.name()[i]).or_default().push((ts, end));
@@ -429,9 +440,13 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
             all > 0 && ns as f64 >= limits::get(Limit::StepCoverage) * all as f64
         })
     };
+    // In a trace with GPU work, a step launches some: a data loader's
+    // `enumerate(DataLoader)#...__next__` that waits for its workers
+    // (param-resnet-rtx2080ti: 64% of the thread, no launch) is no step.
+    let holds_work = |name: &Sym| t.gpu.is_empty() || launches.contains(name);
     let (name, spans) = outer
         .into_iter()
-        .filter(|(name, v)| v.len() >= MIN_STEP_REPEATS && covers(name))
+        .filter(|(name, v)| v.len() >= MIN_STEP_REPEATS && covers(name) && holds_work(name))
         .max_by_key(|(name, v)| {
             (
                 v.iter().map(|(a, b)| b - a).sum::<i64>(),

@@ -213,3 +213,32 @@ fn graph_kernel_annotations_name_the_layers() {
     // Without the annotations, the same capture has its 48 layers.
     assert_eq!(summary_of(&shared(name)).layers.count, 48);
 }
+
+/// An SGLang capture whose window is twice its one step (493 ms of GPU
+/// work in a 494 ms step, 987 ms profiled): the idle sentence says the idle
+/// time lies outside the step, and ranks by the idle time within it; and a
+/// training loop whose only repeating outermost annotation is the data
+/// loader's wait (no launch inside) has no steps made of it.
+#[test]
+fn idle_outside_the_steps_and_data_loader_waits_are_said_as_such() {
+    let s = summary_of(&shared(
+        "tracelens-mi300x-sglang-qwen3-8b-prefilldecode.json.gz",
+    ));
+    let idle = s
+        .findings
+        .iter()
+        .find(|f| f.kind == kinetoscope_types::FindingKind::GpuIdle)
+        .expect("an idle finding");
+    assert!(
+        idle.text.contains("outside the steps") && idle.text.contains("busy 99.8%"),
+        "{}",
+        idle.text
+    );
+    assert!(idle.impact_pct < 1.0, "{}: {}", idle.impact_pct, idle.text);
+    let s = summary_of(&shared("param-resnet-rtx2080ti.json.gz"));
+    assert!(
+        !s.steps_stats.source.contains("DataLoader"),
+        "{}",
+        s.steps_stats.source
+    );
+}
