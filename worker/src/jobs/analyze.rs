@@ -72,6 +72,7 @@ async fn analyze(
     let read = ReadOptions {
         limits: runner.config.limits.clone(),
         progress: Some(progress),
+        cancel: Some(cancel.clone()),
     };
     let delay = runner.config.analysis_delay;
     let reader = Cancellable {

@@ -41,6 +41,7 @@ pub fn read_upload(data: &[u8]) -> Option<Trace> {
     let opts = ReadOptions {
         limits: Limits { max_json_bytes: UPLOAD_JSON_BYTES, ..limits() },
         progress: None,
+        cancel: None,
     };
     read_trace(data, &opts).ok()
 }

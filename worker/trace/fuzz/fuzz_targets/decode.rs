@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let opts = ReadOptions {
         limits: common::limits(),
         progress: None,
+        cancel: None,
     };
     if let Ok(t) = read_trace(data, &opts) {
         assert!(t.counters.events > 0);

@@ -100,6 +100,27 @@ pub struct ReadOptions {
     pub limits: Limits,
     /// Incremented with the number of source (compressed) bytes consumed.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Set to stop the parse: the decompressed stream fails from then on,
+    /// so the parse stops within a block. Failing the source's reads is not
+    /// enough: a small upload is all in the decompressor's buffer at once,
+    /// and 4 MB of zstd can hold gigabytes of repeated events (a worker
+    /// went on parsing for seconds past its deadline under load).
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// The decompressed stream, failing once its cancel flag is set.
+struct Cancellable<'a> {
+    inner: Box<dyn Read + Send + 'a>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Read for Cancellable<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(io::Error::other("the parse was cancelled"));
+        }
+        self.inner.read(buf)
+    }
 }
 
 /// Size of a decompressed block handed to the parser: 1 MB parsed as fast
@@ -151,7 +172,13 @@ pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, T
         progress: opts.progress.clone(),
         failed: failed.clone(),
     };
-    let (encoding, decoder) = decoder(src)?;
+    let (encoding, mut decoder) = decoder(src)?;
+    if let Some(cancel) = &opts.cancel {
+        decoder = Box::new(Cancellable {
+            inner: decoder,
+            cancel: cancel.clone(),
+        });
+    }
     parse_stream(decoder, encoding, &opts.limits, &failed, BLOCK, parser_busy)
 }
 

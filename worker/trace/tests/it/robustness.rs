@@ -176,6 +176,7 @@ fn a_decompression_bomb_stops_at_the_limit() {
             ..Default::default()
         },
         progress: None,
+        cancel: None,
     };
     let t0 = std::time::Instant::now();
     let err = read_trace(&bomb[..], &opts).err().unwrap();
