@@ -19,30 +19,50 @@ mod family;
 
 use kinetoscope_trace::analysis::limits::{self, LIMITS};
 
-#[test]
-fn every_limit_keeps_its_margin() {
-    let captures: Vec<family::Capture> = family::names().iter().map(|n| family::read(n)).collect();
-    let h200: Vec<family::Capture> = family::H200.iter().map(|c| family::read_h200(c)).collect();
-    let others = family::third_party();
-    let decided: Vec<String> = others.iter().map(family::decided).collect();
-    let wrong = || {
-        let mut bad = family::wrong(&captures, false);
-        bad.extend(family::h200_wrong(&h200));
-        for (c, was) in others.iter().zip(&decided) {
+/// Every trace the limits are checked on, each parsed once, with what the
+/// limits at their values decide on the third-party ones.
+struct Corpus {
+    family: Vec<family::Capture>,
+    h200: Vec<family::Capture>,
+    others: Vec<family::Capture>,
+    decided: Vec<String>,
+}
+
+impl Corpus {
+    fn read() -> Corpus {
+        let others = family::third_party();
+        Corpus {
+            family: family::names().iter().map(|n| family::read(n)).collect(),
+            h200: family::H200.iter().map(|c| family::read_h200(c)).collect(),
+            decided: others.iter().map(family::decided).collect(),
+            others,
+        }
+    }
+
+    /// What comes out wrong under the limits as they are now set.
+    fn wrong(&self) -> Vec<String> {
+        let mut bad = family::wrong(&self.family, false);
+        bad.extend(family::h200_wrong(&self.h200));
+        for (c, was) in self.others.iter().zip(&self.decided) {
             let now = family::decided(c);
             if now != *was {
                 bad.push(format!("{}: {now}, where the limits give {was}", c.name));
             }
         }
         bad
-    };
-    let at_the_limits = wrong();
+    }
+}
+
+#[test]
+fn every_limit_keeps_its_margin() {
+    let corpus = Corpus::read();
+    let at_the_limits = corpus.wrong();
     assert!(at_the_limits.is_empty(), "{}", at_the_limits.join("\n"));
     let mut bad = Vec::new();
     for e in &LIMITS {
         for factor in [1.0 - e.margin[0], 1.0 + e.margin[1]] {
             limits::scale(e.limit, factor);
-            let moved = wrong();
+            let moved = corpus.wrong();
             limits::scale(e.limit, 1.0);
             for w in moved {
                 bad.push(format!(
@@ -63,10 +83,7 @@ fn every_limit_keeps_its_margin() {
 #[test]
 #[ignore]
 fn how_far_each_limit_goes() {
-    let captures: Vec<family::Capture> = family::names().iter().map(|n| family::read(n)).collect();
-    let h200: Vec<family::Capture> = family::H200.iter().map(|c| family::read_h200(c)).collect();
-    let others = family::third_party();
-    let decided: Vec<String> = others.iter().map(family::decided).collect();
+    let corpus = Corpus::read();
     let only = std::env::var("KINETOSCOPE_LIMIT").ok();
     for e in LIMITS
         .iter()
@@ -74,14 +91,7 @@ fn how_far_each_limit_goes() {
     {
         for factor in [0.1, 0.25, 0.5, 0.67, 0.8, 1.2, 1.25, 1.5, 2.0, 3.0] {
             limits::scale(e.limit, factor);
-            let mut moved = family::wrong(&captures, false);
-            moved.extend(family::h200_wrong(&h200));
-            for (c, was) in others.iter().zip(&decided) {
-                let now = family::decided(c);
-                if now != *was {
-                    moved.push(format!("{}: {now}, was {was}", c.name));
-                }
-            }
+            let moved = corpus.wrong();
             limits::scale(e.limit, 1.0);
             let first = moved
                 .first()
