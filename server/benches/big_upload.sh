@@ -30,7 +30,7 @@ after_upload=$(rss VmRSS)
 id=$(printf '%s' "$resp" | sed -E 's/.*"id":"([^"]+)".*/\1/')
 status=queued
 while :; do
-  status=$(curl -fsS "http://127.0.0.1:$PORT/api/runs/$id" | sed -E 's/.*"status":"([^"]+)".*/\1/')
+  status=$(curl -fsS "http://127.0.0.1:$PORT/api/runs/$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
   case $status in done|failed) break ;; esac
   sleep 0.2
 done

@@ -106,11 +106,14 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
     let wake = Arc::new(Notify::new());
     let stop = CancellationToken::new();
 
-    // Remove blobs of interrupted uploads and deleted runs, in the background.
+    // Remove interrupted uploads and the blobs of deleted runs, in the background.
     {
         let (db, blobs) = (db.clone(), blobs.clone());
         let age = Duration::from_secs(args.orphan_age_secs);
         tokio::spawn(async move {
+            // An upload a stopped process left open is deleted first, so
+            // its blobs go too.
+            worker::jobs::delete_abandoned_uploads(&db, &blobs, age).await;
             let exists = |id: String| {
                 let db = db.clone();
                 async move { db.run_exists(&id).await.unwrap_or(true) }

@@ -4,7 +4,9 @@
 //! `multipart/form-data` form whose file fields are the ranks of one run.
 //! Bytes stream into the blob store while being hashed and counted; the run
 //! becomes visible (and `201` is sent) only once every file is stored, so an
-//! interrupted upload leaves no run behind.
+//! interrupted upload leaves no run behind. A form's ranks are analyzed as
+//! they arrive: its run exists, hidden, from its first stored file
+//! ([`worker::db::Db::open_upload`]).
 
 use super::{new_id, ApiError, ApiResult, AppState, Writer, Q};
 use axum::extract::{FromRequest, Multipart, Request, State};
@@ -230,37 +232,38 @@ async fn create_inner(
         ));
     }
     let raw_name = q.file.as_deref().map(str::trim).filter(|f| !f.is_empty());
-    let outcome = if multipart {
-        store_multipart(state, &id, req, &mut stored).await
-    } else {
-        // Any other content type is the raw trace: what it is comes from its
-        // bytes (curl --data-binary says x-www-form-urlencoded, for one).
-        let budget = state.max_upload_bytes;
-        store_stream(
-            state,
-            &id,
-            group.as_ref().map_or(0, |g| g.1),
-            raw_name.unwrap_or("trace"),
-            req.into_body().into_data_stream(),
-            budget,
-        )
-        .await
-        .map(|t| stored.push(t))
-    };
+    if multipart {
+        // Each file is a rank, analyzed as soon as it is stored.
+        let opening = Opening { name, tags };
+        let outcome = match store_multipart(state, &id, req, &mut stored, &opening).await {
+            Ok(()) if stored.is_empty() => {
+                Err(ApiError::BadRequest("the form has no file fields".into()))
+            }
+            Ok(()) => close_upload(state, &id, &stored).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = outcome {
+            forget_upload(state, &id, &stored).await;
+            return Err(e);
+        }
+        return Ok(created(state, id, &stored));
+    }
+    // Any other content type is the raw trace: what it is comes from its
+    // bytes (curl --data-binary says x-www-form-urlencoded, for one).
+    let budget = state.max_upload_bytes;
+    let outcome = store_stream(
+        state,
+        &id,
+        group.as_ref().map_or(0, |g| g.1),
+        raw_name.unwrap_or("trace"),
+        req.into_body().into_data_stream(),
+        budget,
+    )
+    .await
+    .map(|t| stored.push(t));
     if let Err(e) = outcome {
         discard(state, &stored).await;
         return Err(e);
-    }
-    if stored.is_empty() {
-        return Err(ApiError::BadRequest("the form has no file fields".into()));
-    }
-    if group.is_none() {
-        // Files may come in any order (a file picker's, say): ranks follow
-        // the rank in their names (`rank3`, `-TP-3`), then the names.
-        stored.sort_by_key(|t| kinetoscope_trace::ranks::rank_key(&t.file_name));
-        for (k, t) in stored.iter_mut().enumerate() {
-            t.rank = k as i64;
-        }
     }
     if name.is_empty() {
         name = default_name(&stored[0].file_name);
@@ -292,19 +295,23 @@ async fn create_inner(
             }
         }
     };
-    let id = match id {
-        Ok(id) => id,
+    match id {
+        Ok(id) => Ok(created(state, id, &stored)),
         Err(e) => {
             discard(state, &stored).await;
-            return Err(e.into());
+            Err(e.into())
         }
-    };
+    }
+}
+
+/// The `201` of a stored upload (its run's analysis queued).
+fn created(state: &AppState, id: String, stored: &[NewTrace]) -> impl IntoResponse {
     state.wake.notify_waiters();
     let total: i64 = stored.iter().map(|t| t.bytes).sum();
     worker::metrics::upload_accepted(total as u64);
     tracing::info!(run = %id, files = stored.len(), bytes = total, "upload stored");
     let url = format!("/runs/{id}");
-    Ok((
+    (
         StatusCode::CREATED,
         [(header::LOCATION, url.clone())],
         Json(Created {
@@ -313,7 +320,90 @@ async fn create_inner(
             status: RunStatus::Queued,
             run_id: None,
         }),
-    ))
+    )
+}
+
+/// What a multipart upload's run is created with, once its first file is
+/// stored (an empty name becomes that file's).
+struct Opening {
+    name: String,
+    tags: Vec<String>,
+}
+
+/// Adds one stored file of a multipart upload to its run: the first opens
+/// the run (hidden until the upload closes), each one queues its rank's
+/// analysis at once, so ranks are analyzed while the next ones upload.
+async fn add_to_upload(
+    state: &AppState,
+    id: &str,
+    trace: &NewTrace,
+    opening: &Opening,
+) -> ApiResult<()> {
+    let added = if trace.rank == 0 {
+        let name = if opening.name.is_empty() {
+            default_name(&trace.file_name)
+        } else {
+            opening.name.clone()
+        };
+        let run = NewRun {
+            id: id.to_string(),
+            name,
+            tags: opening.tags.clone(),
+            source: RunSource::Upload,
+            capture: None,
+        };
+        state.db.open_upload(&run, trace).await
+    } else {
+        state.db.add_upload(id, trace).await
+    };
+    added?;
+    state.wake.notify_waiters();
+    Ok(())
+}
+
+/// Closes a multipart upload once every file is stored: ranks follow the
+/// rank in the files' names (`rank3`, `-TP-3`), then the names, as files
+/// may come in any order (a file picker's, say); a file that changes rank
+/// keeps its analysis, or has it queued again under its new rank. Then the run shows, and it is done
+/// at once if its ranks were all analyzed during the upload.
+async fn close_upload(state: &AppState, id: &str, stored: &[NewTrace]) -> ApiResult<()> {
+    let mut order: Vec<usize> = (0..stored.len()).collect();
+    order.sort_by_key(|&k| kinetoscope_trace::ranks::rank_key(&stored[k].file_name));
+    let mut ranks = vec![0i64; stored.len()];
+    for (rank, &k) in order.iter().enumerate() {
+        ranks[k] = rank as i64;
+    }
+    state.db.close_upload(id, &ranks).await?;
+    state.wake.notify_waiters();
+    // The cross-rank summary, when the workers finished every rank first
+    // (they cannot complete an uploading run).
+    let db = state.db.clone();
+    let run = id.to_string();
+    tokio::spawn(async move {
+        if let Err(e) = worker::jobs::finish_run_if_complete(&db, &run).await {
+            tracing::warn!(%run, error = %e, "could not finish a run after its upload");
+        }
+    });
+    Ok(())
+}
+
+/// Removes what a failed multipart upload stored: its run (jobs, artifacts,
+/// traces), if it was opened, and every blob.
+async fn forget_upload(state: &AppState, id: &str, stored: &[NewTrace]) {
+    if !stored.is_empty() {
+        match state.db.delete_run(id).await {
+            Ok(keys) => {
+                for key in keys.unwrap_or_default() {
+                    let _ = state.blobs.delete(&key).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e, "could not remove a failed upload's run")
+            }
+        }
+        state.blobs.remove_empty_run_folders(id);
+    }
+    discard(state, stored).await;
 }
 
 fn too_large(limit: u64) -> ApiError {
@@ -350,6 +440,7 @@ async fn store_multipart(
     id: &str,
     req: Request,
     stored: &mut Vec<NewTrace>,
+    opening: &Opening,
 ) -> ApiResult<()> {
     let mut form = Multipart::from_request(req, &())
         .await
@@ -385,6 +476,7 @@ async fn store_multipart(
         let t = store_stream(state, id, rank, &file_name, stream, budget).await?;
         budget = budget.saturating_sub(t.bytes as u64);
         stored.push(t);
+        add_to_upload(state, id, &stored[stored.len() - 1], opening).await?;
     }
     Ok(())
 }

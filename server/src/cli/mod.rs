@@ -54,6 +54,10 @@ pub(crate) async fn wait_for_run(
     token: Option<&str>,
 ) -> anyhow::Result<RunInfo> {
     let mut last = String::new();
+    // Every 100 ms at first, then less often up to every 500 ms: a small
+    // run is reported done within a tenth of a second of being done, a long
+    // one costs the server two requests a second.
+    let mut every = Duration::from_millis(100);
     loop {
         let mut req = client.get(format!("{server}/api/runs/{id}"));
         if let Some(t) = token {
@@ -75,7 +79,10 @@ pub(crate) async fn wait_for_run(
         }
         match run.status {
             RunStatus::Done | RunStatus::Failed => return Ok(run),
-            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            _ => {
+                tokio::time::sleep(every).await;
+                every = (every * 5 / 4).min(Duration::from_millis(500));
+            }
         }
     }
 }

@@ -160,9 +160,15 @@ pub(crate) async fn send(
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
             .body(body)
     } else {
+        // In the order the server ranks them (the rank in the names), so
+        // it can analyze each rank as it arrives with no rank changing.
+        let mut parts = files
+            .iter()
+            .map(|f| file_body(f, bar.clone()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        parts.sort_by_cached_key(|(_, name)| kinetoscope_trace::ranks::rank_key(name));
         let mut form = reqwest::multipart::Form::new();
-        for f in files {
-            let (body, name) = file_body(f, bar.clone())?;
+        for (body, name) in parts {
             form = form.part(
                 "file",
                 reqwest::multipart::Part::stream(body).file_name(name),

@@ -527,3 +527,45 @@ pub fn streaming_body() -> (
     let body = reqwest::Body::wrap_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     (tx, body)
 }
+
+/// The boundary of the forms [`form_part`] writes.
+pub const FORM_BOUNDARY: &str = "kinetoscope-test-form";
+
+/// One file field of a `multipart/form-data` body with [`FORM_BOUNDARY`],
+/// ended by the delimiter that follows it (the next field's, or with
+/// `last` the form's end): a server sees a field end only once that
+/// delimiter arrives, so a test that streams a form part by part
+/// ([`streaming_body`]) can act between its files. `first` opens the form.
+pub fn form_part(file: &str, bytes: &[u8], first: bool, last: bool) -> bytes::Bytes {
+    let mut out = Vec::new();
+    if first {
+        out.extend_from_slice(format!("--{FORM_BOUNDARY}\r\n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "Content-Disposition: form-data; name=\"file\"; filename=\"{file}\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(bytes);
+    let end = if last { "--" } else { "" };
+    out.extend_from_slice(format!("\r\n--{FORM_BOUNDARY}{end}\r\n").as_bytes());
+    out.into()
+}
+
+/// Polls `sql` (one i64) until it equals `want`, failing after `timeout`.
+pub async fn wait_scalar(pool: &sqlx::AnyPool, sql: &str, want: i64, timeout: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let got = scalar(pool, sql).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{sql}: {got} after {timeout:?}, waiting for {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -150,6 +150,83 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_form_leaves_no_run_once_restarted() {
+    let data = tempfile::tempdir().unwrap();
+    let db = Backend::Sqlite.url(data.path()).await;
+    let env = data_env(data.path(), &db);
+    let mut server = Proc::start(&["serve"], &env).await;
+    let url = server.url.clone().unwrap();
+    let pool = raw_db(&db).await;
+
+    // A form whose first rank is stored (and queued for analysis) while its
+    // second is still on its way, then the server dies.
+    let (tx, body) = streaming_body();
+    let upload = tokio::spawn({
+        let url = url.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/api/runs?name=doomed"))
+                .header(
+                    "content-type",
+                    format!("multipart/form-data; boundary={FORM_BOUNDARY}"),
+                )
+                .body(body)
+                .send()
+                .await
+        }
+    });
+    tx.send(Ok(form_part("rank0.json.zst", &small_trace(2, 4), true, false)))
+        .await
+        .unwrap();
+    wait_scalar(&pool, "SELECT COUNT(*) FROM traces", 1, LONG).await;
+    server.kill9();
+    let _ = upload.await;
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM runs WHERE uploading = 1").await, 1);
+
+    // On restart the sweep deletes the upload that never ended, with its
+    // blobs.
+    let mut env2 = env.clone();
+    env2.push(("KINETOSCOPE_ORPHAN_AGE_SECS", "0".into()));
+    let server = Proc::start(&["serve"], &env2).await;
+    wait_scalar(&pool, "SELECT COUNT(*) FROM runs", 0, LONG).await;
+    let blobs = |dir: &str| -> usize {
+        walk(&data.path().join("blobs").join(dir))
+    };
+    let start = Instant::now();
+    while blobs("runs") + blobs("artifacts") > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the dead upload's blobs are still there"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let api = Api::new(server.url.as_deref().unwrap());
+    let run = api.upload(small_trace(1, 4), "after").await;
+    assert_eq!(
+        api.wait(&run.id, LONG).await.status,
+        kinetoscope_types::RunStatus::Done
+    );
+    pool.close().await;
+}
+
+/// Files under `dir`, at any depth (0 when it does not exist).
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_on_postgres_process_each_job_once() {
     let data = tempfile::tempdir().unwrap();
     let db = Backend::Postgres.url(data.path()).await;

@@ -241,6 +241,89 @@ async fn runs_api(backend: Backend) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forms_ranks_are_analyzed_as_they_arrive_on_both_databases() {
+    for backend in BACKENDS {
+        ranks_as_they_arrive(backend).await;
+    }
+}
+
+/// A form's first file is analyzed while the form still uploads; the run
+/// stays out of the list until the last file is stored; a file that comes
+/// before a lower rank's keeps its analysis under its final rank.
+async fn ranks_as_they_arrive(backend: Backend) {
+    let (srv, db_url) = server(backend).await;
+    let pool = raw_db(&db_url).await;
+    let r0 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank0.json.gz")).unwrap();
+    let r1 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank1.json.gz")).unwrap();
+    let (tx, body) = streaming_body();
+    let upload = tokio::spawn({
+        let (http, u) = (srv.http.clone(), srv.url.clone());
+        async move {
+            http.post(format!("{u}/api/runs?name=arriving"))
+                .header(
+                    "content-type",
+                    format!("multipart/form-data; boundary={FORM_BOUNDARY}"),
+                )
+                .body(body)
+                .send()
+                .await
+        }
+    });
+    // Rank 1's file first: stored and analyzed as the form's first file.
+    tx.send(Ok(form_part("rank1.json.gz", &r1, true, false)))
+        .await
+        .unwrap();
+    wait_scalar(
+        &pool,
+        "SELECT COUNT(*) FROM traces WHERE status = 'done' AND summary IS NOT NULL",
+        1,
+        LONG,
+    )
+    .await;
+    let list: RunList = srv.get_json("/api/runs").await;
+    assert_eq!(list.total, 0, "{backend:?}: an upload is not a run until it ends");
+    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM runs WHERE status = 'done'").await, 0);
+
+    tx.send(Ok(form_part("rank0.json.gz", &r0, false, true)))
+        .await
+        .unwrap();
+    drop(tx);
+    let resp = upload.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED, "{backend:?}");
+    let created: Created = resp.json().await.unwrap();
+    let run = srv.wait(&created.id, LONG).await;
+    assert_eq!(run.status, RunStatus::Done, "{backend:?}");
+    let files: Vec<&str> = run.ranks.iter().map(|r| r.file.as_str()).collect();
+    assert_eq!(files, ["rank0.json.gz", "rank1.json.gz"], "{backend:?}");
+    for rank in 0..2 {
+        let s: Summary = srv
+            .get_json(&format!("/api/runs/{}/summary?rank={rank}", created.id))
+            .await;
+        assert_eq!(s.trace.rank, Some(rank), "{backend:?}: rank {rank}'s own trace");
+        let names = scalar(
+            &pool,
+            &format!("SELECT COUNT(*) FROM artifacts WHERE rank = {rank}"),
+        )
+        .await;
+        assert!(names >= 2, "{backend:?}: rank {rank} has its artifacts");
+    }
+    assert_eq!(
+        scalar(&pool, "SELECT COUNT(*) FROM artifacts").await,
+        2 * scalar(&pool, "SELECT COUNT(*) FROM artifacts WHERE rank = 0").await,
+        "{backend:?}: no artifact left under a rank it no longer has"
+    );
+    // The file analyzed first kept its analysis: one analysis each.
+    assert_eq!(scalar(&pool, "SELECT CAST(SUM(analyses) AS BIGINT) FROM traces").await, 2);
+    let cross: RanksSummary = srv
+        .get_json(&format!("/api/runs/{}/ranks", created.id))
+        .await;
+    assert_eq!(cross.ranks.len(), 2, "{backend:?}");
+    let list: RunList = srv.get_json("/api/runs").await;
+    assert_eq!(list.total, 1, "{backend:?}");
+    pool.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_guard_writes_on_both_databases() {
     for backend in BACKENDS {
         let (srv, db_url) = server(backend).await;

@@ -121,13 +121,21 @@ impl Db {
     /// Marks a claimed analysis as started.
     pub async fn start_analysis(&self, job: &Job) -> DbResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE traces SET status = $3, progress_bytes = 0 WHERE run_id = $1 AND rank = $2 AND status <> $4")
-            .bind(&job.run_id)
-            .bind(job.rank)
-            .bind(RunStatus::Analyzing.as_str())
-            .bind(RunStatus::Done.as_str())
-            .execute(&mut *tx)
-            .await?;
+        // Only while the job is still this worker's (a re-ranked upload's
+        // trace lost its job, and another trace holds its old rank).
+        sqlx::query(
+            "UPDATE traces SET status = $3, progress_bytes = 0 WHERE run_id = $1 AND rank = $2 AND status <> $4 \
+             AND EXISTS (SELECT 1 FROM jobs WHERE id = $5 AND worker = $6 AND state = $7)",
+        )
+        .bind(&job.run_id)
+        .bind(job.rank)
+        .bind(RunStatus::Analyzing.as_str())
+        .bind(RunStatus::Done.as_str())
+        .bind(job.id)
+        .bind(&job.worker)
+        .bind(JobState::Running.as_str())
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("UPDATE runs SET status = $2 WHERE id = $1 AND status IN ($3, $4)")
             .bind(&job.run_id)
             .bind(RunStatus::Analyzing.as_str())
@@ -171,7 +179,7 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         match retry_after_ms {
             Some(delay) => {
-                sqlx::query(
+                let r = sqlx::query(
                     "UPDATE jobs SET state = $6, run_after = $1, error = $2, lease_until = NULL, updated_at = $3 \
                      WHERE id = $4 AND worker = $5 AND state = $7",
                 )
@@ -184,14 +192,19 @@ impl Db {
                 .bind(JobState::Running.as_str())
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query("UPDATE traces SET status = $4, error = $1 WHERE run_id = $2 AND rank = $3 AND status <> $5")
-                    .bind(reason)
-                    .bind(&job.run_id)
-                    .bind(job.rank)
-                    .bind(RunStatus::Queued.as_str())
-                    .bind(RunStatus::Done.as_str())
-                    .execute(&mut *tx)
-                    .await?;
+                // Only while this worker still holds the job: a job taken
+                // over, or deleted (its run deleted, its trace re-ranked by
+                // its upload), no longer speaks for the trace at its rank.
+                if r.rows_affected() == 1 {
+                    sqlx::query("UPDATE traces SET status = $4, error = $1 WHERE run_id = $2 AND rank = $3 AND status <> $5")
+                        .bind(reason)
+                        .bind(&job.run_id)
+                        .bind(job.rank)
+                        .bind(RunStatus::Queued.as_str())
+                        .bind(RunStatus::Done.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
             }
             None => {
                 let r = sqlx::query(

@@ -10,7 +10,8 @@
 //!
 //! One module a resource, each adding its methods to [`Db`]: `runs` (runs,
 //! their traces and summaries), `jobs` (the queue: claims, leases,
-//! failures), `artifacts` (what a finished analysis stores), `baselines` (a run
+//! failures), `uploads` (a multipart upload's run while its files arrive),
+//! `artifacts` (what a finished analysis stores), `baselines` (a run
 //! by name, for the regression gate) and `tokens`.
 
 mod artifacts;
@@ -18,6 +19,7 @@ mod baselines;
 mod jobs;
 mod runs;
 mod tokens;
+mod uploads;
 
 pub use artifacts::{ArtifactRecord, NewArtifact};
 pub use baselines::BaselineRecord;

@@ -381,7 +381,8 @@ impl Db {
 
     /// A page of runs, newest first, and the number matching the filter.
     pub async fn list_runs(&self, f: &RunFilter) -> DbResult<(Vec<RunRecord>, i64)> {
-        let mut conds: Vec<String> = Vec::new();
+        // An upload still storing its files is not a run yet.
+        let mut conds: Vec<String> = vec!["r.uploading = 0".to_string()];
         let mut binds: Vec<String> = Vec::new();
         if let Some(name) = f.name.as_deref().filter(|s| !s.is_empty()) {
             binds.push(format!("%{}%", like_escape(&name.to_lowercase())));
@@ -656,7 +657,7 @@ impl Db {
     /// disk, a lost database). The runner's sweep finishes them.
     pub async fn runs_to_finish(&self) -> DbResult<Vec<String>> {
         let rows = sqlx::query(
-            "SELECT id FROM runs WHERE status = $1 \
+            "SELECT id FROM runs WHERE status = $1 AND uploading = 0 \
              AND EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id) \
              AND NOT EXISTS (SELECT 1 FROM traces t WHERE t.run_id = runs.id AND t.status <> $2)",
         )
@@ -675,7 +676,8 @@ impl Db {
         cross: Option<&str>,
     ) -> DbResult<()> {
         sqlx::query(
-            "UPDATE runs SET status = $4, stage = '', error = NULL, headline = $1, cross_summary = $2 WHERE id = $3",
+            "UPDATE runs SET status = $4, stage = '', error = NULL, headline = $1, cross_summary = $2 \
+             WHERE id = $3 AND uploading = 0",
         )
         .bind(serde_json::to_string(headline).unwrap_or_default())
         .bind(cross.map(str::to_string))
@@ -698,7 +700,7 @@ impl Db {
     }
 }
 
-async fn insert_trace(
+pub(super) async fn insert_trace(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     run_id: &str,
     t: &NewTrace,

@@ -17,7 +17,7 @@ pub mod analyze;
 pub mod capture;
 
 use crate::blobs::Blobs;
-use crate::db::{Db, Headline, Job};
+use crate::db::{now_ms, Db, Headline, Job};
 use kinetoscope_trace::analysis::ANALYZER_VERSION;
 use kinetoscope_trace::import::Limits;
 use kinetoscope_types::{JobKind, Summary};
@@ -132,6 +132,7 @@ impl Runner {
             tokio::spawn(async move {
                 for round in 1u64.. {
                     me.finish_stuck_runs().await;
+                    me.delete_abandoned_uploads().await;
                     tokio::time::sleep(Duration::from_secs(60)).await;
                     if round % 5 == 0 {
                         if let Err(e) = me.db.enqueue_stale(ANALYZER_VERSION).await {
@@ -267,25 +268,70 @@ impl Runner {
     /// When every trace of a run is analyzed: stores the headline (and the
     /// cross-rank summary of a multi-rank run) and marks the run done.
     pub async fn finish_run_if_complete(&self, run_id: &str) -> Result<(), crate::db::DbError> {
-        let (done, _failed, all) = self.db.trace_counts(run_id).await?;
-        if done < all {
-            if all > 1 {
-                self.db.set_rank_stage(run_id, done, all).await?;
-            }
-            return Ok(());
-        }
-        let summaries = self.db.summaries(run_id).await?;
-        let parsed: Vec<(i64, Summary)> = summaries
-            .iter()
-            .filter_map(|(rank, json)| serde_json::from_str(json).ok().map(|s| (*rank, s)))
-            .collect();
-        let cross = (parsed.len() > 1).then(|| kinetoscope_trace::ranks::cross_rank(&parsed));
-        let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
-        let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
-        self.db
-            .complete_run(run_id, &headline, cross_json.as_deref())
-            .await
+        finish_run_if_complete(&self.db, run_id).await
     }
+
+    /// Deletes the runs of uploads that never closed a day after they
+    /// began, far past any upload the pace guard lets live: what the
+    /// start-up sweep (after the orphan age) missed, in a process that runs
+    /// for days.
+    pub async fn delete_abandoned_uploads(&self) {
+        delete_abandoned_uploads(&self.db, &self.blobs, Duration::from_secs(24 * 60 * 60)).await;
+    }
+}
+
+/// Deletes, with their blobs, the runs of uploads that began longer than
+/// `age` ago and never closed: the process storing them stopped (a crash,
+/// a restart) before their last file.
+pub async fn delete_abandoned_uploads(db: &Db, blobs: &Blobs, age: Duration) {
+    let before = now_ms() - age.as_millis() as i64;
+    let runs = match db.abandoned_uploads(before).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not look for abandoned uploads");
+            return;
+        }
+    };
+    for run in runs {
+        match db.delete_run(&run).await {
+            Ok(keys) => {
+                for k in keys.unwrap_or_default() {
+                    let _ = blobs.delete(&k).await;
+                }
+                blobs.remove_empty_run_folders(&run);
+                tracing::info!(%run, "deleted an upload that never finished");
+            }
+            Err(e) => tracing::warn!(%run, error = %e, "could not delete an abandoned upload"),
+        }
+    }
+}
+
+/// When every trace of a run is analyzed (and its upload has closed):
+/// stores the headline (and the cross-rank summary of a multi-rank run) and
+/// marks the run done. Called by the job that analyzed a run's last rank,
+/// by the sweep, and by the upload that closes after its ranks were
+/// analyzed.
+pub async fn finish_run_if_complete(
+    db: &crate::db::Db,
+    run_id: &str,
+) -> Result<(), crate::db::DbError> {
+    let (done, _failed, all) = db.trace_counts(run_id).await?;
+    if done < all {
+        if all > 1 {
+            db.set_rank_stage(run_id, done, all).await?;
+        }
+        return Ok(());
+    }
+    let summaries = db.summaries(run_id).await?;
+    let parsed: Vec<(i64, Summary)> = summaries
+        .iter()
+        .filter_map(|(rank, json)| serde_json::from_str(json).ok().map(|s| (*rank, s)))
+        .collect();
+    let cross = (parsed.len() > 1).then(|| kinetoscope_trace::ranks::cross_rank(&parsed));
+    let headline = headline(parsed.first().map(|p| &p.1), cross.as_ref());
+    let cross_json = cross.map(|c| serde_json::to_string(&c).unwrap_or_default());
+    db.complete_run(run_id, &headline, cross_json.as_deref())
+        .await
 }
 
 fn headline(first: Option<&Summary>, cross: Option<&kinetoscope_types::RanksSummary>) -> Headline {
