@@ -52,7 +52,13 @@ fn worker_id() -> String {
     )
 }
 
-fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow::Result<Runner> {
+fn runner(
+    db: Db,
+    blobs: Blobs,
+    store: &StoreArgs,
+    wake: Arc<Notify>,
+    on_stored: Option<worker::jobs::OnStored>,
+) -> anyhow::Result<Runner> {
     Ok(Runner {
         db,
         blobs,
@@ -74,6 +80,7 @@ fn runner(db: Db, blobs: Blobs, store: &StoreArgs, wake: Arc<Notify>) -> anyhow:
             ),
         }),
         wake,
+        on_stored,
     })
 }
 
@@ -167,6 +174,12 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
                 .map_err(|e| anyhow::anyhow!("--trusted-proxy: {e}"))?,
         )),
     };
+    // The embedded worker's analyses warm this process's timeline cache.
+    let warm = {
+        let state = state.clone();
+        Arc::new(move |run: &str, rank: i64| api::timeline::warm(&state, run, rank))
+            as worker::jobs::OnStored
+    };
     let app = api::router(state, args.static_dir.clone());
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
@@ -174,7 +187,13 @@ pub async fn start(args: ServeArgs) -> anyhow::Result<Running> {
     let addr = listener.local_addr()?;
 
     let jobs = if args.workers > 0 {
-        let r = runner(db.clone(), blobs.clone(), &args.store, wake.clone())?;
+        let r = runner(
+            db.clone(),
+            blobs.clone(),
+            &args.store,
+            wake.clone(),
+            Some(warm),
+        )?;
         let stop = stop.clone();
         let n = args.workers;
         Some(tokio::spawn(async move { r.run(n, stop).await }))
@@ -242,7 +261,7 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let (db, blobs) = open_store(&args.store).await?;
     let stop = CancellationToken::new();
     stop_on_signal(stop.clone());
-    let r = runner(db.clone(), blobs, &args.store, Arc::new(Notify::new()))?;
+    let r = runner(db.clone(), blobs, &args.store, Arc::new(Notify::new()), None)?;
     tracing::info!(workers = args.workers, "worker started");
     eprintln!(
         "Kinetoscope worker running {} job loop(s)",

@@ -1362,6 +1362,17 @@ async fn timeline_timing() {
             .await
             .as_f64()
             .unwrap();
+        // Where the first frame's time went: each API request the page made
+        // until then, from and to (ms after the WASM started).
+        let requests = js(
+            &b,
+            "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/')).map(e => \
+             e.name.replace(/^.*\\/api\\/runs\\/[^/?]+/, '').replace(/\\?.*$/, '') + ' ' + \
+             Math.round(e.startTime - window.__kinetoscopeStart) + '-' + \
+             Math.round(e.responseEnd - window.__kinetoscopeStart)).join(', ')",
+        )
+        .await;
+        println!("Before the first frame ({width} px): {}", requests.as_str().unwrap_or(""));
         let (frames, heap_mb, span) = zoom_and_pan(&b, "timeline-canvas", "__timelineLayout").await;
         // The last view settles and fetches.
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -97,7 +97,33 @@ pub type AnswerCache = quick_cache::sync::Cache<String, axum::body::Bytes, Answe
 
 /// A cache of at most `bytes` of answers.
 pub fn answer_cache(bytes: u64) -> AnswerCache {
-    quick_cache::sync::Cache::with_weighter(256, bytes.max(1 << 20), AnswerWeight)
+    one_shard_cache(256, bytes, AnswerWeight)
+}
+
+/// A byte-bounded cache in one shard. quick_cache splits its capacity into
+/// shards (four per core) and keeps no item heavier than one shard: the
+/// 300-step story's timeline index (about 100 MB loaded) was never kept
+/// in the 512 MB cache on 2 cores (64 MB shards), nor a 30-step one on 16
+/// cores (8 MB shards), so every timeline request read and decoded the
+/// index again (400 ms each on 300 steps). Our caches hold few, large
+/// items, read far more than written: one lock costs nothing here.
+pub fn one_shard_cache<V: Clone, W: quick_cache::Weighter<String, V> + Clone>(
+    items: usize,
+    bytes: u64,
+    weighter: W,
+) -> quick_cache::sync::Cache<String, V, W> {
+    let options = quick_cache::OptionsBuilder::new()
+        .estimated_items_capacity(items)
+        .weight_capacity(bytes.max(1 << 20))
+        .shards(1)
+        .build()
+        .expect("a cache's options are all set");
+    quick_cache::sync::Cache::with_options(
+        options,
+        weighter,
+        Default::default(),
+        Default::default(),
+    )
 }
 
 /// A parsed summary as cached, with the size of the JSON it came from.
@@ -125,7 +151,7 @@ pub type SummaryCache = quick_cache::sync::Cache<String, CachedSummary, SummaryW
 
 /// A cache of at most `bytes` of parsed summaries.
 pub fn summary_cache(bytes: u64) -> SummaryCache {
-    quick_cache::sync::Cache::with_weighter(32, bytes.max(1 << 20), SummaryWeight)
+    one_shard_cache(32, bytes, SummaryWeight)
 }
 
 /// Builds the whole router: health, metrics, `/api`, and the app.
@@ -441,5 +467,18 @@ mod tests {
         assert!(!valid_id("../../etc/passwd"));
         assert!(!valid_id("short"));
         assert!(!valid_id("aaaaaaaaaaaaaaaaaaaa/."));
+    }
+
+    #[test]
+    fn a_cache_keeps_an_item_of_a_fifth_of_its_bytes() {
+        // As a 300-step timeline index (about 100 MB) in the default 512 MB:
+        // sharded four ways a core, no shard could hold it.
+        let cache = answer_cache(500 << 20);
+        let big = axum::body::Bytes::from(vec![0u8; 100 << 20]);
+        cache.insert("big".to_string(), big);
+        assert!(cache.get("big").is_some(), "{} shards", cache.num_shards());
+        let summaries = summary_cache(64 << 20);
+        assert_eq!(summaries.num_shards(), 1);
+        assert_eq!(super::timeline::index_cache(512 << 20).num_shards(), 1);
     }
 }

@@ -30,7 +30,7 @@ pub type IndexCache = quick_cache::sync::Cache<String, Arc<TimelineIndex>, Index
 
 /// A cache of at most `bytes` of indexes.
 pub fn index_cache(bytes: u64) -> IndexCache {
-    quick_cache::sync::Cache::with_weighter(1024, bytes.max(1 << 20), IndexWeight)
+    super::one_shard_cache(1024, bytes, IndexWeight)
 }
 
 /// Query of the timeline routes.
@@ -87,6 +87,23 @@ async fn index(state: &AppState, id: &str, rank: i64) -> ApiResult<Arc<TimelineI
             Ok(Arc::new(ix))
         })
         .await
+}
+
+/// Loads a rank's timeline index into the cache in the background, when
+/// the embedded worker has just stored it: the first view of the timeline
+/// then finds it loaded instead of waiting for its read and decode (on the
+/// 300-step story, most of the first frame). Rank 0 only: the timeline
+/// opens on it, and a run's other ranks would crowd the cache.
+pub fn warm(state: &AppState, id: &str, rank: i64) {
+    if rank != 0 {
+        return;
+    }
+    let (state, id) = (state.clone(), id.to_string());
+    tokio::spawn(async move {
+        if let Err(e) = index(&state, &id, rank).await {
+            tracing::debug!(run = %id, error = ?e, "could not warm the timeline index");
+        }
+    });
 }
 
 fn px_of(q: &TimelineQuery, default: u32) -> ApiResult<u32> {

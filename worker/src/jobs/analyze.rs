@@ -37,6 +37,9 @@ pub(super) async fn run(runner: &Runner, job: &Job) -> Result<(), JobError> {
     if !store(runner, job, analyzed).await? {
         return Ok(());
     }
+    if let Some(told) = &runner.on_stored {
+        told(&job.run_id, job.rank);
+    }
     crate::metrics::trace_analyzed(trace.bytes as u64, json_bytes);
     runner
         .finish_run_if_complete(&job.run_id)

@@ -67,7 +67,14 @@ pub struct Runner {
     pub config: Arc<RunnerConfig>,
     /// Notified when a job is queued by this process.
     pub wake: Arc<Notify>,
+    /// Told of each rank whose analysis is stored (run id, rank): the
+    /// embedded server loads the run's timeline index then, so the first
+    /// view of the timeline finds it loaded.
+    pub on_stored: Option<OnStored>,
 }
+
+/// What a runner calls once a rank's analysis is stored.
+pub type OnStored = Arc<dyn Fn(&str, i64) + Send + Sync>;
 
 /// Why a job failed.
 #[derive(Debug)]
