@@ -1328,7 +1328,13 @@ async fn timeline_timing() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(if full { 30 } else { 2 });
     let layers = if full { 78 } else { 8 };
-    let srv = TestServer::start(Opts::default()).await;
+    // The cache `kinetoscope serve` has by default: the 300-step index
+    // (about 100 MB loaded) does not fit the tests' 64 MB.
+    let srv = TestServer::start(Opts {
+        timeline_cache_mb: 512,
+        ..Default::default()
+    })
+    .await;
     let p = kinetoscope_generate::DecodeParams {
         steps,
         layers,

@@ -97,6 +97,9 @@ pub struct Opts {
     pub auth: server::api::auth::AuthMode,
     pub private: bool,
     pub analysis_deadline_secs: u64,
+    /// Memory for loaded timeline indexes (64 MB in tests; `kinetoscope
+    /// serve` has 512 by default, what the browser benchmarks use).
+    pub timeline_cache_mb: u64,
 }
 
 impl Default for Opts {
@@ -119,6 +122,7 @@ impl Default for Opts {
             auth: server::api::auth::AuthMode::Open,
             private: false,
             analysis_deadline_secs: 600,
+            timeline_cache_mb: 64,
         }
     }
 }
@@ -149,7 +153,7 @@ pub fn serve_args(data: &Path, o: &Opts) -> ServeArgs {
         limit_loopback: o.limit_loopback,
         writes_per_minute: o.writes_per_minute,
         orphan_age_secs: o.orphan_age_secs,
-        timeline_cache_mb: 64,
+        timeline_cache_mb: o.timeline_cache_mb,
         frame_ancestors: "'none'".into(),
         auth: o.auth,
         private: o.private,
