@@ -5,7 +5,8 @@
 # ROUNDS: default 3). Each round starts the real `kinetoscope serve`
 # (embedded: SQLite, a blob folder, its one worker) on a fresh data folder,
 # sends the files with `kinetoscope upload` (one multipart request, as a
-# user does), and polls the run every 20 ms until it is done; beside it, in
+# user does; with RATE=110M, with curl over a link of that many bytes a
+# second), and polls the run every 20 ms until it is done; beside it, in
 # the same round, `zstd -dc` of every file one after another, the baseline.
 # Prints both and their ratio per round.
 set -euo pipefail
@@ -25,9 +26,17 @@ for round in $(seq "$ROUNDS"); do
   trap 'kill $pid 2>/dev/null; rm -rf "$DATA" "$DATA.log"' EXIT
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
   t0=$(now)
-  url=$("$BIN" upload --server "http://127.0.0.1:$PORT" "$@" 2>/dev/null)
+  if [ -n "${RATE:-}" ]; then
+    # A link of RATE bytes a second (curl's --limit-rate: 110M is about a
+    # gigabit), the form as curl sends it.
+    form=(); for f in "$@"; do form+=(-F "file=@$f"); done
+    id=$(curl -fsS --limit-rate "$RATE" "${form[@]}" "http://127.0.0.1:$PORT/api/runs" |
+      grep -o '"id":"[^"]*"' | cut -d'"' -f4)
+  else
+    url=$("$BIN" upload --server "http://127.0.0.1:$PORT" "$@" 2>/dev/null)
+    id=${url##*/}
+  fi
   t1=$(now)
-  id=${url##*/}
   while :; do
     # The run's own status is the first in its JSON (its ranks' come after).
     status=$(curl -fsS "http://127.0.0.1:$PORT/api/runs/$id" | grep -o '"status":"[a-z]*"' | head -1 | cut -d'"' -f4)
