@@ -12,6 +12,9 @@
 //!   artifact the job stores (summary JSON and timeline index);
 //! - the same on the .json.gz.
 //!
+//! `-- --file FILE.json.zst...`: the same on given traces (real captures;
+//! the .json.zst only).
+//!
 //! Twice: on the realistic decode trace (no Python frames, about 600 events
 //! per layer per step) and on its `--with-stack` variant. The zstd command
 //! and the analyses run in interleaved rounds (`ROUNDS`, default 7): each
@@ -243,6 +246,16 @@ fn main() {
         scale(cores);
         return;
     }
+    if let Some(k) = args.iter().position(|a| a == "--file") {
+        // (cargo bench adds `--bench` to the arguments.)
+        let paths: Vec<String> = args[k + 1..]
+            .iter()
+            .filter(|a| !a.starts_with("--"))
+            .cloned()
+            .collect();
+        files(&paths, cores);
+        return;
+    }
     if args.iter().any(|a| a == "--categories") {
         categories();
         return;
@@ -257,123 +270,153 @@ fn main() {
         ("decode-v2-30x78-stack", with_stack),
     ] {
         let (zst, gz, json_bytes, events) = ensure_trace(name, &p, false);
-        let mb = json_bytes as f64 / 1e6;
-        let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
-        println!(
-            "\n{name}: {events} events, {mb:.1} MB of JSON (zstd -3: {:.1} MB, gzip -6: {:.1} MB); {} interleaved rounds (in process and floor: best of {RUNS}); {cores} cores",
-            size(&zst),
-            size(&gz),
-            rounds(),
-        );
-        let (zstd_s, zstd_rss, _) = measure("zstd", &zst);
-        let (floor, floor_rss, _) = measure("floor", &zst);
-        // The baseline, the zstd command itself (slower than the
-        // library in process: it checks the frame's checksum and writes),
-        // runs in every round just before the analyses, so that each ratio
-        // is of two runs seconds apart: this machine's speed drifts by tens
-        // of percent within minutes.
-        let runs: [(&str, &str, &Path); 3] = [
-            ("analyze .json.zst: the summary only", "analyze", &zst),
-            (
-                "analyze .json.zst: every artifact the job stores",
-                "analyze-all",
-                &zst,
-            ),
-            (
-                "analyze .json.gz: every artifact the job stores",
-                "analyze-all",
-                &gz,
-            ),
-        ];
-        let mut cli = Vec::new();
-        let mut got: Vec<Interleaved> = runs.iter().map(|_| Interleaved::default()).collect();
-        for _ in 0..rounds() {
-            // Without the zstd command, ratios are to the library.
-            let base = match zstd_cli_once(&zst) {
-                Some(z) => {
-                    cli.push(z);
-                    z
-                }
-                None => zstd_s,
-            };
-            for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
-                let (wall, kb, extra) = measure_once(phase, file);
-                g.walls.push(wall);
-                g.ratios.push(wall / base);
-                g.rss_kb = g.rss_kb.max(kb);
-                g.extra = extra;
+        interleaved(name, &zst, Some(&gz), json_bytes, events, cores);
+    }
+}
+
+/// `--file FILE.json.zst...`: the same comparison on traces users profile
+/// (real captures, `python/captures/concat.py`'s story-sized ones), the
+/// .json.zst only.
+fn files(paths: &[String], cores: usize) {
+    for path in paths {
+        let zst = PathBuf::from(path);
+        let mut d = zstd::stream::read::Decoder::new(std::fs::File::open(&zst).unwrap()).unwrap();
+        let json_bytes = std::io::copy(&mut d, &mut std::io::sink()).unwrap();
+        let (_, _, extra) = measure_once("analyze-all", &zst);
+        let name = zst.file_name().unwrap().to_string_lossy().to_string();
+        interleaved(&name, &zst, None, json_bytes, extra[0] as u64, cores);
+    }
+}
+
+/// The zstd command and the analyses of one trace in interleaved rounds,
+/// printed as a table.
+fn interleaved(
+    name: &str,
+    zst: &Path,
+    gz: Option<&Path>,
+    json_bytes: u64,
+    events: u64,
+    cores: usize,
+) {
+    let mb = json_bytes as f64 / 1e6;
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
+    println!(
+        "\n{name}: {events} events, {mb:.1} MB of JSON (zstd: {:.1} MB{}); {} interleaved rounds (in process and floor: best of {RUNS}); {cores} cores",
+        size(zst),
+        gz.map(|g| format!(", gzip -6: {:.1} MB", size(g)))
+            .unwrap_or_default(),
+        rounds(),
+    );
+    let (zstd_s, zstd_rss, _) = measure("zstd", zst);
+    let (floor, floor_rss, _) = measure("floor", zst);
+    // The baseline, the zstd command itself (slower than the
+    // library in process: it checks the frame's checksum and writes),
+    // runs in every round just before the analyses, so that each ratio
+    // is of two runs seconds apart: this machine's speed drifts by tens
+    // of percent within minutes.
+    let mut runs: Vec<(&str, &str, &Path)> = vec![
+        ("analyze .json.zst: the summary only", "analyze", zst),
+        (
+            "analyze .json.zst: every artifact the job stores",
+            "analyze-all",
+            zst,
+        ),
+    ];
+    if let Some(gz) = gz {
+        runs.push((
+            "analyze .json.gz: every artifact the job stores",
+            "analyze-all",
+            gz,
+        ));
+    }
+    let mut cli = Vec::new();
+    let mut got: Vec<Interleaved> = runs.iter().map(|_| Interleaved::default()).collect();
+    for _ in 0..rounds() {
+        // Without the zstd command, ratios are to the library.
+        let base = match zstd_cli_once(zst) {
+            Some(z) => {
+                cli.push(z);
+                z
             }
+            None => zstd_s,
+        };
+        for ((_, phase, file), g) in runs.iter().zip(got.iter_mut()) {
+            let (wall, kb, extra) = measure_once(phase, file);
+            g.walls.push(wall);
+            g.ratios.push(wall / base);
+            g.rss_kb = g.rss_kb.max(kb);
+            g.extra = extra;
         }
-        let cli_best = cli.iter().copied().fold(f64::NAN, f64::min);
+    }
+    let cli_best = cli.iter().copied().fold(f64::NAN, f64::min);
+    println!(
+        "{:<52} {:>8} {:>8} {:>10} {:>12} {:>12} {:>12}",
+        "what", "best s", "median s", "MB/s JSON", "peak RSS MB", "x zstd cmd", "x in process"
+    );
+    let fixed = [
+        ("zstd -d -c FILE > /dev/null (in process)", zstd_s, zstd_rss),
+        (
+            "floor: zstd decompress + serde IgnoredAny",
+            floor,
+            floor_rss,
+        ),
+    ];
+    println!(
+        "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12} {:>12.2} {:>12.2}",
+        "zstd -d -c FILE > /dev/null (the command)",
+        cli_best,
+        median(cli.clone()),
+        mb / cli_best,
+        "",
+        1.0,
+        cli_best / zstd_s
+    );
+    for (what, wall, rss) in fixed {
         println!(
-            "{:<52} {:>8} {:>8} {:>10} {:>12} {:>12} {:>12}",
-            "what", "best s", "median s", "MB/s JSON", "peak RSS MB", "x zstd cmd", "x in process"
-        );
-        let fixed = [
-            ("zstd -d -c FILE > /dev/null (in process)", zstd_s, zstd_rss),
-            (
-                "floor: zstd decompress + serde IgnoredAny",
-                floor,
-                floor_rss,
-            ),
-        ];
-        println!(
-            "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12} {:>12.2} {:>12.2}",
-            "zstd -d -c FILE > /dev/null (the command)",
-            cli_best,
-            median(cli.clone()),
-            mb / cli_best,
+            "{:<52} {:>8.3} {:>8} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
+            what,
+            wall,
             "",
-            1.0,
-            cli_best / zstd_s
-        );
-        for (what, wall, rss) in fixed {
-            println!(
-                "{:<52} {:>8.3} {:>8} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
-                what,
-                wall,
-                "",
-                mb / wall,
-                rss as f64 / 1024.0,
-                wall / cli_best,
-                wall / zstd_s
-            );
-        }
-        for ((what, _, _), g) in runs.iter().zip(&got) {
-            let best = g.walls.iter().copied().fold(f64::NAN, f64::min);
-            println!(
-                "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
-                what,
-                best,
-                median(g.walls.clone()),
-                mb / best,
-                g.rss_kb as f64 / 1024.0,
-                median(g.ratios.clone()),
-                best / zstd_s
-            );
-        }
-        let all = &got[1];
-        println!(
-            "every artifact, x the zstd command of the same round ({} rounds): median {:.2}, best {:.2}, worst {:.2}",
-            all.ratios.len(),
-            median(all.ratios.clone()),
-            all.ratios.iter().copied().fold(f64::NAN, f64::min),
-            all.ratios.iter().copied().fold(f64::NAN, f64::max),
-        );
-        if let [ix_events, stored] = all.extra[..] {
-            let (read, _, _) = measure("read-index", &zst);
-            println!(
-                "timeline index: {ix_events} events, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without (medians): {:.2}x",
-                stored / 1e6,
-                read * 1e3,
-                median(all.walls.clone()) / median(got[0].walls.clone())
-            );
-        }
-        println!(
-            "peak RSS per event (analyze-all): {:.1} bytes",
-            all.rss_kb as f64 * 1024.0 / events.max(1) as f64
+            mb / wall,
+            rss as f64 / 1024.0,
+            wall / cli_best,
+            wall / zstd_s
         );
     }
+    for ((what, _, _), g) in runs.iter().zip(&got) {
+        let best = g.walls.iter().copied().fold(f64::NAN, f64::min);
+        println!(
+            "{:<52} {:>8.3} {:>8.3} {:>10.0} {:>12.1} {:>12.2} {:>12.2}",
+            what,
+            best,
+            median(g.walls.clone()),
+            mb / best,
+            g.rss_kb as f64 / 1024.0,
+            median(g.ratios.clone()),
+            best / zstd_s
+        );
+    }
+    let all = &got[1];
+    println!(
+        "every artifact, x the zstd command of the same round ({} rounds): median {:.2}, best {:.2}, worst {:.2}",
+        all.ratios.len(),
+        median(all.ratios.clone()),
+        all.ratios.iter().copied().fold(f64::NAN, f64::min),
+        all.ratios.iter().copied().fold(f64::NAN, f64::max),
+    );
+    if let [ix_events, stored] = all.extra[..] {
+        let (read, _, _) = measure("read-index", &zst);
+        println!(
+            "timeline index: {ix_events} events, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without (medians): {:.2}x",
+            stored / 1e6,
+            read * 1e3,
+            median(all.walls.clone()) / median(got[0].walls.clone())
+        );
+    }
+    println!(
+        "peak RSS per event (analyze-all): {:.1} bytes",
+        all.rss_kb as f64 * 1024.0 / events.max(1) as f64
+    );
 }
 
 /// `--scale` (`make bench-scale`): the same model at 30, 120 and 300 steps
