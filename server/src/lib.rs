@@ -261,7 +261,13 @@ pub async fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let (db, blobs) = open_store(&args.store).await?;
     let stop = CancellationToken::new();
     stop_on_signal(stop.clone());
-    let r = runner(db.clone(), blobs, &args.store, Arc::new(Notify::new()), None)?;
+    let r = runner(
+        db.clone(),
+        blobs,
+        &args.store,
+        Arc::new(Notify::new()),
+        None,
+    )?;
     tracing::info!(workers = args.workers, "worker started");
     eprintln!(
         "Kinetoscope worker running {} job loop(s)",

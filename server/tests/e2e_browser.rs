@@ -1378,7 +1378,10 @@ async fn timeline_timing() {
              Math.round(e.responseEnd - window.__kinetoscopeStart)).join(', ')",
         )
         .await;
-        println!("Before the first frame ({width} px): {}", requests.as_str().unwrap_or(""));
+        println!(
+            "Before the first frame ({width} px): {}",
+            requests.as_str().unwrap_or("")
+        );
         let (frames, heap_mb, span) = zoom_and_pan(&b, "timeline-canvas", "__timelineLayout").await;
         // The last view settles and fetches.
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -175,13 +175,21 @@ async fn a_server_killed_mid_form_leaves_no_run_once_restarted() {
                 .await
         }
     });
-    tx.send(Ok(form_part("rank0.json.zst", &small_trace(2, 4), true, false)))
-        .await
-        .unwrap();
+    tx.send(Ok(form_part(
+        "rank0.json.zst",
+        &small_trace(2, 4),
+        true,
+        false,
+    )))
+    .await
+    .unwrap();
     wait_scalar(&pool, "SELECT COUNT(*) FROM traces", 1, LONG).await;
     server.kill9();
     let _ = upload.await;
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM runs WHERE uploading = 1").await, 1);
+    assert_eq!(
+        scalar(&pool, "SELECT COUNT(*) FROM runs WHERE uploading = 1").await,
+        1
+    );
 
     // On restart the sweep deletes the upload that never ended, with its
     // blobs.
@@ -189,9 +197,7 @@ async fn a_server_killed_mid_form_leaves_no_run_once_restarted() {
     env2.push(("KINETOSCOPE_ORPHAN_AGE_SECS", "0".into()));
     let server = Proc::start(&["serve"], &env2).await;
     wait_scalar(&pool, "SELECT COUNT(*) FROM runs", 0, LONG).await;
-    let blobs = |dir: &str| -> usize {
-        walk(&data.path().join("blobs").join(dir))
-    };
+    let blobs = |dir: &str| -> usize { walk(&data.path().join("blobs").join(dir)) };
     let start = Instant::now();
     while blobs("runs") + blobs("artifacts") > 0 {
         assert!(

@@ -281,8 +281,14 @@ async fn ranks_as_they_arrive(backend: Backend) {
     )
     .await;
     let list: RunList = srv.get_json("/api/runs").await;
-    assert_eq!(list.total, 0, "{backend:?}: an upload is not a run until it ends");
-    assert_eq!(scalar(&pool, "SELECT COUNT(*) FROM runs WHERE status = 'done'").await, 0);
+    assert_eq!(
+        list.total, 0,
+        "{backend:?}: an upload is not a run until it ends"
+    );
+    assert_eq!(
+        scalar(&pool, "SELECT COUNT(*) FROM runs WHERE status = 'done'").await,
+        0
+    );
 
     tx.send(Ok(form_part("rank0.json.gz", &r0, false, true)))
         .await
@@ -299,7 +305,11 @@ async fn ranks_as_they_arrive(backend: Backend) {
         let s: Summary = srv
             .get_json(&format!("/api/runs/{}/summary?rank={rank}", created.id))
             .await;
-        assert_eq!(s.trace.rank, Some(rank), "{backend:?}: rank {rank}'s own trace");
+        assert_eq!(
+            s.trace.rank,
+            Some(rank),
+            "{backend:?}: rank {rank}'s own trace"
+        );
         let names = scalar(
             &pool,
             &format!("SELECT COUNT(*) FROM artifacts WHERE rank = {rank}"),
@@ -313,7 +323,10 @@ async fn ranks_as_they_arrive(backend: Backend) {
         "{backend:?}: no artifact left under a rank it no longer has"
     );
     // The file analyzed first kept its analysis: one analysis each.
-    assert_eq!(scalar(&pool, "SELECT CAST(SUM(analyses) AS BIGINT) FROM traces").await, 2);
+    assert_eq!(
+        scalar(&pool, "SELECT CAST(SUM(analyses) AS BIGINT) FROM traces").await,
+        2
+    );
     let cross: RanksSummary = srv
         .get_json(&format!("/api/runs/{}/ranks", created.id))
         .await;

@@ -405,7 +405,7 @@ fn interleaved(
         all.ratios.iter().copied().fold(f64::NAN, f64::max),
     );
     if let [ix_events, stored] = all.extra[..] {
-        let (read, _, _) = measure("read-index", &zst);
+        let (read, _, _) = measure("read-index", zst);
         println!(
             "timeline index: {ix_events} events, {:.1} MB stored (zstd), read back in {:.0} ms; ingest with the index / without (medians): {:.2}x",
             stored / 1e6,
