@@ -26,6 +26,7 @@ pub mod diff;
 pub mod gate;
 pub mod host;
 pub mod import;
+pub mod phases;
 pub mod ranks;
 pub mod timeline;
 

@@ -230,6 +230,7 @@ pub fn analyze_stored(t: Trace, opts: &AnalysisOptions) -> std::io::Result<Store
             notes.push(Value::String(c.words("summary", budget::SUMMARY_BYTES)));
         }
     })?;
+    crate::phases::mark("artifacts' JSON within budgets");
     Ok(StoredAnalysis {
         summary: s.value,
         summary_json: s.json,
@@ -253,6 +254,7 @@ fn summarize_owned<R>(
 ) -> Summarized<R> {
     // The launch ids apart from the tables: only finding the launches reads
     // them, and once they are dropped no pass can (the compiler keeps it so).
+    crate::phases::mark("parse (decompressed beside it)");
     let (t, ids) = t.into_parts();
     // The op tree needs only the CPU slices' times, the launches only the
     // ids, the steps and the Python frames' tree only the trace: the tree on
@@ -268,6 +270,7 @@ fn summarize_owned<R>(
     let external_id = launches.needs_external_id().then(|| ids.into_external_id());
     let links = launches.link_tree(&t, external_id.as_ref(), tree);
     drop(external_id);
+    crate::phases::mark("op tree, launches, steps");
     summarize(&t, links, early, opts, timeline)
 }
 
@@ -323,6 +326,7 @@ fn summarize<R>(
     drop(frames);
     let device = attribution::attribute(t, &mut links, &steps.spans, &stacks.replay_frame);
     let sums = device.sums;
+    crate::phases::mark("Python stacks, attribution");
     let mut cx = Context {
         t,
         links,
@@ -360,6 +364,7 @@ fn summarize<R>(
         let (trace, step_table, graphs, found, memory) = joined(side);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
+    crate::phases::mark("ops, kernels | facts, steps, layers");
     crate::cancel::check();
     let mut kernels = kernels;
     let counters = counters::apply(t, &mut kernels);
@@ -385,6 +390,7 @@ fn summarize<R>(
         });
         (joined(numbers), timeline)
     });
+    crate::phases::mark("timeline index | layer numbers");
     drop(cx);
     crate::cancel::check();
     let mut summary = Summary {
@@ -404,6 +410,7 @@ fn summarize<R>(
     summary.device = roofline::device(&t.meta.devices, &summary.trace.active_devices, opts);
     roofline::apply(&mut summary);
     summary.findings = findings::find(&summary);
+    crate::phases::mark("roofline, findings");
     Summarized {
         summary,
         timeline,

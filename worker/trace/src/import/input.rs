@@ -166,6 +166,7 @@ pub fn read_trace_file(path: &std::path::Path, opts: &ReadOptions) -> Result<Tra
 
 /// Reads and parses a trace from any byte source.
 pub fn read_trace<R: Read + Send>(src: R, opts: &ReadOptions) -> Result<Trace, TraceError> {
+    crate::phases::mark("start");
     let failed = Arc::new(AtomicBool::new(false));
     let src = Counting {
         inner: src,
