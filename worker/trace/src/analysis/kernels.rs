@@ -10,12 +10,28 @@ use hashbrown::HashMap;
 use kinetoscope_types::{GpuOpKind, KernelGroup, KernelRow, LaunchChain};
 
 /// The kernel table, by total device time.
-pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
-    let acc = accumulate(cx, chains);
-    let mut rows: Vec<KernelRow> = acc
+/// With it, the words of the trace's note on the GPU ops it leaves out
+/// ([`super::MAX_TABLE_ROWS`]).
+pub(crate) fn table(cx: &Context, chains: &mut Chains) -> (Vec<KernelRow>, Option<String>) {
+    let mut acc = accumulate(cx, chains);
+    let (listed, cut) = super::listed_rows(
+        acc.iter()
+            .map(|(&sym, a)| (sym, (a.total, a.calls), a.total as f64))
+            .collect(),
+    );
+    let note = cut.map(|(n, ns)| {
+        format!(
+            "the kernel table lists the {} GPU op names with the most time; {n} more, {:.1}% of GPU op time, are left out",
+            super::MAX_TABLE_ROWS,
+            pct(ns, cx.gpu_op_ns as f64),
+        )
+    });
+    let mut rows: Vec<KernelRow> = listed
         .into_iter()
+        .filter_map(|sym| acc.remove(&sym).map(|a| (sym, a)))
         .map(|(sym, a)| row(cx, chains, sym, a))
         .collect();
+    drop(acc);
     rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
     // One short name per row: kernels whose short names agree gain what
     // tells them apart (memcpys and memsets keep their names).
@@ -26,7 +42,7 @@ pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Vec<KernelRow> {
             r.short_name = short;
         }
     }
-    rows
+    (rows, note)
 }
 
 #[derive(Default)]

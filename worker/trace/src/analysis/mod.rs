@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 11;
+pub const ANALYZER_VERSION: u32 = 12;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -70,6 +70,34 @@ pub use kinetoscope_types::AnalysisOptions;
 const MAX_CHAINS: usize = 20;
 const MAX_SHAPE_GROUPS: usize = 8;
 const MAX_KERNEL_GROUPS: usize = 8;
+
+/// Most rows of the op table, and of the kernel table, the ones with the
+/// most time kept (the trace's notes say how many were left out, and their
+/// share). The most distinct op names of any trace we have is 232, and of
+/// kernel names 174 (hta-a100-train-rank3of8-2022): no real trace is cut.
+/// A trace whose every call has a name of its own (a tag, a counter in
+/// it: 1 M events, 1 M names) made a row each: the CLI held 2.25 GB and
+/// wrote a 483 MB summary (BENCHMARKS.md, "Distinct names").
+pub(crate) const MAX_TABLE_ROWS: usize = 2000;
+
+/// The rows a table keeps: the `MAX_TABLE_ROWS` first by `key`, largest
+/// first (ties by symbol, so the cut is the same every run); the others'
+/// count and their part of `total`.
+pub(crate) fn listed_rows<K: PartialOrd + Copy>(
+    mut rows: Vec<(crate::import::store::Sym, K, f64)>,
+) -> (Vec<crate::import::store::Sym>, Option<(usize, f64)>) {
+    if rows.len() <= MAX_TABLE_ROWS {
+        return (rows.into_iter().map(|r| r.0).collect(), None);
+    }
+    rows.sort_by(|x, y| {
+        y.1.partial_cmp(&x.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(x.0.cmp(&y.0))
+    });
+    let cut = rows.split_off(MAX_TABLE_ROWS);
+    let left_out = (cut.len(), cut.iter().map(|r| r.2).sum());
+    (rows.into_iter().map(|r| r.0).collect(), Some(left_out))
+}
 
 /// Everything the analysis derives once and the table builders share.
 pub(crate) struct Context<'a> {
@@ -357,11 +385,13 @@ fn summarize<R>(
             )
         });
         let mut chains = chains::Chains::new(t.cpu.len());
-        let ops = ops::table(cx, &sums, &mut chains);
+        let (ops, ops_cut) = ops::table(cx, &sums, &mut chains);
         drop(sums);
-        let kernels = kernels::table(cx, &mut chains);
+        let (kernels, kernels_cut) = kernels::table(cx, &mut chains);
         drop(chains);
-        let (trace, step_table, graphs, found, memory) = joined(side);
+        let (mut trace, step_table, graphs, found, memory) = joined(side);
+        trace.notes.extend(ops_cut);
+        trace.notes.extend(kernels_cut);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
     crate::phases::mark("ops, kernels | facts, steps, layers");

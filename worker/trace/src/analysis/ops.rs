@@ -13,23 +13,36 @@ use hashbrown::HashMap;
 use kinetoscope_types::{OpKind, OpRow, PartlyUsed, ShapeGroup};
 
 /// The op table: the ops' rows and the replays', ranked.
-pub(crate) fn table(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Vec<OpRow> {
-    let acc = accumulate(cx, sums, chains);
-    let mut by_op = shape_groups(cx, chains, acc.groups);
+/// With it, the words of the trace's note on the ops it leaves out
+/// ([`super::MAX_TABLE_ROWS`]).
+pub(crate) fn table(
+    cx: &Context,
+    sums: &OpSums,
+    chains: &mut Chains,
+) -> (Vec<OpRow>, Option<String>) {
+    // Only the listed names have shape groups ([`accumulate`]).
+    let Accumulated { by_name, groups } = accumulate(cx, sums, chains);
+    let (listed, cut) = listed_rows(&by_name);
+    let mut by_op = shape_groups(cx, chains, groups);
     partly_used(&mut by_op, cx);
-    let mut rows: Vec<OpRow> = acc
-        .by_name
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.seen)
-        .map(|(sym, a)| {
-            let groups = by_op.remove(&(sym as Sym)).unwrap_or_default();
-            row(cx, sym as Sym, a, groups)
+    let mut rows: Vec<OpRow> = listed
+        .into_iter()
+        .map(|sym| {
+            let groups = by_op.remove(&sym).unwrap_or_default();
+            row(cx, sym, &by_name[sym as usize], groups)
         })
         .collect();
     rows.extend(replay_rows(cx));
     sort_ops(&mut rows);
-    rows
+    let total_cpu: i64 = by_name.iter().map(|a| a.self_cpu).sum();
+    let note = cut.map(|(n, cpu)| {
+        format!(
+            "the op table lists the {} op names with the most time; {n} more, {:.1}% of self CPU time, are left out",
+            super::MAX_TABLE_ROWS,
+            pct(cpu, total_cpu as f64),
+        )
+    });
+    (rows, note)
 }
 
 /// Per op name and per (name, shapes, dtypes): the sums its rows are made of.
@@ -133,6 +146,57 @@ impl FoldedCalls {
 fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
     let t = cx.t;
     let cpu = &t.cpu;
+    let mut seen = vec![false; t.names.len()];
+    let mut distinct = 0;
+    for i in 0..cpu.len() {
+        if cpu.kind()[i] != CpuKind::Module && !seen[cpu.name()[i] as usize] {
+            seen[cpu.name()[i] as usize] = true;
+            distinct += 1;
+        }
+    }
+    if distinct <= super::MAX_TABLE_ROWS {
+        return accumulate_for(cx, sums, chains, |_| true);
+    }
+    // More names than the table lists: the names' sums first, then the
+    // shape groups of the names listed only (a group each of a million
+    // names held hundreds of MB).
+    let names = accumulate_for(cx, sums, chains, |_| false);
+    let (listed, _) = listed_rows(&names.by_name);
+    let mut keep = vec![false; t.names.len()];
+    for sym in listed {
+        keep[sym as usize] = true;
+    }
+    accumulate_for(cx, sums, chains, |sym| keep[sym as usize])
+}
+
+/// The rows' sums: the table's, and what it leaves out
+/// ([`super::listed_rows`]).
+fn listed_rows(by_name: &[OpAcc]) -> (Vec<Sym>, Option<(usize, f64)>) {
+    super::listed_rows(
+        by_name
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.seen)
+            .map(|(sym, a)| {
+                (
+                    sym as Sym,
+                    (a.self_dev, a.self_cpu, a.calls),
+                    a.self_cpu as f64,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// [`accumulate`], with the shape groups of the names `grouped` says.
+fn accumulate_for(
+    cx: &Context,
+    sums: &OpSums,
+    chains: &mut Chains,
+    grouped: impl Fn(Sym) -> bool,
+) -> Accumulated {
+    let t = cx.t;
+    let cpu = &t.cpu;
     let mut acc: Vec<OpAcc> = Vec::new();
     acc.resize_with(t.names.len(), OpAcc::default);
     let mut groups: HashMap<(Sym, Sym, Sym), GroupAcc> = HashMap::new();
@@ -181,7 +245,7 @@ fn accumulate(cx: &Context, sums: &OpSums, chains: &mut Chains) -> Accumulated {
             }
         }
         let (shapes, dtypes) = (cpu.shapes(call), cpu.dtypes(call));
-        if shapes != 0 || dtypes != 0 {
+        if (shapes != 0 || dtypes != 0) && grouped(cpu.name()[i]) {
             let gacc = groups.entry((cpu.name()[i], shapes, dtypes)).or_default();
             if whole {
                 gacc.calls += 1;

@@ -407,6 +407,65 @@ fn artifacts_of_many_long_names_stay_within_their_budgets() {
     let _: kinetoscope_types::CounterReport = serde_json::from_slice(counters).unwrap();
 }
 
+/// A name a call (a tag or a counter in it) makes no table of a row a call:
+/// the op and kernel tables keep the 2000 names with the most time, and the
+/// notes say what they leave out.
+#[test]
+fn tables_of_a_name_a_call_keep_the_names_with_the_most_time() {
+    let n = 2_300;
+    let mut ev: Vec<String> = Vec::new();
+    for i in 0..n {
+        let ts = 10_000 * i;
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cpu_op","name":"aten::tagged_{i}","pid":1,"tid":1,"ts":{ts},"dur":{},"args":{{"Input Dims":[[{i}]],"Input type":["float"]}}}}"#,
+            i + 10
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":1,"args":{{"correlation":{}}}}}"#,
+            ts + 1,
+            i + 1
+        ));
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"kernel","name":"kernel_{i}","pid":0,"tid":7,"ts":{},"dur":{},"args":{{"device":0,"stream":7,"correlation":{}}}}}"#,
+            ts + 2,
+            i + 1,
+            i + 1
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.ops.len(), 2000);
+    assert_eq!(s.kernels.len(), 2000);
+    // The most time: op and kernel 300 and on.
+    let low: Vec<(&str, f64, f64)> = s
+        .ops
+        .iter()
+        .filter(|o| {
+            o.name["aten::tagged_".len()..]
+                .parse::<usize>()
+                .unwrap_or(0)
+                < 300
+        })
+        .map(|o| (o.name.as_str(), o.self_device_us, o.self_cpu_us))
+        .collect();
+    assert!(low.is_empty(), "{:?}", &low[..low.len().min(5)]);
+    assert!(s
+        .kernels
+        .iter()
+        .all(|k| k.name["kernel_".len()..].parse::<usize>().unwrap() >= 300));
+    assert!(s.ops.iter().all(|o| o.input_shapes.len() == 1));
+    let notes = &s.trace.notes;
+    // (The ops left out: 300 of the tagged ones and the launches, whose
+    // self device time is none.)
+    for (table, more) in [("op table", "301 more"), ("kernel table", "300 more")] {
+        assert!(
+            notes.iter().any(|n| n.contains(table) && n.contains(more)),
+            "{notes:?}"
+        );
+    }
+}
+
 /// The evidence behind the budgets: no shared trace's stored artifacts come
 /// within a quarter of them, and none is cut.
 #[test]
