@@ -532,6 +532,29 @@ pub fn streaming_body() -> (
     (tx, body)
 }
 
+/// Posts a form streamed part by part ([`form_part`], sent through the
+/// returned sender) to `url`, in the background.
+pub fn post_form(
+    http: reqwest::Client,
+    url: String,
+) -> (
+    tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>,
+) {
+    let (tx, body) = streaming_body();
+    let sent = tokio::spawn(async move {
+        http.post(url)
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={FORM_BOUNDARY}"),
+            )
+            .body(body)
+            .send()
+            .await
+    });
+    (tx, sent)
+}
+
 /// The boundary of the forms [`form_part`] writes.
 pub const FORM_BOUNDARY: &str = "kinetoscope-test-form";
 

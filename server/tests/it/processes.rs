@@ -80,17 +80,10 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     let url = server.url.clone().unwrap();
 
     // Stream 24 MB of a trace, then stall: the blob store stages it on disk.
-    let (tx, body) = streaming_body();
-    let upload = tokio::spawn({
-        let url = url.clone();
-        async move {
-            reqwest::Client::new()
-                .post(format!("{url}/api/runs?name=doomed"))
-                .body(body)
-                .send()
-                .await
-        }
-    });
+    let (tx, upload) = post_form(
+        reqwest::Client::new(),
+        format!("{url}/api/runs?name=doomed"),
+    );
     tx.send(Ok(bytes::Bytes::from_static(b"{\"traceEvents\": [")))
         .await
         .unwrap();

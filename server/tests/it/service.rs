@@ -255,20 +255,10 @@ async fn ranks_as_they_arrive(backend: Backend) {
     let pool = raw_db(&db_url).await;
     let r0 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank0.json.gz")).unwrap();
     let r1 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank1.json.gz")).unwrap();
-    let (tx, body) = streaming_body();
-    let upload = tokio::spawn({
-        let (http, u) = (srv.http.clone(), srv.url.clone());
-        async move {
-            http.post(format!("{u}/api/runs?name=arriving"))
-                .header(
-                    "content-type",
-                    format!("multipart/form-data; boundary={FORM_BOUNDARY}"),
-                )
-                .body(body)
-                .send()
-                .await
-        }
-    });
+    let (tx, upload) = post_form(
+        srv.http.clone(),
+        format!("{}/api/runs?name=arriving", srv.url),
+    );
     // Rank 1's file first: stored and analyzed as the form's first file.
     tx.send(Ok(form_part("rank1.json.gz", &r1, true, false)))
         .await
