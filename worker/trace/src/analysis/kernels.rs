@@ -64,8 +64,9 @@ struct KernelAcc {
     max: i64,
     bytes: u64,
     groups: HashMap<([u32; 3], [u32; 3]), KernelGroupAcc>,
-    /// (op chain, launch name) -> its calls.
-    chains: HashMap<(u32, Sym), ChainAcc>,
+    /// (op chain, launch name, the CUDA-graph kernel annotation or 0) ->
+    /// its calls.
+    chains: HashMap<(u32, Sym, Sym), ChainAcc>,
 }
 
 /// Calls of one launch chain: (calls, ns, Python stack -> ns).
@@ -77,12 +78,23 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
     let gpu = &t.gpu;
     let cpu = &t.cpu;
     let mut acc: HashMap<Sym, KernelAcc> = HashMap::new();
+    // The graph kernels' annotations (torch's `mark_kernels`), by row: what
+    // a replay's kernel was recorded under, the attribution inside a graph.
+    let annotations = gpu.annotations();
+    let mut next = 0;
     for g in 0..gpu.len() {
         crate::cancel::point(g);
         let kind = gpu.kind()[g];
         if !kind.is_gpu_op() {
             continue;
         }
+        while next < annotations.len() && (annotations[next].0 as usize) < g {
+            next += 1;
+        }
+        let annotation = match annotations.get(next) {
+            Some(&(row, name)) if row as usize == g => name,
+            _ => 0,
+        };
         let d = gpu.dur().get(g);
         let a = acc.entry(gpu.name()[g]).or_insert_with(|| KernelAcc {
             kind,
@@ -118,7 +130,10 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
         if r != NO {
             let chain = if op == NO { 0 } else { chains.of(cx, op) };
             let py = cx.py_stack_of_gpu(g);
-            let e = a.chains.entry((chain, cpu.name()[r as usize])).or_default();
+            let e = a
+                .chains
+                .entry((chain, cpu.name()[r as usize], annotation))
+                .or_default();
             e.0 += 1;
             e.1 += d;
             if py != 0 {
@@ -143,18 +158,26 @@ fn row(cx: &Context, chains: &Chains, sym: Sym, a: KernelAcc) -> KernelRow {
     let mut launched_by: Vec<LaunchChain> = a
         .chains
         .iter()
-        .map(|(&(chain, launch), (calls, ns, stacks))| LaunchChain {
-            chain: chains.names(t, chain),
-            launch: t.name(launch).to_string(),
-            calls: *calls,
-            total_us: us(*ns),
-            // The Python stack that issued most of this chain's time.
-            python: stacks
-                .iter()
-                .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
-                .map(|(&py, _)| cx.py_names(py))
-                .unwrap_or_default(),
-        })
+        .map(
+            |(&(chain, launch, annotation), (calls, ns, stacks))| LaunchChain {
+                chain: {
+                    let mut names = chains.names(t, chain);
+                    if annotation != 0 {
+                        names.push(format!("in graph: {}", t.name(annotation)));
+                    }
+                    names
+                },
+                launch: t.name(launch).to_string(),
+                calls: *calls,
+                total_us: us(*ns),
+                // The Python stack that issued most of this chain's time.
+                python: stacks
+                    .iter()
+                    .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                    .map(|(&py, _)| cx.py_names(py))
+                    .unwrap_or_default(),
+            },
+        )
         .collect();
     launched_by.sort_by(|x, y| {
         y.total_us

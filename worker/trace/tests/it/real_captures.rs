@@ -200,6 +200,22 @@ fn graph_kernel_annotations_name_the_layers() {
     );
     assert_eq!(l.count, 12, "{}", l.detail);
     assert!(l.detail.contains("block::layers."), "{}", l.detail);
+    // Inside the graph, each kernel's time is told by the annotation it was
+    // recorded under: its launch chains end in it.
+    let mut inside = std::collections::BTreeSet::new();
+    for k in &s.kernels {
+        for c in &k.launched_by {
+            if let Some(last) = c.chain.last().filter(|n| n.starts_with("in graph: ")) {
+                assert_eq!(c.launch, "cudaGraphLaunch", "{c:?}");
+                inside.insert(last.clone());
+            }
+        }
+    }
+    assert_eq!(inside.len(), 12, "{inside:?}");
+    assert!(
+        inside.contains("in graph: block::layers.3 \"x\""),
+        "{inside:?}"
+    );
     let total: f64 = want.iter().sum();
     let got_total: f64 = l.items.iter().map(|r| r.device_us).sum();
     for (r, w) in l.items.iter().zip(want) {
