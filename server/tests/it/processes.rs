@@ -80,10 +80,17 @@ async fn a_server_killed_mid_upload_leaves_no_run_and_no_blob() {
     let url = server.url.clone().unwrap();
 
     // Stream 24 MB of a trace, then stall: the blob store stages it on disk.
-    let (tx, upload) = post_form(
-        reqwest::Client::new(),
-        format!("{url}/api/runs?name=doomed"),
-    );
+    let (tx, body) = streaming_body();
+    let upload = tokio::spawn({
+        let url = url.clone();
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/api/runs?name=doomed"))
+                .body(body)
+                .send()
+                .await
+        }
+    });
     tx.send(Ok(bytes::Bytes::from_static(b"{\"traceEvents\": [")))
         .await
         .unwrap();
@@ -153,21 +160,10 @@ async fn a_server_killed_mid_form_leaves_no_run_once_restarted() {
 
     // A form whose first rank is stored (and queued for analysis) while its
     // second is still on its way, then the server dies.
-    let (tx, body) = streaming_body();
-    let upload = tokio::spawn({
-        let url = url.clone();
-        async move {
-            reqwest::Client::new()
-                .post(format!("{url}/api/runs?name=doomed"))
-                .header(
-                    "content-type",
-                    format!("multipart/form-data; boundary={FORM_BOUNDARY}"),
-                )
-                .body(body)
-                .send()
-                .await
-        }
-    });
+    let (tx, upload) = post_form(
+        reqwest::Client::new(),
+        format!("{url}/api/runs?name=doomed"),
+    );
     tx.send(Ok(form_part(
         "rank0.json.zst",
         &small_trace(2, 4),
