@@ -239,7 +239,7 @@ async fn create_inner(
             Ok(()) if stored.is_empty() => {
                 Err(ApiError::BadRequest("the form has no file fields".into()))
             }
-            Ok(()) => close_upload(state, &id, &stored).await,
+            Ok(()) => close_upload(state, &id, &stored, &opening).await,
             Err(e) => Err(e),
         };
         if let Err(e) = outcome {
@@ -366,14 +366,23 @@ async fn add_to_upload(
 /// may come in any order (a file picker's, say); a file that changes rank
 /// keeps its analysis, or has it queued again under its new rank. Then the run shows, and it is done
 /// at once if its ranks were all analyzed during the upload.
-async fn close_upload(state: &AppState, id: &str, stored: &[NewTrace]) -> ApiResult<()> {
+async fn close_upload(
+    state: &AppState,
+    id: &str,
+    stored: &[NewTrace],
+    opening: &Opening,
+) -> ApiResult<()> {
     let mut order: Vec<usize> = (0..stored.len()).collect();
     order.sort_by_key(|&k| kinetoscope_trace::ranks::rank_key(&stored[k].file_name));
     let mut ranks = vec![0i64; stored.len()];
     for (rank, &k) in order.iter().enumerate() {
         ranks[k] = rank as i64;
     }
-    state.db.close_upload(id, &ranks).await?;
+    // A run named after its file is named after rank 0's, as it was named
+    // after the first file stored.
+    let name = (opening.name.is_empty() && order[0] != 0)
+        .then(|| default_name(&stored[order[0]].file_name));
+    state.db.close_upload(id, &ranks, name.as_deref()).await?;
     state.wake.notify_waiters();
     // The cross-rank summary, when the workers finished every rank first
     // (they cannot complete an uploading run).

@@ -255,10 +255,7 @@ async fn ranks_as_they_arrive(backend: Backend) {
     let pool = raw_db(&db_url).await;
     let r0 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank0.json.gz")).unwrap();
     let r1 = std::fs::read(shared_trace("param-dlrm-v100-8rank-rank1.json.gz")).unwrap();
-    let (tx, upload) = post_form(
-        srv.http.clone(),
-        format!("{}/api/runs?name=arriving", srv.url),
-    );
+    let (tx, upload) = post_form(srv.http.clone(), format!("{}/api/runs", srv.url));
     // Rank 1's file first: stored and analyzed as the form's first file.
     tx.send(Ok(form_part("rank1.json.gz", &r1, true, false)))
         .await
@@ -291,6 +288,8 @@ async fn ranks_as_they_arrive(backend: Backend) {
     assert_eq!(run.status, RunStatus::Done, "{backend:?}");
     let files: Vec<&str> = run.ranks.iter().map(|r| r.file.as_str()).collect();
     assert_eq!(files, ["rank0.json.gz", "rank1.json.gz"], "{backend:?}");
+    // Named after rank 0's file, not the first file stored.
+    assert_eq!(run.name, "rank0", "{backend:?}");
     for rank in 0..2 {
         let s: Summary = srv
             .get_json(&format!("/api/runs/{}/summary?rank={rank}", created.id))

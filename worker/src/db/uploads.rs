@@ -40,8 +40,8 @@ impl Db {
     }
 
     /// Closes an upload: each trace takes its final rank (`ranks[k]` is the
-    /// final rank of the file stored as rank `k`), the run becomes visible,
-    /// and it may complete. A trace keeps what it has under its new rank: its
+    /// final rank of the file stored as rank `k`), the run becomes visible
+    /// (renamed to `name` when given), and it may complete. A trace keeps what it has under its new rank: its
     /// summary, its artifacts, its finished and failed jobs (an analysis
     /// does not depend on the rank it is stored under). One whose analysis
     /// is queued or running is queued again under its new rank: its live job
@@ -49,7 +49,12 @@ impl Db {
     /// One transaction; the run's row is written last, as a starting
     /// analysis writes the trace's row then the run's (PostgreSQL would
     /// otherwise deadlock the two).
-    pub async fn close_upload(&self, run_id: &str, ranks: &[i64]) -> DbResult<()> {
+    pub async fn close_upload(
+        &self,
+        run_id: &str,
+        ranks: &[i64],
+        name: Option<&str>,
+    ) -> DbResult<()> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         let moved: Vec<(i64, i64)> = ranks
@@ -114,8 +119,9 @@ impl Db {
                 }
             }
         }
-        sqlx::query("UPDATE runs SET uploading = 0 WHERE id = $1")
+        sqlx::query("UPDATE runs SET uploading = 0, name = COALESCE($2, name) WHERE id = $1")
             .bind(run_id)
+            .bind(name.map(str::to_string))
             .execute(&mut *tx)
             .await?;
         tx.commit().await
