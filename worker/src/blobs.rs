@@ -152,6 +152,18 @@ impl Blobs {
             .map(|_| ())
     }
 
+    /// Deletes the blobs of a run whose rows are deleted (the keys
+    /// [`crate::db::Db::delete_run`] returns), then its empty folders. A
+    /// blob that cannot be deleted is logged; the orphan sweep removes it.
+    pub async fn delete_run_blobs(&self, run_id: &str, keys: Vec<String>) {
+        for key in keys {
+            if let Err(e) = self.delete(&key).await {
+                tracing::warn!(%key, error = %e, "could not delete a blob");
+            }
+        }
+        self.remove_empty_run_folders(run_id);
+    }
+
     /// Removes the empty folders a deleted run leaves in a local store
     /// (object stores have no folders; nothing to do there).
     pub fn remove_empty_run_folders(&self, run_id: &str) {

@@ -209,13 +209,7 @@ pub async fn delete(
         .delete_run(&id)
         .await?
         .ok_or_else(ApiError::no_run)?;
-    for k in keys {
-        // A blob left behind here is removed by the orphan sweep.
-        if let Err(e) = state.blobs.delete(&k).await {
-            tracing::warn!(key = %k, error = %e, "could not delete a blob");
-        }
-    }
-    state.blobs.remove_empty_run_folders(&id);
+    state.blobs.delete_run_blobs(&id, keys).await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -402,15 +402,15 @@ async fn forget_upload(state: &AppState, id: &str, stored: &[NewTrace]) {
     if !stored.is_empty() {
         match state.db.delete_run(id).await {
             Ok(keys) => {
-                for key in keys.unwrap_or_default() {
-                    let _ = state.blobs.delete(&key).await;
-                }
+                state
+                    .blobs
+                    .delete_run_blobs(id, keys.unwrap_or_default())
+                    .await
             }
             Err(e) => {
                 tracing::warn!(run = %id, error = %e, "could not remove a failed upload's run")
             }
         }
-        state.blobs.remove_empty_run_folders(id);
     }
     discard(state, stored).await;
 }

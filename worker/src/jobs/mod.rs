@@ -302,10 +302,7 @@ pub async fn delete_abandoned_uploads(db: &Db, blobs: &Blobs, age: Duration) {
     for run in runs {
         match db.delete_run(&run).await {
             Ok(keys) => {
-                for k in keys.unwrap_or_default() {
-                    let _ = blobs.delete(&k).await;
-                }
-                blobs.remove_empty_run_folders(&run);
+                blobs.delete_run_blobs(&run, keys.unwrap_or_default()).await;
                 tracing::info!(%run, "deleted an upload that never finished");
             }
             Err(e) => tracing::warn!(%run, error = %e, "could not delete an abandoned upload"),
