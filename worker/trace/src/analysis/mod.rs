@@ -285,8 +285,9 @@ fn summarize_owned<R>(
     crate::phases::mark("parse (decompressed beside it)");
     let (t, ids) = t.into_parts();
     // The op tree needs only the CPU slices' times, the launches only the
-    // ids, the steps and the Python frames' tree only the trace: the tree on
-    // one core, the rest on the other (the op tree takes longest).
+    // ids, the steps, the Python frames' tree and the GPUs' busy time only
+    // the trace: the tree on one core, the rest on the other (the op tree
+    // takes longest).
     let (launches, early, tree) = std::thread::scope(|scope| {
         let tree = crate::cancel::spawn(scope, || links::OpTree::build(&t));
         let launches = links::Launches::find(&t, &ids);
@@ -303,12 +304,15 @@ fn summarize_owned<R>(
 }
 
 /// What the analysis finds from the trace alone, before the op tree and
-/// the launches are known (the job finds it beside them).
+/// the launches are known (the job finds it beside the op tree, which
+/// takes longer).
 struct Early {
     /// The steps, and what they were found by.
     steps: steps::FoundSteps,
     /// The Python frames' tree.
     frames: python::Frames,
+    /// How long the GPUs were busy.
+    busy: gpu_time::Busy,
 }
 
 impl Early {
@@ -316,6 +320,7 @@ impl Early {
         Early {
             steps: steps::find_steps(t, opts.step_marker.as_deref()),
             frames: python::Frames::new(t),
+            busy: gpu_time::busy(t),
         }
     }
 }
@@ -348,7 +353,11 @@ fn summarize<R>(
     opts: &AnalysisOptions,
     timeline: impl FnOnce(crate::timeline::Inputs) -> R,
 ) -> Summarized<R> {
-    let Early { steps, frames } = early;
+    let Early {
+        steps,
+        frames,
+        busy,
+    } = early;
     crate::cancel::check();
     let stacks = python::Stacks::resolve(t, &links, &frames);
     drop(frames);
@@ -398,7 +407,7 @@ fn summarize<R>(
     crate::cancel::check();
     let mut kernels = kernels;
     let counters = counters::apply(t, &mut kernels);
-    let gpu_time = gpu_time::compute(t, &kernels, trace.span_us);
+    let gpu_time = gpu_time::compute(busy, &kernels, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);
