@@ -97,6 +97,14 @@ impl Split {
 
 /// Keys tried.
 const MAX_CANDIDATES: usize = 96;
+/// Most layers a step is split into: a name that runs more often than this
+/// in a step is no layer's key. The deepest models run about 130 layers
+/// (Llama 3 405B, 126; the story, 78; the most any trace we have splits
+/// into is 78), so 1,024 leaves eight times that. Past it, a trace of a
+/// million calls of one name (a name a call, folded: `robustness::
+/// a_name_a_call_is_folded_past_the_bound`) held 16 MB of positions per key
+/// tried, and its search went over the CLI's memory budget.
+const MAX_LAYERS: usize = 1024;
 /// Splits checked on every step after passing on the first.
 const MAX_CHECKED: usize = 8;
 /// Fewest items in a layer.
@@ -520,9 +528,9 @@ pub(crate) fn find(
             Key::NormPairs(_) => (k, c / 2),
             _ => (k, c),
         })
-        .filter(|(_, c)| *c >= 2)
+        .filter(|(_, c)| (2..=MAX_LAYERS).contains(c))
         .collect();
-    if blocks[first].len() >= 2 {
+    if (2..=MAX_LAYERS).contains(&blocks[first].len()) {
         cands.push((Key::Mixer, blocks[first].len()));
     }
     // Most occurrences first; a key's name before its geometry.

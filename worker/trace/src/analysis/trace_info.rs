@@ -3,7 +3,7 @@
 //! trace lacks (no launches, a graph capture, no kernel timing).
 
 use super::{us, Context};
-use crate::import::store::{GpuKind, IntColumn, Tables, TimeColumn};
+use crate::import::store::{self, GpuKind, IntColumn, Tables, TimeColumn};
 use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo, TraceLayout};
 
 /// First start and last end over all stored slices, ns.
@@ -93,6 +93,17 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
         notes.push(format!(
             "{launches} launches but only {} GPU ops ran: this looks like a CUDA/HIP graph capture, which records launches without executing them",
             a.gpu_ops
+        ));
+    }
+    let past = t.names.past_bound;
+    if past.folded + past.lumped > 0 {
+        notes.push(format!(
+            "More than {} distinct names and shapes (or {} MB of them): past that, {} were kept with their numbers as # (request_# for request_1234, [[#, #]] for [[4096, 8]]), and {} more as \"{}\"",
+            store::MAX_TEXTS,
+            store::MAX_TEXT_POOL_BYTES >> 20,
+            past.folded,
+            past.lumped,
+            store::LUMPED_TEXT
         ));
     }
     if t.cpu.is_empty() && a.gpu_ops > 0 {

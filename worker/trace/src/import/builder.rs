@@ -381,7 +381,10 @@ impl TraceBuilder {
             compact_into(raw, &mut self.scratch);
             self.trace.names.intern_bytes(&self.scratch)
         };
-        self.compact.insert(raw.into(), sym);
+        // The cache holds each raw text it maps: bounded as the names are.
+        if self.compact.len() < super::store::MAX_TEXTS {
+            self.compact.insert(raw.into(), sym);
+        }
         sym
     }
 

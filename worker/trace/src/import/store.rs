@@ -12,13 +12,99 @@ use std::hash::{BuildHasher, Hasher};
 /// A string id in an [`Interner`]. Id 0 is always the empty string.
 pub type Sym = u32;
 
-/// Deduplicated strings: each distinct name is stored once.
+/// Deduplicated strings: each distinct name is stored once, and at most
+/// [`MAX_TEXTS`] of them (and [`MAX_TEXT_POOL_BYTES`]) as written.
 #[derive(Default)]
 pub struct Interner {
     table: HashTable<Sym>,
     spans: Vec<(u32, u32)>,
     arena: String,
     hasher: foldhash::fast::FixedState,
+    /// Texts past the bound: kept folded, then lumped ([`MAX_TEXTS`]).
+    pub past_bound: PastBound,
+}
+
+/// Distinct texts (names, categories, shapes and dtypes, text track ids)
+/// a trace keeps as written. Past this, a new text is kept folded
+/// ([`fold_text`]: `request_1234` as `request_#`) while the folded texts
+/// fit in a quarter more ([`FOLDED_ROOM`]), and past that as
+/// [`LUMPED_TEXT`].
+///
+/// Why this value: the most distinct texts of any trace we have is 2,722
+/// (`tracelens-mi300x-xdit-sd3.5-infer`: 2,115 names, the rest shapes and
+/// dtypes; the story's H200 capture has a few hundred), so no real trace
+/// comes near it. Above it, what each distinct name costs in the analysis
+/// (its op row's sums, the classifiers' and the layer search's maps) took
+/// the CLI past its memory budget (50 MiB + 32 B an event) on a million
+/// calls of a name each: 70.7 MiB with this bound, 86 MiB with 12,000,
+/// 82-88 MiB with 16,000-50,000, 311 MiB unbounded (BENCHMARKS.md,
+/// "Distinct names"; the budget there is 80.5 MiB). The test:
+/// `robustness::a_name_a_call_is_folded_past_the_bound`.
+pub const MAX_TEXTS: usize = 10_000;
+
+/// Bytes of distinct text kept as written: the same bound by bytes. The
+/// longest real names (templated kernels, Python frames) are a few
+/// kilobytes, and 10,000 of them at 64 KB each ([`MAX_TEXT_BYTES`]) would
+/// be 640 MB; the shared traces hold well under 1 MB of text.
+pub const MAX_TEXT_POOL_BYTES: usize = 4 << 20;
+
+/// Room for folded texts past the bound, in quarters of it: the bound and
+/// a quarter more (a folded text costs what any text costs).
+const FOLDED_ROOM: usize = 5;
+
+/// What a text past the folded texts' room is kept as.
+pub const LUMPED_TEXT: &str = "(other names, past the limit)";
+
+/// How many interned texts were past the bound.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PastBound {
+    /// Texts kept folded ([`fold_text`]), counted each time one was read.
+    pub folded: u64,
+    /// Texts kept as [`LUMPED_TEXT`], counted the same way.
+    pub lumped: u64,
+}
+
+/// A text with what most often makes names of one kind distinct folded
+/// away: each run of digits (and each `0x` hex number or long hex run, an
+/// address or a hash) as `#`. `request_1234` and `request_98` are both
+/// `request_#`, `ProfilerStep#12` is `ProfilerStep##`, `Tensor<float>[64, 8]`
+/// is `Tensor<float>[#, #]`.
+pub fn fold_text(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let word = s[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .count();
+        if word == 0 {
+            out.push(s[i]);
+            i += 1;
+            continue;
+        }
+        let w = &s[i..i + word];
+        let hex = |w: &[u8]| !w.is_empty() && w.iter().all(u8::is_ascii_hexdigit);
+        let number = w.starts_with(b"0x") && hex(&w[2..])
+            || w.len() >= 8 && hex(w) && w.iter().any(u8::is_ascii_digit);
+        if number {
+            out.push(b'#');
+        } else {
+            let mut k = 0;
+            while k < w.len() {
+                if w[k].is_ascii_digit() {
+                    while k < w.len() && w[k].is_ascii_digit() {
+                        k += 1;
+                    }
+                    out.push(b'#');
+                } else {
+                    out.push(w[k]);
+                    k += 1;
+                }
+            }
+        }
+        i += word;
+    }
+    out
 }
 
 impl Interner {
@@ -49,19 +135,56 @@ impl Interner {
             return self.intern_bytes(cut_text(s).as_bytes());
         }
         let hash = self.hash(s);
+        if let Some(id) = self.find_hashed(hash, s) {
+            return id;
+        }
+        if self.within(4, s.len()) {
+            return self.insert(hash, s);
+        }
+        // Past the bound: the text folded, kept while the folded texts'
+        // room holds, and past that the one lumped text.
+        let folded = fold_text(s);
+        let hash = self.hash(&folded);
+        if let Some(id) = self.find_hashed(hash, &folded) {
+            self.past_bound.folded += 1;
+            return id;
+        }
+        if self.within(FOLDED_ROOM, folded.len()) {
+            self.past_bound.folded += 1;
+            return self.insert(hash, &folded);
+        }
+        self.past_bound.lumped += 1;
+        let lumped = LUMPED_TEXT.as_bytes();
+        let hash = self.hash(lumped);
+        match self.find_hashed(hash, lumped) {
+            Some(id) => id,
+            None => self.insert(hash, lumped),
+        }
+    }
+
+    /// Whether a new text of `len` bytes fits within `k` quarters of the
+    /// bound.
+    fn within(&self, k: usize, len: usize) -> bool {
+        self.spans.len() < k * MAX_TEXTS / 4
+            && self.arena.len() + len <= k * MAX_TEXT_POOL_BYTES / 4
+    }
+
+    fn find_hashed(&self, hash: u64, s: &[u8]) -> Option<Sym> {
+        let eq = |&id: &Sym| {
+            let (start, len) = self.spans[id as usize];
+            &self.arena.as_bytes()[start as usize..(start + len) as usize] == s
+        };
+        self.table.find(hash, eq).copied()
+    }
+
+    fn insert(&mut self, hash: u64, s: &[u8]) -> Sym {
         let Interner {
             table,
             spans,
             arena,
             hasher,
+            ..
         } = self;
-        let eq = |&id: &Sym| {
-            let (start, len) = spans[id as usize];
-            &arena.as_bytes()[start as usize..(start + len) as usize] == s
-        };
-        if let Some(&id) = table.find(hash, eq) {
-            return id;
-        }
         let id = spans.len() as Sym;
         let start = arena.len() as u32;
         match std::str::from_utf8(s) {
@@ -1284,6 +1407,18 @@ impl Default for Trace {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn texts_fold_their_numbers() {
+        let fold = |s: &str| String::from_utf8(super::fold_text(s.as_bytes())).unwrap();
+        assert_eq!(fold("request_1234"), "request_#");
+        assert_eq!(fold("ProfilerStep#12"), "ProfilerStep##");
+        assert_eq!(fold("Tensor<float>[64, 8]"), "Tensor<float>[#, #]");
+        assert_eq!(fold("buf 0x7f3a9c00 at deadbeef01"), "buf # at #");
+        assert_eq!(fold("layers.3.mlp fp8"), "layers.#.mlp fp#");
+        assert_eq!(fold("aten::copy_"), "aten::copy_");
+        assert_eq!(fold("naïve_7"), "naïve_#");
+    }
+
     use super::*;
 
     #[test]
