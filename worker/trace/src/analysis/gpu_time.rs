@@ -64,8 +64,10 @@ pub fn busy(t: &Tables) -> Busy {
     crate::import::store::sort_by_time(&mut idx, gpu.ts());
     let mut per_stream: HashMap<(i64, i64), (Union, u64)> = HashMap::new();
     let mut per_device: HashMap<i64, Union> = HashMap::new();
-    // The last op's stream and device, looked up again only when they change.
-    let mut last: Option<((i64, i64), (Union, u64), Union)> = None;
+    // The last op's (device, stream), its stream's union and op count, and
+    // its device's union: looked up again only when the stream changes.
+    type Open = ((i64, i64), (Union, u64), Union);
+    let mut last: Option<Open> = None;
     for &g in &idx {
         let g = g as usize;
         let key = (gpu.device().get(g), gpu.stream().get(g));

@@ -106,6 +106,14 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
             store::LUMPED_TEXT
         ));
     }
+    if c.past_tracks > 0 {
+        notes.push(format!(
+            "More than {} threads and streams: the {} slices of the threads past that are on one track, \"{}\"",
+            store::MAX_TRACKS,
+            c.past_tracks,
+            store::LUMPED_TRACK
+        ));
+    }
     if t.cpu.is_empty() && a.gpu_ops > 0 {
         notes.push("GPU-only trace: no CPU ops, so kernels cannot be attributed to ops".into());
     }

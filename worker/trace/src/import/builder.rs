@@ -259,12 +259,36 @@ impl TraceBuilder {
     }
 
     /// The track of a (pid, tid) pair, new ones numbered in order of first
-    /// sight.
+    /// sight; past [`MAX_TRACKS`](super::store::MAX_TRACKS), new pairs share
+    /// one track.
     #[inline]
     pub fn track(&mut self, track: Track) -> u32 {
+        if let Some(&id) = self.track_ids.get(&track) {
+            return id;
+        }
+        if self.trace.tracks.len() >= MAX_TRACKS {
+            return self.lumped_track();
+        }
         let tracks = &mut self.trace.tracks;
-        *self.track_ids.entry(track).or_insert_with(|| {
-            tracks.push(track);
+        tracks.push(track);
+        let id = (tracks.len() - 1) as u32;
+        self.track_ids.insert(track, id);
+        id
+    }
+
+    /// The one track of every thread past the bound, made on first use
+    /// (counted per slice put on it).
+    #[cold]
+    fn lumped_track(&mut self) -> u32 {
+        self.trace.counters.past_tracks += 1;
+        let text = STRING_ID_BASE + self.trace.names.intern(LUMPED_TRACK) as i64;
+        let lumped = Track {
+            pid: text,
+            tid: text,
+        };
+        let tracks = &mut self.trace.tracks;
+        *self.track_ids.entry(lumped).or_insert_with(|| {
+            tracks.push(lumped);
             (tracks.len() - 1) as u32
         })
     }

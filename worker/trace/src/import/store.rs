@@ -55,6 +55,19 @@ const FOLDED_ROOM: usize = 5;
 /// What a text past the folded texts' room is kept as.
 pub const LUMPED_TEXT: &str = "(other names, past the limit)";
 
+/// Distinct (pid, tid) pairs (CPU threads, GPU streams) a trace keeps
+/// apart. Past this, the slices of every new pair go on one track, named
+/// [`LUMPED_TRACK`]. Why: the most any trace we have has is 62
+/// (`hta-mtia-inference-rank0`; the 8-rank and serving traces 10-18), and
+/// each track costs the analysis a few lists of its own, so a trace with a
+/// thread a call (a tid per event) held 304 MiB for a million calls; with
+/// this bound, BENCHMARKS.md "Distinct names", `tid1m`. The test:
+/// `robustness::a_thread_a_call_is_put_on_one_track_past_the_bound`.
+pub const MAX_TRACKS: usize = 4096;
+
+/// The track of the threads past [`MAX_TRACKS`], by name.
+pub const LUMPED_TRACK: &str = "(threads past the limit)";
+
 /// How many interned texts were past the bound.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PastBound {
@@ -1255,6 +1268,8 @@ pub struct Counters {
     pub peak_memory: Vec<(String, i64)>,
     /// Decompressed JSON bytes read.
     pub json_bytes: u64,
+    /// Slices put on the one track of the threads past [`MAX_TRACKS`].
+    pub past_tracks: u64,
 }
 
 /// What the analysis passes read of a trace: every table but the launch

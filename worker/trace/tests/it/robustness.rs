@@ -570,3 +570,37 @@ fn a_name_a_call_is_folded_past_the_bound() {
     assert_eq!(s.ops[0].name, "request_1234");
     assert_eq!(t.names.past_bound.folded + t.names.past_bound.lumped, 0);
 }
+
+/// A thread a call (a tid per event) is kept apart up to the bound of
+/// tracks, then the slices of every new thread share one track: the
+/// trace's tracks stay bounded, every call is still counted, and the
+/// summary says so (BENCHMARKS.md, "Distinct names": `tid1m`).
+#[test]
+fn a_thread_a_call_is_put_on_one_track_past_the_bound() {
+    use kinetoscope_trace::import::store::{LUMPED_TRACK, MAX_TRACKS};
+    let n = MAX_TRACKS + 500;
+    let ev: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":{k},"ts":{},"dur":1}}"#,
+                10 * k
+            )
+        })
+        .collect();
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    assert_eq!(t.tracks.len(), MAX_TRACKS + 1);
+    let last = t.tracks[MAX_TRACKS];
+    assert_eq!(t.track_id_text(last.tid), LUMPED_TRACK);
+    assert_eq!(t.counters.past_tracks, 500);
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.ops[0].calls, n as u64);
+    assert!(
+        s.trace
+            .notes
+            .iter()
+            .any(|n| n.contains("the 500 slices of the threads past that are on one track")),
+        "{:?}",
+        s.trace.notes
+    );
+}
