@@ -106,6 +106,13 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
             store::LUMPED_TEXT
         ));
     }
+    let past_series = t.counter_samples.past_bound;
+    if past_series > 0 {
+        notes.push(format!(
+            "More than {} counter series: the {past_series} samples of the series past that were left out",
+            store::MAX_COUNTER_SERIES
+        ));
+    }
     if c.past_tracks > 0 {
         notes.push(format!(
             "More than {} threads and streams: the {} slices of the threads past that are on one track, \"{}\"",

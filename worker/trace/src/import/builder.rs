@@ -473,8 +473,12 @@ impl TraceBuilder {
     /// the event's name and the `args` key.
     pub fn counter(&mut self, track: u32, name: &str, key: &str, ts: i64, value: f64) {
         let c = &mut self.trace.counter_samples;
-        let series = match c.index.get(&(track, name.to_string(), key.to_string())) {
+        let series = match c.index.get(&SeriesKey(track, name, key)) {
             Some(&k) => k,
+            None if c.series.len() >= MAX_COUNTER_SERIES => {
+                c.past_bound += 1;
+                return;
+            }
             None => {
                 let k = c.series.len() as u32;
                 c.series.push(CounterSeries {

@@ -1255,6 +1255,30 @@ pub struct CounterTable {
     pub(crate) index: hashbrown::HashMap<(u32, String, String), u32>,
     /// Process names (`process_name` metadata) by pid.
     pub process_names: hashbrown::HashMap<TrackId, String>,
+    /// Samples of series past [`MAX_COUNTER_SERIES`], left out.
+    pub past_bound: u64,
+}
+
+/// Counter series (`ph: "C"` events' (track, name, `args` key)) a trace
+/// keeps. Past this, the samples of new series are left out, and counted.
+/// Why: a counter is a handful of series (memory, utilization, clocks; the
+/// generator's `--counters` writes 4, the shared traces none), and the
+/// counters artifact keeps 4 MB of them at most; each series costs about
+/// 860 bytes between its strings, its index and its track, so a trace with
+/// a series a sample (a new `args` key in every counter event) held
+/// 860 MiB for a million samples (BENCHMARKS.md, "Distinct names",
+/// `ctr1m`). The test: `robustness::a_counter_series_a_sample_is_bounded`.
+pub const MAX_COUNTER_SERIES: usize = 4096;
+
+/// A counter series' key as the parser reads it, looked up without
+/// making its strings (they are made once, when the series is new).
+#[derive(Hash)]
+pub(crate) struct SeriesKey<'a>(pub u32, pub &'a str, pub &'a str);
+
+impl hashbrown::Equivalent<(u32, String, String)> for SeriesKey<'_> {
+    fn equivalent(&self, key: &(u32, String, String)) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2
+    }
 }
 
 /// Per-`cat` counters, including events that are not stored.

@@ -604,3 +604,39 @@ fn a_thread_a_call_is_put_on_one_track_past_the_bound() {
         s.trace.notes
     );
 }
+
+/// A counter event a sample, each with an `args` key of its own (a series
+/// a sample), keeps at most the bound of series: the samples of the rest
+/// are left out and counted, and the summary says so (BENCHMARKS.md,
+/// "Distinct names": `ctr1m`, 860 MiB before).
+#[test]
+fn a_counter_series_a_sample_is_bounded() {
+    use kinetoscope_trace::import::store::MAX_COUNTER_SERIES;
+    let n = MAX_COUNTER_SERIES + 300;
+    let mut ev: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                r#"{{"ph":"C","name":"ctr","pid":1,"ts":{},"args":{{"series_{k}":{k}}}}}"#,
+                10 * k
+            )
+        })
+        .collect();
+    // A series already kept goes on taking samples past the bound.
+    ev.push(r#"{"ph":"C","name":"ctr","pid":1,"ts":999999,"args":{"series_0":7}}"#.into());
+    ev.push(r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":1}"#.into());
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let c = &t.counter_samples;
+    assert_eq!(c.series.len(), MAX_COUNTER_SERIES);
+    assert_eq!(c.past_bound, 300);
+    assert_eq!(c.samples.len(), MAX_COUNTER_SERIES + 1);
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert!(
+        s.trace
+            .notes
+            .iter()
+            .any(|n| n.contains("the 300 samples of the series past that were left out")),
+        "{:?}",
+        s.trace.notes
+    );
+}
