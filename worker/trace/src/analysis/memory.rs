@@ -139,12 +139,14 @@ pub(crate) fn analyze(cx: &Context) -> Memory {
         return out;
     }
     let ops = OpAt { cx };
-    for (d, device) in mem.devices.iter().enumerate() {
-        let mut events: Vec<&MemoryEvent> = mem
-            .events
-            .iter()
-            .filter(|e| e.device as usize == d)
-            .collect();
+    // Each device's events, in one pass over them all.
+    let mut by_device: Vec<Vec<&MemoryEvent>> = vec![Vec::new(); mem.devices.len()];
+    for e in &mem.events {
+        if let Some(v) = by_device.get_mut(e.device as usize) {
+            v.push(e);
+        }
+    }
+    for (device, mut events) in mem.devices.iter().zip(by_device) {
         // File order within a time; torch writes them in time order, mostly.
         events.sort_by_key(|e| e.ts);
         if events.is_empty() {

@@ -113,6 +113,13 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
             store::MAX_COUNTER_SERIES
         ));
     }
+    if t.memory.past_bound > 0 {
+        notes.push(format!(
+            "More than {} devices in the memory events: the {} events of the devices past that were left out",
+            store::MAX_MEMORY_DEVICES,
+            t.memory.past_bound
+        ));
+    }
     if c.past_tracks > 0 {
         notes.push(format!(
             "More than {} threads and streams: the {} slices of the threads past that are on one track, \"{}\"",

@@ -458,6 +458,10 @@ impl TraceBuilder {
     pub fn memory(&mut self, mut ev: MemoryEvent, device_type: i64, device_id: i64) {
         let key = (device_type, device_id);
         let n = self.memory_peaks.len();
+        if n >= MAX_MEMORY_DEVICES && !self.memory_peaks.contains_key(&key) {
+            self.trace.memory.past_bound += 1;
+            return;
+        }
         let slot = self.memory_peaks.entry(key).or_insert((i64::MIN, n as u16));
         slot.0 = slot.0.max(ev.total_allocated);
         ev.device = slot.1;

@@ -1219,7 +1219,20 @@ pub struct MemoryTable {
     pub events: Vec<MemoryEvent>,
     /// The devices, by the events' index: `cuda:0`, `cpu`.
     pub devices: Vec<String>,
+    /// Events on devices past [`MAX_MEMORY_DEVICES`], left out.
+    pub past_bound: u64,
 }
+
+/// Devices (`Device Type`, `Device Id`) whose memory events a trace keeps.
+/// Past this, the events of new devices are left out, and counted. Why: a
+/// process sees the CPU and its node's GPUs (8, at most 16 on the nodes we
+/// know; the shared traces one or two); each device's memory is replayed
+/// over its own events, and a trace with a device an event (a new
+/// `Device Id` in each) had a million devices, and (its index a `u16`)
+/// aliased them past 65,536: 901 s of CPU for a million events
+/// (BENCHMARKS.md, "Distinct names", `mem1m`). The test:
+/// `robustness::a_memory_device_an_event_is_bounded`.
+pub const MAX_MEMORY_DEVICES: usize = 64;
 
 /// One series of counter events (`ph: "C"`): a process's track, the
 /// event's name and one key of its `args`.

@@ -640,3 +640,41 @@ fn a_counter_series_a_sample_is_bounded() {
         s.trace.notes
     );
 }
+
+/// Memory events each on a device of its own keep at most the bound of
+/// devices: the events of the rest are left out and counted, and the
+/// summary says so (BENCHMARKS.md, "Distinct names": `mem1m`, 901 s of CPU
+/// for a million events before: each device's pass read every event).
+#[test]
+fn a_memory_device_an_event_is_bounded() {
+    use kinetoscope_trace::import::store::MAX_MEMORY_DEVICES;
+    let n = MAX_MEMORY_DEVICES + 40;
+    let mut ev: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                r#"{{"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":{},"args":{{"Total Reserved":4096,"Total Allocated":512,"Bytes":512,"Addr":{},"Device Type":1,"Device Id":{k}}}}}"#,
+                10 * k,
+                1000 + k
+            )
+        })
+        .collect();
+    ev.push(
+        r#"{"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":0,"dur":100000}"#
+            .into(),
+    );
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    assert_eq!(t.memory.devices.len(), MAX_MEMORY_DEVICES);
+    assert_eq!(t.memory.past_bound, 40);
+    assert_eq!(t.memory.events.len(), MAX_MEMORY_DEVICES);
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.memory.len(), MAX_MEMORY_DEVICES);
+    assert!(
+        s.trace
+            .notes
+            .iter()
+            .any(|n| n.contains("the 40 events of the devices past that were left out")),
+        "{:?}",
+        s.trace.notes
+    );
+}
