@@ -64,31 +64,14 @@ pub fn busy(t: &Tables) -> Busy {
     crate::import::store::sort_by_time(&mut idx, gpu.ts());
     let mut per_stream: HashMap<(i64, i64), (Union, u64)> = HashMap::new();
     let mut per_device: HashMap<i64, Union> = HashMap::new();
-    // The last op's (device, stream), its stream's union and op count, and
-    // its device's union: looked up again only when the stream changes.
-    type Open = ((i64, i64), (Union, u64), Union);
-    let mut last: Option<Open> = None;
     for &g in &idx {
         let g = g as usize;
         let key = (gpu.device().get(g), gpu.stream().get(g));
         let (a, b) = (gpu.ts().get(g), gpu.ts().get(g) + gpu.dur().get(g));
-        if last.as_ref().is_some_and(|(k, _, _)| *k != key) {
-            let (k, s, d) = last.take().expect("checked");
-            per_stream.insert(k, s);
-            per_device.insert(k.0, d);
-        }
-        let (_, stream, device) = last.get_or_insert_with(|| {
-            let s = per_stream.get(&key).copied().unwrap_or_default();
-            let d = per_device.get(&key.0).copied().unwrap_or_default();
-            (key, s, d)
-        });
+        let stream = per_stream.entry(key).or_default();
         stream.0.add(a, b);
         stream.1 += 1;
-        device.add(a, b);
-    }
-    if let Some((k, s, d)) = last {
-        per_stream.insert(k, s);
-        per_device.insert(k.0, d);
+        per_device.entry(key.0).or_default().add(a, b);
     }
     drop(idx);
     let mut streams: Vec<StreamTime> = per_stream

@@ -138,6 +138,8 @@ pub struct TraceBuilder {
     last_cat: (Vec<u8>, Sym, CatClass),
     /// The last numeric (pid, tid) pair and its track.
     last_track: (Track, u32),
+    /// The track of the threads past [`MAX_TRACKS`], once made.
+    lumped_track: Option<u32>,
 }
 
 impl Default for TraceBuilder {
@@ -160,6 +162,7 @@ impl TraceBuilder {
             // contents.
             last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
             // Not a pair any event has: track ids of numbers are looked up.
+            lumped_track: None,
             last_track: (
                 Track {
                     pid: i64::MIN,
@@ -276,21 +279,21 @@ impl TraceBuilder {
         id
     }
 
-    /// The one track of every thread past the bound, made on first use
-    /// (counted per slice put on it).
+    /// The one track of every thread past the bound, made on first use.
     #[cold]
     fn lumped_track(&mut self) -> u32 {
-        self.trace.counters.past_tracks += 1;
+        if let Some(id) = self.lumped_track {
+            return id;
+        }
         let text = STRING_ID_BASE + self.trace.names.intern(LUMPED_TRACK) as i64;
         let lumped = Track {
             pid: text,
             tid: text,
         };
-        let tracks = &mut self.trace.tracks;
-        *self.track_ids.entry(lumped).or_insert_with(|| {
-            tracks.push(lumped);
-            (tracks.len() - 1) as u32
-        })
+        self.trace.tracks.push(lumped);
+        let id = (self.trace.tracks.len() - 1) as u32;
+        self.lumped_track = Some(id);
+        id
     }
 
     /// Stores a complete slice in the table its class goes to (nothing for
@@ -299,6 +302,9 @@ impl TraceBuilder {
     /// checks [`names_full`](Self::names_full) before interning its name.
     #[inline]
     pub fn slice(&mut self, s: &Slice) {
+        if self.lumped_track == Some(s.track) {
+            self.trace.counters.past_tracks += 1;
+        }
         let ts = s.ts.clamp(MIN_TS, MAX_TS);
         let dur = s.dur.clamp(0, MAX_DUR);
         match s.class {

@@ -595,13 +595,9 @@ fn a_thread_a_call_is_put_on_one_track_past_the_bound() {
     assert_eq!(t.counters.past_tracks, 500);
     let s = analyze(&t, &AnalysisOptions::default());
     assert_eq!(s.ops[0].calls, n as u64);
-    assert!(
-        s.trace
-            .notes
-            .iter()
-            .any(|n| n.contains("the 500 slices of the threads past that are on one track")),
-        "{:?}",
-        s.trace.notes
+    assert_note(
+        &s,
+        "the 500 slices of the threads past that are on one track",
     );
 }
 
@@ -631,14 +627,7 @@ fn a_counter_series_a_sample_is_bounded() {
     assert_eq!(c.past_bound, 300);
     assert_eq!(c.samples.len(), MAX_COUNTER_SERIES + 1);
     let s = analyze(&t, &AnalysisOptions::default());
-    assert!(
-        s.trace
-            .notes
-            .iter()
-            .any(|n| n.contains("the 300 samples of the series past that were left out")),
-        "{:?}",
-        s.trace.notes
-    );
+    assert_note(&s, "the 300 samples of the series past that were left out");
 }
 
 /// Memory events each on a device of its own keep at most the bound of
@@ -669,12 +658,34 @@ fn a_memory_device_an_event_is_bounded() {
     assert_eq!(t.memory.events.len(), MAX_MEMORY_DEVICES);
     let s = analyze(&t, &AnalysisOptions::default());
     assert_eq!(s.memory.len(), MAX_MEMORY_DEVICES);
+    assert_note(&s, "the 40 events of the devices past that were left out");
+}
+
+/// The summary's notes hold one containing `text`.
+fn assert_note(s: &kinetoscope_types::Summary, text: &str) {
     assert!(
-        s.trace
-            .notes
-            .iter()
-            .any(|n| n.contains("the 40 events of the devices past that were left out")),
+        s.trace.notes.iter().any(|n| n.contains(text)),
         "{:?}",
         s.trace.notes
     );
+}
+
+/// Every slice on the shared track is counted, consecutive ones of one
+/// thread past the bound included (the parser reuses the last thread's
+/// track without looking it up).
+#[test]
+fn slices_on_the_shared_track_are_each_counted() {
+    use kinetoscope_trace::import::store::MAX_TRACKS;
+    let ev: Vec<String> = (0..MAX_TRACKS + 3)
+        .map(|k| {
+            let tid = k.min(MAX_TRACKS);
+            format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":{tid},"ts":{},"dur":1}}"#,
+                10 * k
+            )
+        })
+        .collect();
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    assert_eq!(t.counters.past_tracks, 3);
 }
