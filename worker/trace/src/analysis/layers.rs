@@ -113,11 +113,25 @@ pub fn module_instance(name: &str) -> Option<(&str, i64)> {
 
 /// The GPU ops of each step in device order (one pseudo-step for traces
 /// without steps), with what their names say.
-fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
+fn step_sequences(cx: &Context) -> Sequences {
     let t = cx.t;
     let gpu = &t.gpu;
-    let n_steps = cx.steps.len().max(1);
-    let mut seqs: Vec<Vec<Item>> = vec![Vec::new(); n_steps];
+    let step_of = |g: usize| {
+        if !gpu.kind()[g].is_gpu_op() {
+            None
+        } else if cx.steps.is_empty() {
+            Some(0)
+        } else {
+            Some(cx.gpu_step[g] as usize).filter(|&s| s != NO as usize)
+        }
+    };
+    let mut counts = vec![0usize; cx.steps.len().max(1)];
+    for g in 0..gpu.len() {
+        if let Some(s) = step_of(g) {
+            counts[s] += 1;
+        }
+    }
+    let mut seqs = Sequences::sized(counts);
     let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
     // The kernel's name, else (only then: the walk up the launch chain
     // costs) the name of the op that launched it.
@@ -125,15 +139,8 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
     let mut by_op: HashMap<Sym, Role> = HashMap::new();
     for g in 0..gpu.len() {
         crate::cancel::point(g);
-        if !gpu.kind()[g].is_gpu_op() {
+        let Some(s) = step_of(g).filter(|&s| seqs.searched(s)) else {
             continue;
-        }
-        let s = if cx.steps.is_empty() {
-            0
-        } else if cx.gpu_step[g] == NO {
-            continue;
-        } else {
-            cx.gpu_step[g] as usize
         };
         let next = groups.len() as u32;
         let group = *groups
@@ -151,21 +158,51 @@ fn step_sequences(cx: &Context) -> Vec<Vec<Item>> {
             },
             r => r,
         };
-        seqs[s].push(Item {
+        seqs.items[s].push(Item {
             at: g as u32,
             name: gpu.name()[g],
             group,
             role,
         });
     }
-    in_time_order(&mut seqs, Times::of(t, false));
+    in_time_order(&mut seqs.items, Times::of(t, false));
     seqs
+}
+
+/// The steps' sequences, each made at its size (a vector grown by pushes
+/// holds up to twice its items), and the steps left out for their length.
+pub(crate) struct Sequences {
+    pub items: Vec<Vec<Item>>,
+    /// Steps of more than [`repeats::MAX_STEP_ITEMS`] items, left empty.
+    pub past_bound: usize,
+}
+
+impl Sequences {
+    /// Empty sequences for steps of `counts` items each.
+    fn sized(counts: Vec<usize>) -> Sequences {
+        let past_bound = counts
+            .iter()
+            .filter(|&&c| c > repeats::MAX_STEP_ITEMS)
+            .count();
+        let items = counts
+            .into_iter()
+            .map(|c| Vec::with_capacity(if c > repeats::MAX_STEP_ITEMS { 0 } else { c }))
+            .collect();
+        Sequences { items, past_bound }
+    }
+
+    /// Whether step `s`'s items are kept.
+    fn searched(&self, s: usize) -> bool {
+        self.items[s].capacity() > 0
+    }
 }
 
 /// Each step's items by start (ties by table order).
 fn in_time_order(seqs: &mut [Vec<Item>], times: Times) {
     for s in seqs {
-        s.sort_by_key(|it| (times.start(it), it.at));
+        // Unstable: `at` is unique, so the order is the same, without the
+        // stable sort's buffer of half the items.
+        s.sort_unstable_by_key(|it| (times.start(it), it.at));
     }
 }
 
@@ -173,16 +210,17 @@ fn in_time_order(seqs: &mut [Vec<Item>], times: Times) {
 /// other op) on the thread whose top-level ops take the most time. A range
 /// around compiled code (`torch.compile`'s `Torch-Compiled Region`) is no
 /// op of the model: the ops inside it are top-level.
-fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
+fn cpu_sequences(cx: &Context) -> Sequences {
     let t = cx.t;
     let cpu = &t.cpu;
-    let mut regions: HashMap<Sym, bool> = HashMap::new();
-    let mut region = |i: usize| {
+    let regions: std::cell::RefCell<HashMap<Sym, bool>> = Default::default();
+    let region = |i: usize| {
         *regions
+            .borrow_mut()
             .entry(cpu.name()[i])
             .or_insert_with(|| super::steps::is_compiled_region(t.name(cpu.name()[i])))
     };
-    let mut top_level = |i: usize| {
+    let top_level = |i: usize| {
         let mut p = cx.links.parent[i];
         while p != NO {
             if cpu.kind()[p as usize] == CpuKind::Op && !region(p as usize) {
@@ -192,47 +230,59 @@ fn cpu_sequences(cx: &Context) -> Vec<Vec<Item>> {
         }
         true
     };
-    let tops: Vec<usize> = (0..cpu.len())
-        .filter(|&i| cpu.kind()[i] == CpuKind::Op && top_level(i))
-        .collect();
-    let tops: Vec<usize> = tops.into_iter().filter(|&i| !region(i)).collect();
+    // The top-level ops are walked twice rather than listed: at a few
+    // million CPU ops, their list and its growth were 33 MB of the CLI's
+    // peak (`few3m` in BENCHMARKS.md).
+    let is_top = |i: usize| cpu.kind()[i] == CpuKind::Op && top_level(i) && !region(i);
     let mut by_track: HashMap<u32, i64> = HashMap::new();
-    for &i in &tops {
-        *by_track.entry(cpu.track().get(i)).or_default() += cpu.dur().get(i);
+    for i in 0..cpu.len() {
+        if is_top(i) {
+            *by_track.entry(cpu.track().get(i)).or_default() += cpu.dur().get(i);
+        }
     }
     let Some(main) = by_track
         .into_iter()
         .max_by_key(|&(track, ns)| (ns, std::cmp::Reverse(track)))
         .map(|(track, _)| track)
     else {
-        return vec![Vec::new(); cx.steps.len().max(1)];
+        return Sequences::sized(vec![0; cx.steps.len().max(1)]);
     };
-    let mut seqs: Vec<Vec<Item>> = vec![Vec::new(); cx.steps.len().max(1)];
-    let mut roles: HashMap<Sym, Role> = HashMap::new();
     let mut at_step = super::steps::StepCursor::new(&cx.steps);
-    for i in tops {
-        if cpu.track().get(i) != main {
+    let mut step_of = |i: usize| {
+        if cx.steps.is_empty() {
+            Some(0)
+        } else {
+            at_step.at(cpu.ts().get(i))
+        }
+    };
+    let mut counts = vec![0usize; cx.steps.len().max(1)];
+    for i in 0..cpu.len() {
+        if cpu.track().get(i) == main && is_top(i) {
+            if let Some(s) = step_of(i) {
+                counts[s] += 1;
+            }
+        }
+    }
+    let mut seqs = Sequences::sized(counts);
+    let mut roles: HashMap<Sym, Role> = HashMap::new();
+    for i in 0..cpu.len() {
+        if cpu.track().get(i) != main || !is_top(i) {
             continue;
         }
-        let s = if cx.steps.is_empty() {
-            0
-        } else {
-            match at_step.at(cpu.ts().get(i)) {
-                Some(s) => s,
-                None => continue,
-            }
+        let Some(s) = step_of(i).filter(|&s| seqs.searched(s)) else {
+            continue;
         };
         let role = *roles
             .entry(cpu.name()[i])
             .or_insert_with(|| repeats::role_of(t.name(cpu.name()[i])));
-        seqs[s].push(Item {
+        seqs.items[s].push(Item {
             at: i as u32,
             name: cpu.name()[i],
             group: u32::MAX,
             role,
         });
     }
-    in_time_order(&mut seqs, Times::of(t, true));
+    in_time_order(&mut seqs.items, Times::of(t, true));
     seqs
 }
 
@@ -302,6 +352,8 @@ pub type LayerSpan = (i64, i64, i64);
 /// while the tables are made ([`find`], then [`numbers`]).
 pub(crate) struct Found {
     seqs: Vec<Vec<Item>>,
+    /// Steps left out of the search for their length.
+    past_bound: usize,
     assignment: Option<Assignment>,
     /// The items are CPU ops (a trace without GPU ops).
     cpu: bool,
@@ -318,7 +370,10 @@ pub(crate) struct Placed {
 /// Finds the layers, and where each lies in each step.
 pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind()[g].is_gpu_op());
-    let seqs = if cpu {
+    let Sequences {
+        items: seqs,
+        past_bound,
+    } = if cpu {
         cpu_sequences(cx)
     } else {
         step_sequences(cx)
@@ -337,6 +392,7 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     Placed {
         layers: Found {
             seqs,
+            past_bound,
             assignment,
             cpu,
         },
@@ -349,10 +405,11 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
 pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Layers {
     let Found {
         seqs,
+        past_bound,
         assignment,
         cpu,
     } = found;
-    match assignment {
+    let mut layers = match assignment {
         Some(a) => summarize(cx, kernels, &seqs, a, cpu),
         None => Layers {
             method: LayerMethod::None,
@@ -368,7 +425,15 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
             },
             ..Default::default()
         },
+    };
+    if past_bound > 0 {
+        layers.detail.push_str(&format!(
+            "; {past_bound} step(s) of more than {} {} were not searched for layers",
+            repeats::MAX_STEP_ITEMS,
+            if cpu { "top-level ops" } else { "GPU ops" },
+        ));
     }
+    layers
 }
 
 /// Where each layer lies in each step: the first start and last end of its

@@ -37,8 +37,11 @@ use hashbrown::HashMap;
 
 pub(crate) use super::names::{role_of, Role};
 
-/// One item of a step's sequence.
+/// One item of a step's sequence. Packed: 13 bytes, not 16 (its fields
+/// are read by value; the steps' sequences hold an item per GPU op, or per
+/// top-level op of a trace without GPU ops, through the whole analysis).
 #[derive(Clone, Copy)]
+#[repr(C, packed)]
 pub(crate) struct Item {
     /// Index into its table (the GPU ops, or the CPU slices).
     pub at: u32,
@@ -105,6 +108,16 @@ const MAX_CANDIDATES: usize = 96;
 /// a_name_a_call_is_folded_past_the_bound`) held 16 MB of positions per key
 /// tried, and its search went over the CLI's memory budget.
 const MAX_LAYERS: usize = 1024;
+/// Most items (GPU ops, or top-level CPU ops) in a step searched for
+/// layers: a longer step is left out of the search, and the layers' detail
+/// says so. Each item costs 16 bytes, and 4 more in the search, for the
+/// whole analysis; a trace of five million CPU ops and no steps is one step
+/// of five million items (`few5m` in BENCHMARKS.md: 100 MB, over the CLI's
+/// budget of 32 bytes an event). The longest step of any trace we have is
+/// 10,356 items (`param-linear-rtx2080ti`, one step), the story's 2,608
+/// (78 layers of 33), so 262,144 is 25 times that, and [`MAX_LAYERS`]
+/// layers of 256 items.
+pub(crate) const MAX_STEP_ITEMS: usize = 1 << 18;
 /// Splits checked on every step after passing on the first.
 const MAX_CHECKED: usize = 8;
 /// Fewest items in a layer.
@@ -354,10 +367,21 @@ impl Tried {
     }
 }
 
-/// The names of the items, as dense ids.
+/// The names of the items, as dense ids: per name (a [`Sym`], which the
+/// text bound keeps to a few tens of thousands), not per item, so the
+/// search holds no second array the size of the steps' sequences (4 bytes
+/// an item: 12 MB of `steps3m`'s peak in BENCHMARKS.md).
 struct Ids {
-    of: Vec<Vec<u32>>,
+    of_name: Vec<u32>,
     count: usize,
+}
+
+impl Ids {
+    /// The dense id of an item's name.
+    #[inline]
+    fn of(&self, it: &Item) -> usize {
+        self.of_name[it.name as usize] as usize
+    }
 }
 
 /// `family` names a kernel's family: one id for the kernels that differ only
@@ -365,22 +389,23 @@ struct Ids {
 /// and `_14` are one fused norm at two sites), so layers that run the same
 /// work under other numbers are alike.
 fn ids(steps: &[&[Item]], family: &mut dyn FnMut(Sym) -> u32) -> Ids {
-    let mut of_name: HashMap<Sym, u32> = HashMap::new();
-    let mut map: HashMap<u32, u32> = HashMap::new();
-    let of = steps
+    let names = steps
         .iter()
-        .map(|seq| {
-            seq.iter()
-                .map(|it| {
-                    let f = *of_name.entry(it.name).or_insert_with(|| family(it.name));
-                    let next = map.len() as u32;
-                    *map.entry(f).or_insert(next)
-                })
-                .collect()
-        })
-        .collect();
+        .flat_map(|s| s.iter())
+        .map(|it| it.name as usize)
+        .max();
+    let mut of_name = vec![u32::MAX; names.map_or(0, |n| n + 1)];
+    let mut map: HashMap<u32, u32> = HashMap::new();
+    for it in steps.iter().flat_map(|s| s.iter()) {
+        let slot = &mut of_name[it.name as usize];
+        if *slot == u32::MAX {
+            let f = family(it.name);
+            let next = map.len() as u32;
+            *slot = *map.entry(f).or_insert(next);
+        }
+    }
     Ids {
-        of,
+        of_name,
         count: map.len(),
     }
 }
@@ -436,7 +461,7 @@ fn try_key(
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
                 + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))];
             for k in starts[i]..e {
-                let id = ids.of[s][k] as usize;
+                let id = ids.of(&seq[k]);
                 if last[id] != layers {
                     last[id] = layers;
                     seen[id] += 1;

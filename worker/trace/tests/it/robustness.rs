@@ -662,6 +662,44 @@ fn a_memory_device_an_event_is_bounded() {
 }
 
 /// The summary's notes hold one containing `text`.
+/// A step longer than `repeats::MAX_STEP_ITEMS` (262,144 items) is left
+/// out of the layer search, and the layers' detail says so: a trace of
+/// five million CPU ops and no steps held 100 MB of layer items.
+#[test]
+fn a_step_past_the_item_bound_is_not_searched_for_layers() {
+    let ops = (1 << 18) + 1;
+    let names = [
+        "aten::layer_norm",
+        "aten::mm",
+        "aten::softmax",
+        "aten::mm",
+        "aten::gelu",
+    ];
+    let ev: Vec<String> = (0..ops)
+        .map(|k| {
+            format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":1}}"#,
+                names[k % names.len()],
+                2 * k
+            )
+        })
+        .collect();
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
+    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.layers.count, 0);
+    assert!(
+        s.layers
+            .detail
+            .contains("1 step(s) of more than 262144 top-level ops were not searched"),
+        "{}",
+        s.layers.detail
+    );
+    // Every op is still counted.
+    let calls: u64 = s.ops.iter().map(|o| o.calls).sum();
+    assert_eq!(calls, ops as u64);
+}
+
 fn assert_note(s: &kinetoscope_types::Summary, text: &str) {
     assert!(
         s.trace.notes.iter().any(|n| n.contains(text)),
