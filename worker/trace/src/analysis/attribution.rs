@@ -50,8 +50,8 @@ pub(crate) struct DeviceTime {
 }
 
 /// Charges every GPU op's time to its owner and its step, and adds up each
-/// op's own and subtree device time. Takes the op tree's child times and
-/// frees its preorder (nothing reads either again).
+/// op's own and subtree device time. Takes the op tree's child times
+/// (nothing reads them again).
 pub(crate) fn attribute(
     t: &Tables,
     links: &mut Links,
@@ -113,15 +113,13 @@ pub(crate) fn attribute(
             total_dev.add(i, own);
         }
     }
-    for &op in links.preorder.iter().rev() {
+    for op in links.preorder(t).rev() {
         let p = links.parent[op as usize];
         let below = total_dev.get(op as usize);
         if p != NO && below != 0 {
             total_dev.add(p as usize, below);
         }
     }
-    // The preorder has done its work (outermost ops, subtree sums).
-    links.preorder = Vec::new();
     DeviceTime {
         sums: OpSums {
             self_dev,

@@ -1,7 +1,7 @@
 //! Launch chains: the ops around a launch, outermost first, interned so
 //! the op and kernel tables count calls by chain without copying names.
 
-use super::links::NO;
+use super::links::{RowIds, NO};
 use super::{steps, Context};
 use crate::import::store::{Sym, Tables};
 use hashbrown::HashMap;
@@ -11,7 +11,7 @@ pub(crate) struct Chains {
     ids: HashMap<(u32, Sym), u32>,
     nodes: Vec<(u32, Sym)>,
     /// Per CPU slice: its chain id once known, else [`NO`].
-    of_op: Vec<u32>,
+    of_op: RowIds,
     /// Scratch: the slices walked up from an op.
     path: Vec<u32>,
 }
@@ -25,15 +25,15 @@ impl Chains {
         Chains {
             ids: HashMap::new(),
             nodes: vec![(0, 0)],
-            of_op: vec![NO; slices],
+            of_op: RowIds::new(slices),
             path: Vec::new(),
         }
     }
 
     /// The chain id of an op slice (memoized; walks up the op tree).
     pub fn of(&mut self, cx: &Context, op: u32) -> u32 {
-        if self.of_op[op as usize] != NO {
-            return self.of_op[op as usize];
+        if self.of_op.get(op as usize) != NO {
+            return self.of_op.get(op as usize);
         }
         let mut path = std::mem::take(&mut self.path);
         path.clear();
@@ -41,8 +41,8 @@ impl Chains {
         let mut base = 0u32;
         let mut p = cx.links.parent[op as usize];
         while p != NO {
-            if self.of_op[p as usize] != NO {
-                base = self.of_op[p as usize];
+            if self.of_op.get(p as usize) != NO {
+                base = self.of_op.get(p as usize);
                 break;
             }
             path.push(p);
@@ -60,7 +60,7 @@ impl Chains {
             if id == next {
                 self.nodes.push((base, name));
             }
-            self.of_op[o as usize] = id;
+            self.of_op.set(o as usize, id);
             base = id;
         }
         self.path = path;

@@ -24,6 +24,35 @@ use kinetoscope_types::{Attribution, ExternalIdRegime};
 /// "No index" in the link vectors.
 pub const NO: u32 = u32::MAX;
 
+/// Per row, an id or [`NO`], where most rows stay [`NO`]: kept as the id
+/// plus one in zeroed memory, whose pages the system maps only once a row
+/// on them is set. A `vec![NO; n]` writes every page: 4 resident bytes a
+/// CPU slice for a memo that a trace of CPU ops alone never sets (the
+/// launch chains', the folded calls', the runtime calls' launchers; 12 of
+/// the 44 bytes an event of `few3m` in BENCHMARKS.md).
+pub(crate) struct RowIds {
+    rows: Vec<u32>,
+}
+
+impl RowIds {
+    /// `n` rows, all [`NO`].
+    pub fn new(n: usize) -> RowIds {
+        RowIds { rows: vec![0; n] }
+    }
+
+    /// Row `i`'s id, or [`NO`].
+    #[inline]
+    pub fn get(&self, i: usize) -> u32 {
+        self.rows[i].wrapping_sub(1)
+    }
+
+    /// Sets row `i` to `id` ([`NO`] unsets it).
+    #[inline]
+    pub fn set(&mut self, i: usize, id: u32) {
+        self.rows[i] = id.wrapping_add(1);
+    }
+}
+
 /// The deepest an op slice nests in the op tree: a slice that would open
 /// deeper is a leaf of the slice at this depth (its own children become
 /// that slice's). Every walk up the tree (launch owners, chains, folded
@@ -40,8 +69,6 @@ pub const MAX_OP_DEPTH: usize = 128;
 pub struct Links {
     /// Per CPU slice: the innermost enclosing op or annotation, or [`NO`].
     pub parent: Vec<u32>,
-    /// Op and annotation slices, parents before their children.
-    pub preorder: Vec<u32>,
     /// Per CPU slice: time of its direct children (clamped to its span), ns.
     pub child_ns: IntColumn,
     /// Per track (by id; empty for GPU streams): its CPU slices, module
@@ -112,7 +139,6 @@ impl Launches {
         } = self;
         let OpTree {
             parent,
-            preorder,
             child_ns,
             by_thread,
         } = tree;
@@ -125,7 +151,6 @@ impl Launches {
         let (op, graph) = gpu_ops(t, &launch, &launcher, &mut attribution);
         Links {
             parent,
-            preorder,
             child_ns,
             by_thread,
             launch,
@@ -136,27 +161,45 @@ impl Launches {
     }
 }
 
+impl Links {
+    /// Op and annotation slices, parents before their children: each
+    /// thread's in start order (a parent is on its child's thread, and
+    /// starts first). Read from `by_thread` rather than kept beside it,
+    /// 4 bytes an op less at the analysis's peak.
+    pub fn preorder<'a>(&'a self, t: &'a Tables) -> impl DoubleEndedIterator<Item = u32> + 'a {
+        self.by_thread
+            .iter()
+            .flat_map(|v| v.iter().copied())
+            .filter(move |&i| t.cpu.kind()[i as usize].is_op())
+    }
+}
+
 /// The op tree: the links that need only the CPU slices' times and kinds.
 pub struct OpTree {
     parent: Vec<u32>,
-    preorder: Vec<u32>,
     child_ns: IntColumn,
     by_thread: Vec<Vec<u32>>,
 }
 
 impl OpTree {
-    /// Builds the op tree of a trace: per CPU slice its parent, the ops in
-    /// preorder, per slice its children's time, and each thread's slices
-    /// in start order.
+    /// Builds the op tree of a trace: per CPU slice its parent, per slice
+    /// its children's time, and each thread's slices in start order.
     pub fn build(t: &Tables) -> OpTree {
         let cpu = &t.cpu;
         let n = cpu.len();
         let mut parent = vec![NO; n];
         let mut child_ns = IntColumn::zeros(n);
-        let mut preorder = Vec::with_capacity(n);
 
         // Bucket slices by thread; module frames are not part of the op tree.
-        let mut by_thread: Vec<Vec<u32>> = vec![Vec::new(); t.tracks.len()];
+        // Each thread's list is made at its size: grown by pushes, a list
+        // is copied as it doubles (4 bytes a slice, twice, at the peak).
+        let mut sizes = vec![0usize; t.tracks.len()];
+        for i in 0..n {
+            if cpu.kind()[i] != CpuKind::Module {
+                sizes[cpu.track().get(i) as usize] += 1;
+            }
+        }
+        let mut by_thread: Vec<Vec<u32>> = sizes.into_iter().map(Vec::with_capacity).collect();
         for i in 0..n {
             crate::cancel::point(i);
             if cpu.kind()[i] != CpuKind::Module {
@@ -241,12 +284,9 @@ impl OpTree {
                         child_ns.add(ti, (end - ts).max(0));
                     }
                 }
-                if cpu.kind()[ci].is_op() {
-                    if depth < MAX_OP_DEPTH {
-                        depth += 1;
-                        stack.push((Open::Slice(c), c));
-                    }
-                    preorder.push(c);
+                if cpu.kind()[ci].is_op() && depth < MAX_OP_DEPTH {
+                    depth += 1;
+                    stack.push((Open::Slice(c), c));
                 }
             }
         }
@@ -254,7 +294,6 @@ impl OpTree {
         overhead_in_calls(t, &by_thread, &mut child_ns);
         OpTree {
             parent,
-            preorder,
             child_ns,
             by_thread,
         }
@@ -384,10 +423,10 @@ fn external_id_names_op(t: &Tables, ids: &LaunchIds, attribution: &mut Attributi
 
 /// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
 /// `External id`, where given, names the op when time nesting disagrees.
-fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) -> Vec<u32> {
+fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) -> RowIds {
     let cpu = &t.cpu;
     let n = cpu.len();
-    let mut launcher = vec![NO; n];
+    let mut launcher = RowIds::new(n);
     let mut by_external: Option<HashMap<i64, u32>> = None;
     for i in 0..n {
         crate::cancel::point(i);
@@ -395,7 +434,7 @@ fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) ->
             continue;
         }
         let p = parent[i];
-        launcher[i] = p;
+        launcher.set(i, p);
         let Some(external_id) = external_id.filter(|e| e.get(i) != NONE) else {
             continue;
         };
@@ -416,7 +455,7 @@ fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) ->
         });
         if let Some(&j) = map.get(&ext) {
             if cpu.track().get(j as usize) == cpu.track().get(i) {
-                launcher[i] = j;
+                launcher.set(i, j);
             }
         }
     }
@@ -490,7 +529,7 @@ fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> V
 fn gpu_ops(
     t: &Tables,
     launch: &[u32],
-    launcher: &[u32],
+    launcher: &RowIds,
     attribution: &mut Attribution,
 ) -> (Vec<u32>, Vec<bool>) {
     let cpu = &t.cpu;
@@ -520,7 +559,7 @@ fn gpu_ops(
             graph_launches.insert(r);
             graph[g] = true;
         }
-        op[g] = launcher[r as usize];
+        op[g] = launcher.get(r as usize);
         if op[g] == NO {
             attribution.without_op += 1;
         }

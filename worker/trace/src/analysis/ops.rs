@@ -5,7 +5,7 @@
 
 use super::attribution::OpSums;
 use super::chains::Chains;
-use super::links::NO;
+use super::links::{RowIds, NO};
 use super::steps::StepCursor;
 use super::{pct, replay_row_name, shapes, us, Context, MAX_SHAPE_GROUPS};
 use crate::import::store::{CpuKind, Sym};
@@ -91,8 +91,9 @@ struct GroupAcc {
 /// makes one chain as deep as the trace: walking it from every slice was
 /// quadratic, RELIABILITY.md).
 struct FoldedCalls {
-    /// Per CPU slice: the slice whose call it is.
-    call: Vec<u32>,
+    /// Per CPU slice that folds into its parent: the slice whose call it
+    /// is ([`NO`] for the rest, their own call: most slices).
+    call: RowIds,
 }
 
 impl FoldedCalls {
@@ -113,23 +114,28 @@ impl FoldedCalls {
             (p != NO && children[p as usize] == 1 && name[p as usize] == name[i])
                 .then_some(p as usize)
         };
-        let mut call = vec![NO; n];
+        let mut call = RowIds::new(n);
         let mut path = Vec::new();
         for i in 0..n {
             crate::cancel::point(i);
+            if call.get(i) != NO || folds(i).is_none() {
+                continue;
+            }
             let mut j = i;
             let resolved = loop {
-                if call[j] != NO {
-                    break call[j];
+                if call.get(j) != NO {
+                    break call.get(j);
                 }
-                path.push(j);
                 match folds(j) {
-                    Some(p) => j = p,
+                    Some(p) => {
+                        path.push(j);
+                        j = p;
+                    }
                     None => break j as u32,
                 }
             };
             for k in path.drain(..) {
-                call[k] = resolved;
+                call.set(k, resolved);
             }
         }
         FoldedCalls { call }
@@ -138,7 +144,10 @@ impl FoldedCalls {
     /// The slice whose call slice `i` is: `i`, or the outermost of the
     /// same-named single-child parents it is folded into.
     fn call_of(&self, i: usize) -> usize {
-        self.call[i] as usize
+        match self.call.get(i) {
+            NO => i,
+            c => c as usize,
+        }
     }
 }
 

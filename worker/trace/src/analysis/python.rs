@@ -225,7 +225,7 @@ impl Stacks {
 /// (parents come first in the preorder).
 fn outermost_ops(t: &Tables, links: &Links) -> Vec<u32> {
     let mut top_op = vec![NO; t.cpu.len()];
-    for &o in &links.preorder {
+    for o in links.preorder(t) {
         let o = o as usize;
         let p = links.parent[o];
         top_op[o] = if p != NO && top_op[p as usize] != NO {
