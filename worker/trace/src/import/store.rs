@@ -479,6 +479,10 @@ pub struct DistinctColumn<T> {
 /// A [`DistinctColumn`]'s ids, as narrow as they fit.
 #[derive(Clone, Debug)]
 enum DistinctIds {
+    /// This many rows, all of the first value: no bytes a row while a
+    /// column has one value (a trace of one thread, or without shapes:
+    /// 4 of the 36 bytes an event of `few5m` in BENCHMARKS.md).
+    One(usize),
     Narrow(Vec<u16>),
     Wide(Vec<u32>),
 }
@@ -486,7 +490,7 @@ enum DistinctIds {
 impl<T> Default for DistinctColumn<T> {
     fn default() -> Self {
         DistinctColumn {
-            rows: DistinctIds::Narrow(Vec::new()),
+            rows: DistinctIds::One(0),
             values: Vec::new(),
             ids: hashbrown::HashMap::default(),
         }
@@ -503,6 +507,12 @@ impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
             self.values.push(v);
         }
         match &mut self.rows {
+            DistinctIds::One(n) if id == 0 => *n += 1,
+            DistinctIds::One(n) => {
+                let mut narrow = vec![0u16; *n];
+                narrow.push(id as u16);
+                self.rows = DistinctIds::Narrow(narrow);
+            }
             DistinctIds::Narrow(rows) if id <= u32::from(u16::MAX) => rows.push(id as u16),
             DistinctIds::Narrow(rows) => {
                 let mut wide: Vec<u32> = rows.iter().map(|&r| u32::from(r)).collect();
@@ -524,6 +534,10 @@ impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
     #[inline(always)]
     pub fn id(&self, i: usize) -> u32 {
         match &self.rows {
+            DistinctIds::One(n) => {
+                assert!(i < *n, "row {i} of {n}");
+                0
+            }
             DistinctIds::Narrow(rows) => u32::from(rows[i]),
             DistinctIds::Wide(rows) => rows[i],
         }
@@ -537,6 +551,7 @@ impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
     /// Number of rows.
     pub fn len(&self) -> usize {
         match &self.rows {
+            DistinctIds::One(n) => *n,
             DistinctIds::Narrow(rows) => rows.len(),
             DistinctIds::Wide(rows) => rows.len(),
         }
@@ -1529,6 +1544,25 @@ mod tests {
         }
         assert_eq!(c.to_vec(), vec![i64::MIN, i64::MIN + 1, i64::MAX, 0]);
         assert!(TimeColumn::default().is_empty());
+    }
+
+    #[test]
+    fn a_distinct_column_holds_no_row_bytes_until_a_second_value() {
+        let mut c: DistinctColumn<u32> = DistinctColumn::default();
+        for _ in 0..1000 {
+            c.push(7);
+        }
+        assert!(matches!(c.rows, DistinctIds::One(1000)));
+        assert_eq!(
+            (c.len(), c.get(999), c.id(0), c.distinct()),
+            (1000, 7, 0, 1)
+        );
+        c.push(9);
+        c.push(7);
+        assert!(matches!(c.rows, DistinctIds::Narrow(_)));
+        assert_eq!(c.len(), 1002);
+        assert!((0..1000).all(|i| c.get(i) == 7));
+        assert_eq!((c.get(1000), c.get(1001), c.last()), (9, 7, Some(7)));
     }
 
     #[test]
