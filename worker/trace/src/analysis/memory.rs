@@ -178,11 +178,10 @@ fn device_memory(
     }
     let Replay {
         sigs,
-        mut at_peak,
+        at_peak,
         steps: step_mem,
     } = replay(cx, ops, events, peak_k);
     // Live at the peak, largest first.
-    at_peak.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts)));
     let live_at_peak: Vec<LiveAllocation> = at_peak
         .iter()
         .take(LIVE_AT_PEAK)
@@ -232,7 +231,7 @@ fn device_memory(
 struct Replay {
     /// Bytes allocated by each (op, shapes, dtypes).
     sigs: Vec<SigAcc>,
-    /// What was live at the peak event.
+    /// The largest allocations live at the peak event ([`largest`]).
     at_peak: Vec<Live>,
     /// Each step's peak and net change (steps with events only).
     steps: Vec<StepMemory>,
@@ -315,7 +314,7 @@ fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> R
             }
         }
         if k == peak_k {
-            at_peak = live.values().copied().collect();
+            at_peak = largest(live.values());
         }
     }
     for (s, b) in step_bounds.iter().enumerate() {
@@ -332,6 +331,25 @@ fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> R
         at_peak,
         steps,
     }
+}
+
+/// The [`LIVE_AT_PEAK`] largest of `live`, largest first, then earliest,
+/// then in `live`'s order (a stable sort's): at most twice that many held
+/// while they are read, not the whole live set (a million allocations
+/// live at the peak were 32 MB of `memsame1m`'s, BENCHMARKS.md).
+fn largest<'a>(live: impl Iterator<Item = &'a Live>) -> Vec<Live> {
+    let order = |a: &Live, b: &Live| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts));
+    let mut out: Vec<Live> = Vec::with_capacity(2 * LIVE_AT_PEAK);
+    for &l in live {
+        out.push(l);
+        if out.len() == 2 * LIVE_AT_PEAK {
+            out.sort_by(order);
+            out.truncate(LIVE_AT_PEAK);
+        }
+    }
+    out.sort_by(order);
+    out.truncate(LIVE_AT_PEAK);
+    out
 }
 
 /// The signatures' rows, most bytes per step first, at most
