@@ -3,7 +3,7 @@ memory budget (BENCHMARKS.md, "Distinct names and shapes: bounded"):
 
     python3 python/bench/shapes.py OUTDIR [N]
 
-writes OUTDIR/{uniq,alpha,few,sig,tid,ctr,args,mem,memsame}.json of N
+writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame}.json of N
 events each (default 1,000,000); then, for each,
 `/usr/bin/time -f "%e s %M KB" kinetoscope analyze --json FILE > /dev/null`.
 """
@@ -33,6 +33,11 @@ shapes = {
     "uniq": lambda i: op("aten::op_with_a_unique_name_%d" % i, i),
     "alpha": lambda i: op("aten::op_with_a_unique_name_%s" % letters(i), i),
     "few": lambda i: op("aten::op_with_a_unique_name_%02d" % (i % 100), i),
+    # `few` in steps of 10,000 ops, each under a `ProfilerStep#k` (one event more a step).
+    "steps": lambda i: ((('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 1, '
+                         '"tid": 1, "ts": %d, "dur": %d, "args": {}},\n') % (i // 10000, 1000 + 2 * i, 19999))
+                        if i % 10000 == 0 else "")
+    + op("aten::op_with_a_unique_name_%02d" % (i % 100), i),
     "sig": lambda i: op("aten::mm", i, args=', "Input Dims": [[%d, 8], [8, 8]], '
                         '"Input type": ["float", "float"]' % i),
     "tid": lambda i: op("aten::mm", i, tid=i),
