@@ -25,13 +25,14 @@
 
 use super::links::NO;
 use super::resolution::{keep_bucket_extremes, keep_extremes};
-use super::steps::StepCursor;
+use super::steps::{step_at, StepCursor};
 use super::Context;
-use crate::import::store::{CpuKind, MemoryEvent, Sym};
-use hashbrown::HashMap;
+use crate::import::store::{CpuKind, MemoryEvent, MemoryEvents, Sym};
+use hashbrown::{HashMap, HashTable};
 use kinetoscope_types::{
     LiveAllocation, MemoryDevice, MemoryReport, MemorySummary, SignatureMemory, StepMemory,
 };
+use std::hash::BuildHasher;
 
 /// Allocations listed as live at the peak.
 const LIVE_AT_PEAK: usize = 20;
@@ -104,15 +105,50 @@ impl OpAt<'_, '_> {
     }
 }
 
-/// One live allocation during the replay.
+/// One device's events in time order: indices into the trace's.
+struct Events<'a> {
+    all: &'a MemoryEvents,
+    idx: Vec<u32>,
+}
+
+impl Events<'_> {
+    fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// The `k`-th event in time order.
+    fn get(&self, k: usize) -> MemoryEvent {
+        self.all.get(self.idx[k] as usize)
+    }
+
+    fn ts(&self, k: usize) -> i64 {
+        self.all.ts(self.idx[k] as usize)
+    }
+
+    fn addr(&self, k: usize) -> i64 {
+        self.all.addr(self.idx[k] as usize)
+    }
+
+    fn total(&self, k: usize) -> i64 {
+        self.all.total_allocated(self.idx[k] as usize)
+    }
+
+    /// The first event whose time is not `before`.
+    fn partition_point(&self, before: impl Fn(i64) -> bool) -> usize {
+        self.idx
+            .partition_point(|&i| before(self.all.ts(i as usize)))
+    }
+}
+
+/// One live allocation during the replay: its event (`k`, in time order)
+/// and signature. Its address, bytes and time are its event's; its op and
+/// step are found again where they are needed (the 20 largest at the
+/// peak; a free within a step): 8 bytes a live allocation in the table
+/// rather than 48 with its key, since every one may be live at once
+/// (`memsame` in BENCHMARKS.md).
 #[derive(Clone, Copy)]
 struct Live {
-    bytes: i64,
-    ts: i64,
-    op: u32,
-    /// The step it was made in (`u32::MAX`: none).
-    step: u32,
-    /// Its signature's index.
+    k: u32,
     sig: u32,
 }
 
@@ -140,18 +176,22 @@ pub(crate) fn analyze(cx: &Context) -> Memory {
     }
     let ops = OpAt { cx };
     // Each device's events, in one pass over them all.
-    let mut by_device: Vec<Vec<&MemoryEvent>> = vec![Vec::new(); mem.devices.len()];
-    for e in &mem.events {
-        if let Some(v) = by_device.get_mut(e.device as usize) {
-            v.push(e);
+    let mut by_device: Vec<Vec<u32>> = vec![Vec::new(); mem.devices.len()];
+    for i in 0..mem.events.len() {
+        if let Some(v) = by_device.get_mut(mem.events.device(i) as usize) {
+            v.push(i as u32);
         }
     }
-    for (device, mut events) in mem.devices.iter().zip(by_device) {
+    for (device, mut idx) in mem.devices.iter().zip(by_device) {
         // File order within a time; torch writes them in time order, mostly.
-        events.sort_by_key(|e| e.ts);
-        if events.is_empty() {
+        idx.sort_by_key(|&i| mem.events.ts(i as usize));
+        if idx.is_empty() {
             continue;
         }
+        let events = Events {
+            all: &mem.events,
+            idx,
+        };
         let (report, summary) = device_memory(cx, &ops, device, &events);
         out.report.devices.push(report);
         out.summary.push(summary);
@@ -163,14 +203,15 @@ fn device_memory(
     cx: &Context,
     ops: &OpAt,
     device: &str,
-    events: &[&MemoryEvent],
+    events: &Events,
 ) -> (MemoryDevice, MemorySummary) {
     let t = cx.t;
     let steps = &cx.steps;
     // The peak: the first event at the highest total.
     let (mut peak_k, mut peak) = (0usize, i64::MIN);
     let mut reserved_peak = -1i64;
-    for (k, e) in events.iter().enumerate() {
+    for k in 0..events.len() {
+        let e = events.get(k);
         if e.total_allocated > peak {
             (peak_k, peak) = (k, e.total_allocated);
         }
@@ -185,11 +226,11 @@ fn device_memory(
     let live_at_peak: Vec<LiveAllocation> = at_peak
         .iter()
         .take(LIVE_AT_PEAK)
-        .map(|l| live_allocation(cx, l))
+        .map(|l| live_allocation(cx, ops, &events.get(l.k as usize)))
         .collect();
     let by_signature = signature_rows(cx, &sigs);
     let series = series(events, peak_k, &step_mem);
-    let peak_ns = events[peak_k].ts;
+    let peak_ns = events.ts(peak_k);
     let peak_step = StepCursor::new(steps)
         .at(peak_ns)
         .map(|s| t.name(steps[s].name).to_string());
@@ -240,11 +281,15 @@ struct Replay {
 /// Replays one device's memory events: each allocation's op signature and
 /// step, churn (freed in the step it was made in), what is live at the
 /// event `peak_k`, and each step's peak and net change.
-fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> Replay {
+fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
     let t = cx.t;
     let cpu = &t.cpu;
     let steps = &cx.steps;
-    let mut live: HashMap<i64, Live> = HashMap::new();
+    // Live allocations by address (their events'); a reused address
+    // replaces what it held.
+    let hasher = hashbrown::DefaultHashBuilder::default();
+    let hash = |addr: i64| hasher.hash_one(addr);
+    let mut live: HashTable<Live> = HashTable::new();
     let mut sigs: Vec<SigAcc> = Vec::new();
     let mut sig_of: HashMap<(Sym, Sym, Sym), u32> = HashMap::new();
     let mut at_peak: Vec<Live> = Vec::new();
@@ -261,7 +306,8 @@ fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> R
         .collect();
     // Total allocated before each step's first event and after its last.
     let mut step_bounds: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
-    for (k, e) in events.iter().enumerate() {
+    for k in 0..events.len() {
+        let e = events.get(k);
         let step = cursor.at(e.ts);
         if let Some(s) = step {
             let m = &mut step_mem[s];
@@ -295,26 +341,27 @@ fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> R
                 acc.calls += 1;
                 acc.last_op = op;
             }
-            live.insert(
-                e.addr,
-                Live {
-                    bytes: e.bytes,
-                    ts: e.ts,
-                    op,
-                    step: step.map_or(u32::MAX, |s| s as u32),
-                    sig,
-                },
-            );
+            let new = Live { k: k as u32, sig };
+            let h = hash(e.addr);
+            match live.find_mut(h, |l| events.addr(l.k as usize) == e.addr) {
+                Some(l) => *l = new,
+                None => {
+                    live.insert_unique(h, new, |l| hash(events.addr(l.k as usize)));
+                }
+            }
         } else if e.bytes < 0 {
-            if let Some(l) = live.remove(&e.addr) {
+            let found = live.find_entry(hash(e.addr), |l| events.addr(l.k as usize) == e.addr);
+            if let Ok(entry) = found {
+                let (l, _) = entry.remove();
                 // Freed in the step it was made in: churn.
-                if l.step != u32::MAX && step == Some(l.step as usize) {
-                    sigs[l.sig as usize].churn += l.bytes;
+                let made = l.k as usize;
+                if step.is_some() && step_at(steps, events.ts(made)) == step {
+                    sigs[l.sig as usize].churn += events.get(made).bytes;
                 }
             }
         }
         if k == peak_k {
-            at_peak = largest(live.values());
+            at_peak = largest(live.iter(), events);
         }
     }
     for (s, b) in step_bounds.iter().enumerate() {
@@ -334,11 +381,19 @@ fn replay(cx: &Context, ops: &OpAt, events: &[&MemoryEvent], peak_k: usize) -> R
 }
 
 /// The [`LIVE_AT_PEAK`] largest of `live`, largest first, then earliest,
-/// then in `live`'s order (a stable sort's): at most twice that many held
+/// then the first made (the table's order is the hasher's, seeded per
+/// process: it must not decide a tie): at most twice that many held
 /// while they are read, not the whole live set (a million allocations
 /// live at the peak were 32 MB of `memsame1m`'s, BENCHMARKS.md).
-fn largest<'a>(live: impl Iterator<Item = &'a Live>) -> Vec<Live> {
-    let order = |a: &Live, b: &Live| b.bytes.cmp(&a.bytes).then(a.ts.cmp(&b.ts));
+fn largest<'a>(live: impl Iterator<Item = &'a Live>, events: &Events) -> Vec<Live> {
+    let key = |l: &Live| {
+        let e = events.get(l.k as usize);
+        (e.bytes, e.ts)
+    };
+    let order = |a: &Live, b: &Live| {
+        let ((ab, at), (bb, bt)) = (key(a), key(b));
+        bb.cmp(&ab).then(at.cmp(&bt)).then(a.k.cmp(&b.k))
+    };
     let mut out: Vec<Live> = Vec::with_capacity(2 * LIVE_AT_PEAK);
     for &l in live {
         out.push(l);
@@ -384,20 +439,22 @@ fn signature_rows(cx: &Context, sigs: &[SigAcc]) -> Vec<SignatureMemory> {
     rows
 }
 
-fn live_allocation(cx: &Context, l: &Live) -> LiveAllocation {
+/// An allocation live at the peak, from its event.
+fn live_allocation(cx: &Context, ops: &OpAt, e: &MemoryEvent) -> LiveAllocation {
     let t = cx.t;
     let cpu = &t.cpu;
-    if l.op == NO {
+    let op = ops.find(e.track, e.ts);
+    if op == NO {
         return LiveAllocation {
-            bytes: l.bytes,
+            bytes: e.bytes,
             op: String::new(),
             shapes: String::new(),
             dtypes: String::new(),
-            t_ns: l.ts,
+            t_ns: e.ts,
             python: Vec::new(),
         };
     }
-    let u = l.op as usize;
+    let u = op as usize;
     // The Python stack above the op's outermost op, when the trace has one.
     let python = cx
         .stacks
@@ -415,11 +472,11 @@ fn live_allocation(cx: &Context, l: &Live) -> LiveAllocation {
         .unwrap_or_default();
     debug_assert!(cpu.kind()[u] != CpuKind::Module);
     LiveAllocation {
-        bytes: l.bytes,
+        bytes: e.bytes,
         op: t.name(cpu.name()[u]).to_string(),
         shapes: t.name(cpu.shapes(u)).to_string(),
         dtypes: t.name(cpu.dtypes(u)).to_string(),
-        t_ns: l.ts,
+        t_ns: e.ts,
         python,
     }
 }
@@ -440,24 +497,25 @@ fn growth(steps: &[StepMemory], peak: i64) -> Option<f64> {
 /// The curve at a bounded resolution: every event within [`PEAK_WINDOW`]
 /// of the peak, each step's highest and lowest, and each of [`BUCKETS`]
 /// time buckets' highest and lowest; in time order, each event once.
-fn series(events: &[&MemoryEvent], peak_k: usize, steps: &[StepMemory]) -> Vec<[i64; 3]> {
+fn series(events: &Events, peak_k: usize, steps: &[StepMemory]) -> Vec<[i64; 3]> {
     let n = events.len();
     let mut keep = vec![false; n];
     let lo = peak_k.saturating_sub(PEAK_WINDOW);
     let hi = (peak_k + PEAK_WINDOW + 1).min(n);
     keep[lo..hi].iter_mut().for_each(|k| *k = true);
-    let total = |k: usize| events[k].total_allocated;
+    let total = |k: usize| events.total(k);
     for s in steps {
-        let a = events.partition_point(|e| e.ts < s.start_ns);
-        let b = events.partition_point(|e| e.ts <= s.end_ns);
+        let a = events.partition_point(|ts| ts < s.start_ns);
+        let b = events.partition_point(|ts| ts <= s.end_ns);
         keep_extremes(a..b, total, &mut keep);
     }
-    keep_bucket_extremes(n, BUCKETS, |k| events[k].ts, total, &mut keep);
-    events
-        .iter()
-        .zip(keep)
-        .filter(|(_, k)| *k)
-        .map(|(e, _)| [e.ts, e.total_allocated, e.total_reserved])
+    keep_bucket_extremes(n, BUCKETS, |k| events.ts(k), total, &mut keep);
+    (0..n)
+        .filter(|&k| keep[k])
+        .map(|k| {
+            let e = events.get(k);
+            [e.ts, e.total_allocated, e.total_reserved]
+        })
         .collect()
 }
 
@@ -489,8 +547,13 @@ mod tests {
                 )
             })
             .collect();
-        let refs: Vec<&MemoryEvent> = events.iter().collect();
-        let s = series(&refs, 150_000, &[]);
+        let mut all = MemoryEvents::default();
+        events.iter().for_each(|e| all.push(e));
+        let events = Events {
+            all: &all,
+            idx: (0..n as u32).collect(),
+        };
+        let s = series(&events, 150_000, &[]);
         assert!(
             s.len() <= 2 * PEAK_WINDOW + 2 * BUCKETS + 2 + 10,
             "{}",

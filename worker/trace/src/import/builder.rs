@@ -471,7 +471,7 @@ impl TraceBuilder {
         let slot = self.memory_peaks.entry(key).or_insert((i64::MIN, n as u16));
         slot.0 = slot.0.max(ev.total_allocated);
         ev.device = slot.1;
-        self.trace.memory.events.push(ev);
+        self.trace.memory.events.push(&ev);
     }
 
     /// A process's name (`process_name` metadata).
