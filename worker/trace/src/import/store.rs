@@ -1651,6 +1651,31 @@ mod tests {
     }
 
     #[test]
+    fn memory_events_read_back_as_written() {
+        let events: Vec<MemoryEvent> = [512, -512, 3 << 30, -(3 << 30), i64::from(i32::MIN), 0]
+            .into_iter()
+            .enumerate()
+            .map(|(k, bytes)| MemoryEvent {
+                ts: 1_000 + k as i64,
+                track: (k % 2) as u32,
+                device: (k / 3) as u16,
+                addr: 0x7f00_0000_0000 + k as i64,
+                bytes,
+                total_allocated: (5 << 30) + k as i64,
+                total_reserved: if k == 5 { -1 } else { 8 << 30 },
+            })
+            .collect();
+        let mut m = MemoryEvents::default();
+        events.iter().for_each(|e| m.push(e));
+        assert_eq!(m.len(), events.len());
+        assert!(m.iter().eq(events.iter().copied()));
+        assert_eq!(
+            (m.bytes(2), m.device(4), m.addr(1)),
+            (3 << 30, 1, 0x7f00_0000_0001)
+        );
+    }
+
+    #[test]
     fn a_distinct_column_holds_no_row_bytes_until_a_second_value() {
         let mut c: DistinctColumn<u32> = DistinctColumn::default();
         for _ in 0..1000 {
