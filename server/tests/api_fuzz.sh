@@ -28,8 +28,14 @@ curl -fsS -X POST --data-binary @"$data/seed.json.zst" "$url/api/runs?name=seed"
 curl -fsS -X POST --data-binary @"$data/seed.json.zst" "$url/api/runs?name=seed-2" >/dev/null
 sleep 3
 status=0
+# One worker: with two, schemathesis runs hypothesis in two threads, and
+# hypothesis raises the recursion limit around each test; in CPython 3.11
+# that moves every thread's recursion counter, so the other thread's
+# `ast.parse` (hypothesis describing a filter's lambda) can fail with
+# "SystemError: AST constructor recursion depth mismatch", a tool crash
+# seen once in two runs on a fresh machine (2026-12-05), not a finding.
 (cd "$data" && "$st" run "$url/api/openapi.json" --checks all --exclude-checks positive_data_acceptance,negative_data_rejection \
-  --max-time "$seconds" --seed "$seed" --workers 2 --max-examples 25 --request-timeout 30 --no-color \
+  --max-time "$seconds" --seed "$seed" --workers 1 --max-examples 25 --request-timeout 30 --no-color \
   --phases coverage,fuzzing,stateful) || status=$?
 if ! kill -0 $pid 2>/dev/null || ! curl -fsS "$url/healthz" >/dev/null; then
   echo "the server died during API fuzzing:"; tail -50 "$data/server.log"; exit 1
