@@ -86,9 +86,12 @@ pub const LIMITS: [Evidence; 10] = [
         limit: Limit::UnnamedLayers,
         value: 4.0,
         why: "A split that no mixer name places must repeat often enough to be a model's \
-              layers rather than a step's phases. Wrong at 6 (OWLv2's 5 vision layers \
-              lost in tracelens-h100-owlv2-large-infer); nothing went wrong down to 0.",
-        chosen_by: "tracelens-h100-owlv2-large-infer",
+              layers rather than a step's phases. It was chosen on \
+              tracelens-h100-owlv2-large-infer, whose five forward passes in one step were \
+              taken for five layers (wrong at 6). Since its layers come from its \
+              Owlv2EncoderLayer frames (36), no trace we have decides it: nothing goes \
+              wrong from 0.4 to 12.",
+        chosen_by: "tracelens-h100-owlv2-large-infer (before its layers came from module frames)",
         margin: [0.25, 0.25],
     },
     Evidence {
@@ -96,9 +99,11 @@ pub const LIMITS: [Evidence; 10] = [
         value: 0.45,
         why: "Layers that no mixer name places must be more alike than a hybrid's kinds \
               (which share about half their names) for a cut of every layer in two (a \
-              fifth) to fail. Wrong only at 1.35 (no split passes); nothing went wrong \
-              down to 0.045: no trace we have tells this limit's lower side.",
-        chosen_by: "tracelens-h100-owlv2-large-infer",
+              fifth) to fail. It was wrong only at 1.35 on \
+              tracelens-h100-owlv2-large-infer (no split passed); since that trace's \
+              layers come from its module frames, nothing goes wrong from 0.045 to 1.35: \
+              no trace we have tells either side of this limit.",
+        chosen_by: "tracelens-h100-owlv2-large-infer (before its layers came from module frames)",
         margin: [0.5, 0.5],
     },
     Evidence {
