@@ -137,23 +137,12 @@ fn step_sequences(cx: &Context) -> Sequences {
             Some(cx.gpu_step[g] as usize).filter(|&s| s != NO as usize)
         }
     };
-    let mut counts = vec![0usize; cx.steps.len().max(1)];
-    for g in 0..gpu.len() {
-        if let Some(s) = step_of(g) {
-            counts[s] += 1;
-        }
-    }
-    let mut seqs = Sequences::sized(counts);
     let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
     // The kernel's name, else (only then: the walk up the launch chain
     // costs) the name of the op that launched it.
     let mut by_kernel: HashMap<Sym, Role> = HashMap::new();
     let mut by_op: HashMap<Sym, Role> = HashMap::new();
-    for g in 0..gpu.len() {
-        crate::cancel::point(g);
-        let Some(s) = step_of(g).filter(|&s| seqs.searched(s)) else {
-            continue;
-        };
+    let item = |g: usize| {
         let next = groups.len() as u32;
         let group = *groups
             .entry((gpu.name()[g], gpu.grid(g), gpu.block(g)))
@@ -170,15 +159,20 @@ fn step_sequences(cx: &Context) -> Sequences {
             },
             r => r,
         };
-        seqs.items[s].push(Item {
+        Item {
             at: g as u32,
             name: gpu.name()[g],
             group,
             role,
-        });
-    }
-    in_time_order(&mut seqs.items, Times::of(t, false));
-    seqs
+        }
+    };
+    Sequences::gather(
+        cx.steps.len().max(1),
+        gpu.len(),
+        step_of,
+        item,
+        Times::of(t, false),
+    )
 }
 
 /// The steps' sequences, each made at its size (a vector grown by pushes
@@ -190,6 +184,33 @@ pub(crate) struct Sequences {
 }
 
 impl Sequences {
+    /// The sequences of `steps` steps over `rows` rows: each row's step
+    /// (`None`: in none), counted first so that each sequence is made at
+    /// its size, then its item, in time order.
+    fn gather(
+        steps: usize,
+        rows: usize,
+        mut step_of: impl FnMut(usize) -> Option<usize>,
+        mut item: impl FnMut(usize) -> Item,
+        times: Times,
+    ) -> Sequences {
+        let mut counts = vec![0usize; steps];
+        for i in 0..rows {
+            if let Some(s) = step_of(i) {
+                counts[s] += 1;
+            }
+        }
+        let mut seqs = Sequences::sized(counts);
+        for i in 0..rows {
+            crate::cancel::point(i);
+            if let Some(s) = step_of(i).filter(|&s| seqs.searched(s)) {
+                seqs.items[s].push(item(i));
+            }
+        }
+        in_time_order(&mut seqs.items, times);
+        seqs
+    }
+
     /// Empty sequences for steps of `counts` items each.
     fn sized(counts: Vec<usize>) -> Sequences {
         let past_bound = counts
@@ -242,9 +263,10 @@ fn cpu_sequences(cx: &Context) -> Sequences {
         }
         true
     };
-    // The top-level ops are walked twice rather than listed: at a few
-    // million CPU ops, their list and its growth were 33 MB of the CLI's
-    // peak (`few3m` in BENCHMARKS.md).
+    // The top-level ops are walked again (for the main thread, then to
+    // count and to list each step's) rather than listed: at a few million
+    // CPU ops, their list and its growth were 33 MB of the CLI's peak
+    // (`few3m` in BENCHMARKS.md).
     let is_top = |i: usize| cpu.kind()[i] == CpuKind::Op && top_level(i) && !region(i);
     let mut by_track: HashMap<u32, i64> = HashMap::new();
     for i in 0..cpu.len() {
@@ -260,42 +282,31 @@ fn cpu_sequences(cx: &Context) -> Sequences {
         return Sequences::sized(vec![0; cx.steps.len().max(1)]);
     };
     let mut at_step = super::steps::StepCursor::new(&cx.steps);
-    let mut step_of = |i: usize| {
-        if cx.steps.is_empty() {
+    let step_of = |i: usize| {
+        if cpu.track().get(i) != main || !is_top(i) {
+            None
+        } else if cx.steps.is_empty() {
             Some(0)
         } else {
             at_step.at(cpu.ts().get(i))
         }
     };
-    let mut counts = vec![0usize; cx.steps.len().max(1)];
-    for i in 0..cpu.len() {
-        if cpu.track().get(i) == main && is_top(i) {
-            if let Some(s) = step_of(i) {
-                counts[s] += 1;
-            }
-        }
-    }
-    let mut seqs = Sequences::sized(counts);
     let mut roles: HashMap<Sym, Role> = HashMap::new();
-    for i in 0..cpu.len() {
-        if cpu.track().get(i) != main || !is_top(i) {
-            continue;
-        }
-        let Some(s) = step_of(i).filter(|&s| seqs.searched(s)) else {
-            continue;
-        };
-        let role = *roles
+    let item = |i: usize| Item {
+        at: i as u32,
+        name: cpu.name()[i],
+        group: u32::MAX,
+        role: *roles
             .entry(cpu.name()[i])
-            .or_insert_with(|| repeats::role_of(t.name(cpu.name()[i])));
-        seqs.items[s].push(Item {
-            at: i as u32,
-            name: cpu.name()[i],
-            group: u32::MAX,
-            role,
-        });
-    }
-    in_time_order(&mut seqs.items, Times::of(t, true));
-    seqs
+            .or_insert_with(|| repeats::role_of(t.name(cpu.name()[i]))),
+    };
+    Sequences::gather(
+        cx.steps.len().max(1),
+        cpu.len(),
+        step_of,
+        item,
+        Times::of(t, true),
+    )
 }
 
 /// The layer of each GPU op (by index), where one was found: a vector, not a

@@ -129,6 +129,10 @@ impl Events<'_> {
         self.all.addr(self.idx[k] as usize)
     }
 
+    fn bytes(&self, k: usize) -> i64 {
+        self.all.bytes(self.idx[k] as usize)
+    }
+
     fn total(&self, k: usize) -> i64 {
         self.all.total_allocated(self.idx[k] as usize)
     }
@@ -356,7 +360,7 @@ fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
                 // Freed in the step it was made in: churn.
                 let made = l.k as usize;
                 if step.is_some() && step_at(steps, events.ts(made)) == step {
-                    sigs[l.sig as usize].churn += events.get(made).bytes;
+                    sigs[l.sig as usize].churn += events.bytes(made);
                 }
             }
         }
@@ -386,10 +390,7 @@ fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
 /// while they are read, not the whole live set (a million allocations
 /// live at the peak were 32 MB of `memsame1m`'s, BENCHMARKS.md).
 fn largest<'a>(live: impl Iterator<Item = &'a Live>, events: &Events) -> Vec<Live> {
-    let key = |l: &Live| {
-        let e = events.get(l.k as usize);
-        (e.bytes, e.ts)
-    };
+    let key = |l: &Live| (events.bytes(l.k as usize), events.ts(l.k as usize));
     let order = |a: &Live, b: &Live| {
         let ((ab, at), (bb, bt)) = (key(a), key(b));
         bb.cmp(&ab).then(at.cmp(&bt)).then(a.k.cmp(&b.k))

@@ -530,13 +530,9 @@ fn a_name_a_call_is_folded_past_the_bound() {
         .map(|i| format!("aten::tagged_{i}"))
         .chain((0..letters).map(|i| format!("span_{}", word(i))));
     for (k, name) in names.enumerate() {
-        ev.push(format!(
-            r#"{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{},"dur":1}}"#,
-            10 * k
-        ));
+        ev.push(cpu_op(&name, 1, 10 * k));
     }
-    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
-    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let t = trace_of(&ev);
     assert!(
         t.names.len() <= MAX_TEXTS + MAX_TEXTS / 4 + 1,
         "{}",
@@ -579,16 +575,8 @@ fn a_name_a_call_is_folded_past_the_bound() {
 fn a_thread_a_call_is_put_on_one_track_past_the_bound() {
     use kinetoscope_trace::import::store::{LUMPED_TRACK, MAX_TRACKS};
     let n = MAX_TRACKS + 500;
-    let ev: Vec<String> = (0..n)
-        .map(|k| {
-            format!(
-                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":{k},"ts":{},"dur":1}}"#,
-                10 * k
-            )
-        })
-        .collect();
-    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
-    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let ev: Vec<String> = (0..n).map(|k| cpu_op("aten::mm", k, 10 * k)).collect();
+    let t = trace_of(&ev);
     assert_eq!(t.tracks.len(), MAX_TRACKS + 1);
     let last = t.tracks[MAX_TRACKS];
     assert_eq!(t.track_id_text(last.tid), LUMPED_TRACK);
@@ -676,16 +664,9 @@ fn a_step_past_the_item_bound_is_not_searched_for_layers() {
         "aten::gelu",
     ];
     let ev: Vec<String> = (0..ops)
-        .map(|k| {
-            format!(
-                r#"{{"ph":"X","cat":"cpu_op","name":"{}","pid":1,"tid":1,"ts":{},"dur":1}}"#,
-                names[k % names.len()],
-                2 * k
-            )
-        })
+        .map(|k| cpu_op(names[k % names.len()], 1, 2 * k))
         .collect();
-    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
-    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let t = trace_of(&ev);
     let s = analyze(&t, &AnalysisOptions::default());
     assert_eq!(s.layers.count, 0);
     assert!(
@@ -698,6 +679,17 @@ fn a_step_past_the_item_bound_is_not_searched_for_layers() {
     // Every op is still counted.
     let calls: u64 = s.ops.iter().map(|o| o.calls).sum();
     assert_eq!(calls, ops as u64);
+}
+
+/// A `cpu_op` slice of 1 µs on thread `tid` at `ts` µs.
+fn cpu_op(name: &str, tid: usize, ts: usize) -> String {
+    format!(r#"{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":{tid},"ts":{ts},"dur":1}}"#)
+}
+
+/// The trace of these events.
+fn trace_of(events: &[String]) -> kinetoscope_trace::import::store::Trace {
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
+    read_trace(json.as_bytes(), &ReadOptions::default()).unwrap()
 }
 
 fn assert_note(s: &kinetoscope_types::Summary, text: &str) {
@@ -715,15 +707,8 @@ fn assert_note(s: &kinetoscope_types::Summary, text: &str) {
 fn slices_on_the_shared_track_are_each_counted() {
     use kinetoscope_trace::import::store::MAX_TRACKS;
     let ev: Vec<String> = (0..MAX_TRACKS + 3)
-        .map(|k| {
-            let tid = k.min(MAX_TRACKS);
-            format!(
-                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":{tid},"ts":{},"dur":1}}"#,
-                10 * k
-            )
-        })
+        .map(|k| cpu_op("aten::mm", k.min(MAX_TRACKS), 10 * k))
         .collect();
-    let json = format!(r#"{{"traceEvents":[{}]}}"#, ev.join(","));
-    let t = read_trace(json.as_bytes(), &ReadOptions::default()).unwrap();
+    let t = trace_of(&ev);
     assert_eq!(t.counters.past_tracks, 3);
 }
