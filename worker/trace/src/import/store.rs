@@ -283,23 +283,39 @@ pub const NONE: i64 = i64::MIN;
 /// traces) are marked in the row and kept in a side map, so every value
 /// reads back exactly. Half the memory of a `Vec<i64>` on real traces,
 /// which matters because the parsed columns live through the analysis.
+/// A column where values that do not fit are common (every op longer than
+/// 4.3 s: the map took 60 MB at a million rows) keeps every value whole
+/// instead, in `wide`, once they are [`WIDE_SHARE`](Self::WIDE_SHARE) of
+/// its rows: 12 bytes a row at most.
 #[derive(Clone, Debug, Default)]
 pub struct IntColumn {
     rows: Vec<u32>,
     spilled: hashbrown::HashMap<u32, i64>,
+    /// Every row's value, once the column is wide (each row then
+    /// [`SPILLED`](Self::SPILLED)); empty before.
+    wide: Vec<i64>,
 }
 
 impl IntColumn {
     /// The row of [`NONE`].
     const ABSENT: u32 = u32::MAX;
-    /// The row of a value kept in `spilled`.
+    /// The row of a value kept in `spilled` (or in `wide`).
     const SPILLED: u32 = u32::MAX - 1;
+    /// The column turns wide when one row in this many is spilled, and at
+    /// least [`WIDE_MIN`](Self::WIDE_MIN) are: a spilled value costs 20-40
+    /// bytes in the map with its slack, so past an eighth of the rows 8
+    /// more bytes a row is less. Real traces spill a few rows (steps and
+    /// frames over 4.3 s; absent ids are not spilled).
+    const WIDE_SHARE: usize = 8;
+    /// Spilled rows below which a column stays narrow (a small table's
+    /// map is small).
+    const WIDE_MIN: usize = 4096;
 
     /// `n` zeros (sums to add to).
     pub fn zeros(n: usize) -> IntColumn {
         IntColumn {
             rows: vec![0; n],
-            spilled: Default::default(),
+            ..Default::default()
         }
     }
 
@@ -319,8 +335,28 @@ impl IntColumn {
     /// Appends a value.
     #[inline]
     pub fn push(&mut self, v: i64) {
+        if !self.wide.is_empty() {
+            self.rows.push(Self::SPILLED);
+            self.wide.push(v);
+            return;
+        }
         let row = self.row_of(self.rows.len(), v);
         self.rows.push(row);
+        if row == Self::SPILLED {
+            self.widen_if_common();
+        }
+    }
+
+    /// Turns the column wide when spilled values are common.
+    #[cold]
+    fn widen_if_common(&mut self) {
+        let n = self.spilled.len();
+        if n < Self::WIDE_MIN || n * Self::WIDE_SHARE < self.rows.len() {
+            return;
+        }
+        self.wide = (0..self.rows.len()).map(|i| self.get(i)).collect();
+        self.rows.fill(Self::SPILLED);
+        self.spilled = Default::default();
     }
 
     /// Adds `d` to row `i`.
@@ -339,10 +375,17 @@ impl IntColumn {
 
     /// Sets row `i` to `v`.
     pub fn set(&mut self, i: usize, v: i64) {
+        if let Some(w) = self.wide.get_mut(i) {
+            *w = v;
+            return;
+        }
         if self.rows[i] == Self::SPILLED {
             self.spilled.remove(&(i as u32));
         }
         self.rows[i] = self.row_of(i, v);
+        if self.rows[i] == Self::SPILLED {
+            self.widen_if_common();
+        }
     }
 
     /// The value of row `i`.
@@ -360,6 +403,8 @@ impl IntColumn {
     fn rare(&self, i: usize, row: u32) -> i64 {
         if row == Self::ABSENT {
             NONE
+        } else if let Some(&w) = self.wide.get(i) {
+            w
         } else {
             self.spilled[&(i as u32)]
         }
@@ -391,21 +436,67 @@ impl IntColumn {
     }
 }
 
-/// Timestamps (ns) at four bytes a row: each block of 65,536 rows keeps a
-/// base (its first value less 2^31), and a row its offset from that base.
-/// Rows of one block lie within a few milliseconds of each other in real
-/// traces, well inside the offsets' ±2 s; a value that falls outside (a
-/// trace stitched from far-apart clocks, a damaged one) is kept whole in a
-/// side map, so every value reads back exactly. Starts are the largest
-/// column of a trace: half of it is 40 MB at 10 M slices.
+/// Values kept whole beside a column, by row, for the rows whose value
+/// the column cannot hold: rows are pushed in increasing order, so the
+/// list is sorted and a row is found by binary search. Twelve bytes a
+/// value (a map took 20-40 with its slack), so a column whose every row
+/// spills stays within 16 bytes a row.
 #[derive(Clone, Debug, Default)]
-pub struct TimeColumn {
-    bases: Vec<i64>,
-    offsets: Vec<u32>,
-    spilled: hashbrown::HashMap<u32, i64>,
+pub struct Spills {
+    rows: Vec<u32>,
+    values: Vec<i64>,
 }
 
-impl TimeColumn {
+impl Spills {
+    /// Keeps `v` for row `i` (after every row kept so far).
+    #[inline]
+    fn push(&mut self, i: u32, v: i64) {
+        debug_assert!(self.rows.last().is_none_or(|&r| r < i));
+        self.rows.push(i);
+        self.values.push(v);
+    }
+
+    /// The value kept for row `i`.
+    #[cold]
+    fn get(&self, i: u32) -> i64 {
+        let k = self
+            .rows
+            .binary_search(&i)
+            .expect("a spilled row's value is kept");
+        self.values[k]
+    }
+
+    /// How many values are kept.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// Timestamps, ns: see [`NearColumn`].
+pub type TimeColumn = NearColumn;
+
+/// Values that move little from row to row (timestamps, memory totals) at
+/// four bytes a row: each block of 65,536 rows keeps a base (its first
+/// value less 2^31), and a row its offset from that base. Rows of one block
+/// lie within a few milliseconds of each other in real traces, well inside
+/// the offsets' ±2 s, and a device's memory total within ±2 GiB; a value
+/// that falls outside (a trace stitched from far-apart clocks, a damaged
+/// one) is kept whole in [`Spills`], so every value reads back exactly and
+/// no input costs more than 16 bytes a row. Starts are the largest column
+/// of a trace: half of it is 40 MB at 10 M slices.
+#[derive(Clone, Debug, Default)]
+pub struct NearColumn {
+    bases: Vec<i64>,
+    offsets: Vec<u32>,
+    spilled: Spills,
+}
+
+impl NearColumn {
     /// Rows per base.
     const BLOCK_BITS: u32 = 16;
     /// The offset of a value kept in `spilled`.
@@ -422,7 +513,7 @@ impl TimeColumn {
         match v.checked_sub(base) {
             Some(o) if (0..i64::from(Self::SPILLED)).contains(&o) => self.offsets.push(o as u32),
             _ => {
-                self.spilled.insert(i as u32, v);
+                self.spilled.push(i as u32, v);
                 self.offsets.push(Self::SPILLED);
             }
         }
@@ -435,7 +526,7 @@ impl TimeColumn {
         if o != Self::SPILLED {
             self.bases[i >> Self::BLOCK_BITS] + i64::from(o)
         } else {
-            self.spilled[&(i as u32)]
+            self.spilled.get(i as u32)
         }
     }
 
@@ -565,6 +656,16 @@ impl<T: Copy + Eq + std::hash::Hash> DistinctColumn<T> {
     /// The last value.
     pub fn last(&self) -> Option<T> {
         self.len().checked_sub(1).map(|i| self.get(i))
+    }
+
+    /// The values in row order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = T> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// The values, copied out (tests and small tables).
+    pub fn to_vec(&self) -> Vec<T> {
+        self.iter().collect()
     }
 }
 
@@ -858,8 +959,9 @@ pub struct GpuTable {
     dur: IntColumn,
     name: Vec<Sym>,
     kind: Vec<GpuKind>,
-    device: IntColumn,
-    stream: IntColumn,
+    /// Devices and streams: few distinct (no bytes a row for one).
+    device: DistinctColumn<i64>,
+    stream: DistinctColumn<i64>,
     /// Launch grid and block: a trace launches few distinct shapes.
     geometry: DistinctColumn<([u32; 3], [u32; 3])>,
     /// `args.bytes` of memcpy/memset, else 0.
@@ -935,12 +1037,12 @@ impl GpuTable {
     }
     /// Devices.
     #[inline]
-    pub fn device(&self) -> &IntColumn {
+    pub fn device(&self) -> &DistinctColumn<i64> {
         &self.device
     }
     /// Streams.
     #[inline]
-    pub fn stream(&self) -> &IntColumn {
+    pub fn stream(&self) -> &DistinctColumn<i64> {
         &self.stream
     }
     /// Bytes of copies and sets (0 for kernels).
@@ -1242,9 +1344,12 @@ pub struct MemoryEvents {
     /// Bytes, as an `i32` (sizes up to 2 GiB, and frees, as negatives),
     /// [`SPILLED`](Self::SPILLED) where kept in `bytes_spilled`.
     bytes: Vec<i32>,
-    bytes_spilled: hashbrown::HashMap<u32, i64>,
-    total_allocated: Vec<i64>,
-    total_reserved: Vec<i64>,
+    bytes_spilled: Spills,
+    /// The device's totals after the event: they move by one allocation at
+    /// a time, so four bytes a row (a million allocations never freed,
+    /// `memsame` in BENCHMARKS.md, held 16 MB in them as `i64`s).
+    total_allocated: NearColumn,
+    total_reserved: NearColumn,
 }
 
 impl MemoryEvents {
@@ -1261,7 +1366,7 @@ impl MemoryEvents {
             Some(b) => self.bytes.push(b),
             None => {
                 self.bytes.push(Self::SPILLED);
-                self.bytes_spilled.insert(i, e.bytes);
+                self.bytes_spilled.push(i, e.bytes);
             }
         }
         self.total_allocated.push(e.total_allocated);
@@ -1277,8 +1382,8 @@ impl MemoryEvents {
             device: self.device.get(i),
             addr: self.addr[i],
             bytes: self.bytes(i),
-            total_allocated: self.total_allocated[i],
-            total_reserved: self.total_reserved[i],
+            total_allocated: self.total_allocated.get(i),
+            total_reserved: self.total_reserved.get(i),
         }
     }
 
@@ -1298,7 +1403,7 @@ impl MemoryEvents {
     #[inline]
     pub fn bytes(&self, i: usize) -> i64 {
         match self.bytes[i] {
-            Self::SPILLED => self.bytes_spilled[&(i as u32)],
+            Self::SPILLED => self.bytes_spilled.get(i as u32),
             b => i64::from(b),
         }
     }
@@ -1312,7 +1417,7 @@ impl MemoryEvents {
     /// Event `i`'s `Total Allocated`.
     #[inline]
     pub fn total_allocated(&self, i: usize) -> i64 {
-        self.total_allocated[i]
+        self.total_allocated.get(i)
     }
 
     /// Number of events.
@@ -1651,6 +1756,25 @@ mod tests {
     }
 
     #[test]
+    fn two_interleaved_clocks_read_back_with_every_far_row_spilled() {
+        // Two processes a day apart on their clocks, one event each in
+        // turn: the rows of the far clock are spilled, in row order, and
+        // each is found again.
+        let n = 3 * (1usize << NearColumn::BLOCK_BITS) / 2;
+        let day = 86_400_000_000_000i64;
+        let want: Vec<i64> = (0..n as i64)
+            .map(|i| if i % 2 == 0 { i * 10 } else { day + i * 10 })
+            .collect();
+        let mut c = NearColumn::default();
+        for &v in &want {
+            c.push(v);
+        }
+        assert_eq!(c.spilled.len(), n / 2);
+        assert_eq!(c.to_vec(), want);
+        assert_eq!(c.get(n - 1), want[n - 1]);
+    }
+
+    #[test]
     fn memory_events_read_back_as_written() {
         let events: Vec<MemoryEvent> = [512, -512, 3 << 30, -(3 << 30), i64::from(i32::MIN), 0]
             .into_iter()
@@ -1763,6 +1887,45 @@ mod tests {
         sums.add(1, -4);
         sums.add(2, 7);
         assert_eq!(sums.to_vec(), [i64::from(u32::MAX) - 8, -4, 7]);
+    }
+
+    #[test]
+    fn an_int_column_of_common_spills_turns_wide_and_reads_back() {
+        // Every other op longer than 4.3 s, and some absent: past an eighth
+        // of the rows spilled the column keeps every value whole.
+        let n = 4 * IntColumn::WIDE_MIN;
+        let value = |i: usize| match i % 4 {
+            0 => 5_000_000_000 + i as i64,
+            1 => NONE,
+            2 => -(i as i64),
+            _ => i as i64,
+        };
+        let mut col = IntColumn::default();
+        for i in 0..n {
+            col.push(value(i));
+            if i == IntColumn::WIDE_MIN {
+                assert!(
+                    col.wide.is_empty(),
+                    "narrow below {} spills",
+                    IntColumn::WIDE_MIN
+                );
+            }
+        }
+        assert_eq!(col.wide.len(), n);
+        assert!(col.spilled.is_empty(), "the map is freed");
+        assert_eq!(col.to_vec(), (0..n).map(value).collect::<Vec<_>>());
+        col.add(3, 10);
+        col.set(1, 42);
+        col.push(7);
+        assert_eq!((col.get(3), col.get(1), col.last()), (13, 42, Some(7)));
+        // Sums that cross the row limit often turn wide too.
+        let mut sums = IntColumn::zeros(n);
+        for i in 0..n {
+            sums.add(i, if i % 2 == 0 { 1 << 40 } else { 1 });
+        }
+        assert_eq!(sums.wide.len(), n);
+        assert_eq!(sums.get(n - 2), 1 << 40);
+        assert_eq!(sums.get(n - 1), 1);
     }
 
     /// The radix sort orders as the standard stable sort does: short and
