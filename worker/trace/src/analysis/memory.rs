@@ -44,11 +44,25 @@ const PEAK_WINDOW: usize = 1000;
 const BUCKETS: usize = 2000;
 /// Signatures kept in the artifact.
 const MAX_SIGNATURES: usize = 200;
+/// Allocations followed while live at once, at most (each is 8 bytes in
+/// the replay's table, up to 18 bytes with the table's slack, so 18 MB at
+/// most). Why this value: real captures hold at most a few hundred at once
+/// (measured 2026-12-05: `torch-h200-train-gpt6` 164, the family's
+/// `moe-train-8l` 197, the H200 decode with memory 12, the generated story
+/// with `--memory` 9), so only a trace that never frees reaches it
+/// (`memsame` in BENCHMARKS.md, every allocation live at the end), where
+/// the table alone outgrew the CLI's 32 bytes an event. Past it an allocation
+/// is still counted in its signature's bytes and calls, but not followed
+/// to its free (churn) nor listed as live at the peak; the trace's notes
+/// say how many. Test: `memory::past_the_live_bound_allocations_are_counted_not_followed`.
+pub(crate) const MAX_LIVE: usize = 1 << 20;
 
 /// The memory pass's outputs: the summary's part and the artifact.
 pub(crate) struct Memory {
     pub summary: Vec<MemorySummary>,
     pub report: MemoryReport,
+    /// What the trace's notes say of the pass's bounds.
+    pub notes: Vec<String>,
 }
 
 /// Ops that only obtain memory for the op around them: an allocation inside
@@ -174,6 +188,7 @@ pub(crate) fn analyze(cx: &Context) -> Memory {
     let mut out = Memory {
         summary: Vec::new(),
         report: MemoryReport::default(),
+        notes: Vec::new(),
     };
     if mem.events.is_empty() {
         return out;
@@ -196,7 +211,12 @@ pub(crate) fn analyze(cx: &Context) -> Memory {
             all: &mem.events,
             idx,
         };
-        let (report, summary) = device_memory(cx, &ops, device, &events);
+        let (report, summary, unfollowed) = device_memory(cx, &ops, device, &events);
+        if unfollowed > 0 {
+            out.notes.push(format!(
+                "More than {MAX_LIVE} allocations live at once on {device}: the {unfollowed} made past that are counted, but not followed to their frees nor listed as live at the peak"
+            ));
+        }
         out.report.devices.push(report);
         out.summary.push(summary);
     }
@@ -208,7 +228,7 @@ fn device_memory(
     ops: &OpAt,
     device: &str,
     events: &Events,
-) -> (MemoryDevice, MemorySummary) {
+) -> (MemoryDevice, MemorySummary, u64) {
     let t = cx.t;
     let steps = &cx.steps;
     // The peak: the first event at the highest total.
@@ -225,6 +245,7 @@ fn device_memory(
         sigs,
         at_peak,
         steps: step_mem,
+        unfollowed,
     } = replay(cx, ops, events, peak_k);
     // Live at the peak, largest first.
     let live_at_peak: Vec<LiveAllocation> = at_peak
@@ -269,7 +290,7 @@ fn device_memory(
         by_signature,
         steps: step_mem,
     };
-    (report, summary)
+    (report, summary, unfollowed)
 }
 
 /// What replaying one device's allocations and frees in order gives.
@@ -280,6 +301,8 @@ struct Replay {
     at_peak: Vec<Live>,
     /// Each step's peak and net change (steps with events only).
     steps: Vec<StepMemory>,
+    /// Allocations made while [`MAX_LIVE`] were live: not followed.
+    unfollowed: u64,
 }
 
 /// Replays one device's memory events: each allocation's op signature and
@@ -297,6 +320,7 @@ fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
     let mut sigs: Vec<SigAcc> = Vec::new();
     let mut sig_of: HashMap<(Sym, Sym, Sym), u32> = HashMap::new();
     let mut at_peak: Vec<Live> = Vec::new();
+    let mut unfollowed = 0u64;
     let mut cursor = StepCursor::new(steps);
     let mut step_mem: Vec<StepMemory> = steps
         .iter()
@@ -347,8 +371,10 @@ fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
             }
             let new = Live { k: k as u32, sig };
             let h = hash(e.addr);
+            let full = live.len() >= MAX_LIVE;
             match live.find_mut(h, |l| events.addr(l.k as usize) == e.addr) {
                 Some(l) => *l = new,
+                None if full => unfollowed += 1,
                 None => {
                     live.insert_unique(h, new, |l| hash(events.addr(l.k as usize)));
                 }
@@ -381,6 +407,7 @@ fn replay(cx: &Context, ops: &OpAt, events: &Events, peak_k: usize) -> Replay {
         sigs,
         at_peak,
         steps,
+        unfollowed,
     }
 }
 

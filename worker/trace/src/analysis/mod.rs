@@ -398,9 +398,10 @@ fn summarize<R>(
         drop(sums);
         let (kernels, kernels_cut) = kernels::table(cx, &mut chains);
         drop(chains);
-        let (mut trace, step_table, graphs, found, memory) = joined(side);
+        let (mut trace, step_table, graphs, found, mut memory) = joined(side);
         trace.notes.extend(ops_cut);
         trace.notes.extend(kernels_cut);
+        trace.notes.append(&mut memory.notes);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
     crate::phases::mark("ops, kernels | facts, steps, layers");

@@ -414,3 +414,63 @@ fn a_million_counter_samples_are_fine() {
     assert_eq!((tr.min, tr.max), (0.0, 12.0));
     assert!(tr.points.len() <= 4100, "{}", tr.points.len());
 }
+
+/// Past `memory::MAX_LIVE` (2^20) allocations live at once, the replay
+/// follows no more: those made past it are still in their signature's
+/// bytes and calls, the largest live at the peak come from those followed,
+/// and the trace's notes say how many were not followed. The ones followed
+/// are still matched to their frees.
+#[test]
+fn past_the_live_bound_allocations_are_counted_not_followed() {
+    const MAX_LIVE: u64 = 1 << 20;
+    let past = 1000u64;
+    let n = MAX_LIVE + past;
+    let event = |ts: u64, bytes: i64, total: u64, addr: u64| {
+        format!(
+            "{{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":1,\"tid\":1,\"ts\":{ts},\"args\":{{\"Total Allocated\":{total},\"Bytes\":{bytes},\"Addr\":{addr},\"Device Type\":1,\"Device Id\":0}}}},\n"
+        )
+    };
+    let mut out = String::with_capacity(160 * (n as usize + 20));
+    out += "{\"traceEvents\": [\n";
+    // The first allocation is the largest: it is listed first at the peak.
+    for k in 0..n {
+        let bytes = if k == 0 { 4096 } else { 512 };
+        out += &event(1000 + k, bytes, 4096 + 512 * k, (1 << 40) + k);
+    }
+    // The peak is the last allocation; then the first ten are freed.
+    let peak = 4096 + 512 * (n - 1);
+    for k in 0..10 {
+        let freed = if k == 0 { 4096 } else { 512 };
+        out += &event(1000 + n + k, -freed, peak - 512 * (k + 1), (1 << 40) + k);
+    }
+    out += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::empty\", \"pid\": 1, \"tid\": 1, \"ts\": 1, \"dur\": 5}]}";
+    let (s, report) = analyze_bytes(out.as_bytes());
+    let note = format!(
+        "More than {MAX_LIVE} allocations live at once on cuda:0: the {past} made past that"
+    );
+    assert!(
+        s.trace.notes.iter().any(|n| n.starts_with(&note)),
+        "{:?}",
+        s.trace.notes
+    );
+    let m = &s.memory[0];
+    assert_eq!(m.peak_bytes, peak as i64);
+    assert_eq!(m.live_at_peak[0].bytes, 4096);
+    assert!(m
+        .live_at_peak
+        .iter()
+        .all(|l| l.t_ns < (1000 + MAX_LIVE as i64) * 1000));
+    let device = &report.devices[0];
+    assert_eq!(device.events, n + 10);
+    let calls: u64 = device.by_signature.iter().map(|r| r.calls).sum();
+    let allocated: f64 = device
+        .by_signature
+        .iter()
+        .map(|r| r.bytes_per_call * r.calls as f64)
+        .sum();
+    assert_eq!(calls, n, "every allocation is counted");
+    assert!(
+        (allocated - (4096.0 + 512.0 * (n - 1) as f64)).abs() < 1.0,
+        "{allocated}"
+    );
+}
