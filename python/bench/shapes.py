@@ -3,7 +3,7 @@ memory budget (BENCHMARKS.md, "Distinct names and shapes: bounded"):
 
     python3 python/bench/shapes.py OUTDIR [N]
 
-writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame}.json of N
+writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame,gpu,longdur,clocks}.json of N
 events each (default 1,000,000); then, for each,
 `/usr/bin/time -f "%e s %M KB" kinetoscope analyze --json FILE > /dev/null`.
 """
@@ -47,6 +47,16 @@ shapes = {
     "mem": lambda i: '{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, '
     '"tid": 1, "ts": %d.5, "args": {"Total Reserved": %d, "Total Allocated": %d, "Bytes": 512, '
     '"Addr": %d, "Device Type": 1, "Device Id": %d}}' % (1000 + 2 * i, 10 * i, 5 * i, 1000 + i, i),
+    # GPU ops alone (`activities=[CUDA]`): 50 kernel names on one stream.
+    "gpu": lambda i: '{"ph": "X", "cat": "kernel", "name": "kernel_number_%d", "pid": 0, "tid": 7, '
+    '"ts": %d, "dur": 1, "args": {"correlation": %d, "device": 0, "stream": 7, "grid": [%d, 1, 1], '
+    '"block": [128, 1, 1]}}' % (i % 50, 1000 + 2 * i, i, i % 100),
+    # `few` with every op longer than 4.3 s (durations past four bytes of ns).
+    "longdur": lambda i: op("aten::op_with_a_unique_name_%02d" % (i % 100), i).replace('"dur": 1,', '"dur": 5000000000,'),
+    # `few` from two processes whose clocks are a day apart, one event each in turn.
+    "clocks": lambda i: op("aten::op_with_a_unique_name_%02d" % (i % 100), i).replace(
+        '"pid": 1, "tid": 1, "ts": %d.5' % (1000 + 2 * i),
+        '"pid": %d, "tid": 1, "ts": %d.5' % (1 + i % 2, 1000 + 2 * i + (86400000000 if i % 2 else 0))),
     "memsame": lambda i: '{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", '
     '"pid": 1, "tid": 1, "ts": %d.5, "args": {"Total Reserved": %d, "Total Allocated": %d, '
     '"Bytes": 512, "Addr": %d, "Device Type": 1, "Device Id": 0}}' % (1000 + 2 * i, 10 * i, 5 * i, 1000 + i),
