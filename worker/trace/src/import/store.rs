@@ -286,13 +286,13 @@ pub const NONE: i64 = i64::MIN;
 /// A column where values that do not fit are common (every op longer than
 /// 4.3 s: the map took 60 MB at a million rows) keeps every value whole
 /// instead, in `wide`, once they are [`WIDE_SHARE`](Self::WIDE_SHARE) of
-/// its rows: 12 bytes a row at most.
+/// its rows, and frees its rows: 8 bytes a row at most.
 #[derive(Clone, Debug, Default)]
 pub struct IntColumn {
     rows: Vec<u32>,
     spilled: hashbrown::HashMap<u32, i64>,
-    /// Every row's value, once the column is wide (each row then
-    /// [`SPILLED`](Self::SPILLED)); empty before.
+    /// Every row's value, once the column is wide (`rows` and `spilled`
+    /// are then empty); empty before.
     wide: Vec<i64>,
 }
 
@@ -336,7 +336,6 @@ impl IntColumn {
     #[inline]
     pub fn push(&mut self, v: i64) {
         if !self.wide.is_empty() {
-            self.rows.push(Self::SPILLED);
             self.wide.push(v);
             return;
         }
@@ -355,13 +354,17 @@ impl IntColumn {
             return;
         }
         self.wide = (0..self.rows.len()).map(|i| self.get(i)).collect();
-        self.rows.fill(Self::SPILLED);
+        self.rows = Vec::new();
         self.spilled = Default::default();
     }
 
     /// Adds `d` to row `i`.
     #[inline]
     pub fn add(&mut self, i: usize, d: i64) {
+        if let Some(w) = self.wide.get_mut(i) {
+            *w += d;
+            return;
+        }
         let row = self.rows[i];
         if row < Self::SPILLED {
             let v = i64::from(row) + d;
@@ -391,20 +394,23 @@ impl IntColumn {
     /// The value of row `i`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> i64 {
-        let row = self.rows[i];
-        if row < Self::SPILLED {
-            i64::from(row)
-        } else {
-            self.rare(i, row)
+        match self.rows.get(i) {
+            Some(&row) if row < Self::SPILLED => i64::from(row),
+            Some(&row) => self.rare(i, row),
+            None => self.wide_at(i),
         }
+    }
+
+    /// Row `i` of a wide column.
+    #[cold]
+    fn wide_at(&self, i: usize) -> i64 {
+        self.wide[i]
     }
 
     #[cold]
     fn rare(&self, i: usize, row: u32) -> i64 {
         if row == Self::ABSENT {
             NONE
-        } else if let Some(&w) = self.wide.get(i) {
-            w
         } else {
             self.spilled[&(i as u32)]
         }
@@ -412,22 +418,22 @@ impl IntColumn {
 
     /// The last value.
     pub fn last(&self) -> Option<i64> {
-        self.rows.len().checked_sub(1).map(|i| self.get(i))
+        self.len().checked_sub(1).map(|i| self.get(i))
     }
 
     /// Number of rows.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.rows.len().max(self.wide.len())
     }
 
     /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len() == 0
     }
 
     /// The values in row order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = i64> + '_ {
-        (0..self.rows.len()).map(|i| self.get(i))
+        (0..self.len()).map(|i| self.get(i))
     }
 
     /// The values, copied out (tests and small tables).
@@ -486,14 +492,19 @@ pub type TimeColumn = NearColumn;
 /// lie within a few milliseconds of each other in real traces, well inside
 /// the offsets' ±2 s, and a device's memory total within ±2 GiB; a value
 /// that falls outside (a trace stitched from far-apart clocks, a damaged
-/// one) is kept whole in [`Spills`], so every value reads back exactly and
-/// no input costs more than 16 bytes a row. Starts are the largest column
-/// of a trace: half of it is 40 MB at 10 M slices.
+/// one) is kept whole in [`Spills`], so every value reads back exactly.
+/// Once an eighth of the rows are spilled (two clocks in turn), every
+/// value is kept whole in `wide` instead: no input costs more than 8
+/// bytes a row (the rule and its reasons are [`IntColumn`]'s). Starts are
+/// the largest column of a trace: half of it is 40 MB at 10 M slices.
 #[derive(Clone, Debug, Default)]
 pub struct NearColumn {
     bases: Vec<i64>,
     offsets: Vec<u32>,
     spilled: Spills,
+    /// Every row's value once the column is wide (the rest is then
+    /// empty); empty before.
+    wide: Vec<i64>,
 }
 
 impl NearColumn {
@@ -505,6 +516,10 @@ impl NearColumn {
     /// Appends a value.
     #[inline]
     pub fn push(&mut self, v: i64) {
+        if !self.wide.is_empty() {
+            self.wide.push(v);
+            return;
+        }
         let i = self.offsets.len();
         if i & ((1 << Self::BLOCK_BITS) - 1) == 0 {
             self.bases.push(v.saturating_sub(1 << 31));
@@ -515,29 +530,46 @@ impl NearColumn {
             _ => {
                 self.spilled.push(i as u32, v);
                 self.offsets.push(Self::SPILLED);
+                self.widen_if_common();
             }
         }
+    }
+
+    /// Keeps every value whole once spilled ones are common.
+    #[cold]
+    fn widen_if_common(&mut self) {
+        let n = self.spilled.len();
+        if n < IntColumn::WIDE_MIN || n * IntColumn::WIDE_SHARE < self.offsets.len() {
+            return;
+        }
+        self.wide = (0..self.offsets.len()).map(|i| self.get(i)).collect();
+        (self.bases, self.offsets, self.spilled) = Default::default();
+    }
+
+    /// Row `i` of a wide column.
+    #[cold]
+    fn wide_at(&self, i: usize) -> i64 {
+        self.wide[i]
     }
 
     /// The value of row `i`.
     #[inline(always)]
     pub fn get(&self, i: usize) -> i64 {
-        let o = self.offsets[i];
-        if o != Self::SPILLED {
-            self.bases[i >> Self::BLOCK_BITS] + i64::from(o)
-        } else {
-            self.spilled.get(i as u32)
+        match self.offsets.get(i) {
+            Some(&o) if o != Self::SPILLED => self.bases[i >> Self::BLOCK_BITS] + i64::from(o),
+            Some(_) => self.spilled.get(i as u32),
+            None => self.wide_at(i),
         }
     }
 
     /// Number of rows.
     pub fn len(&self) -> usize {
-        self.offsets.len()
+        self.offsets.len().max(self.wide.len())
     }
 
     /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
+        self.len() == 0
     }
 
     /// The last value.
@@ -1756,22 +1788,36 @@ mod tests {
     }
 
     #[test]
-    fn two_interleaved_clocks_read_back_with_every_far_row_spilled() {
+    fn two_interleaved_clocks_read_back_whole_once_spills_are_common() {
         // Two processes a day apart on their clocks, one event each in
-        // turn: the rows of the far clock are spilled, in row order, and
-        // each is found again.
+        // turn: the far clock's rows are spilled, in row order, until they
+        // are common; then every value is kept whole. A few far rows stay
+        // spilled. Each value reads back.
         let n = 3 * (1usize << NearColumn::BLOCK_BITS) / 2;
         let day = 86_400_000_000_000i64;
         let want: Vec<i64> = (0..n as i64)
             .map(|i| if i % 2 == 0 { i * 10 } else { day + i * 10 })
             .collect();
         let mut c = NearColumn::default();
-        for &v in &want {
+        for (i, &v) in want.iter().enumerate() {
             c.push(v);
+            if i == 2 * IntColumn::WIDE_MIN - 2 {
+                assert_eq!(
+                    (c.spilled.len(), c.wide.len()),
+                    (IntColumn::WIDE_MIN - 1, 0)
+                );
+            }
         }
-        assert_eq!(c.spilled.len(), n / 2);
+        assert_eq!(c.wide.len(), n);
+        assert!(c.offsets.is_empty() && c.bases.is_empty() && c.spilled.is_empty());
         assert_eq!(c.to_vec(), want);
-        assert_eq!(c.get(n - 1), want[n - 1]);
+        assert_eq!((c.len(), c.last()), (n, want.last().copied()));
+        let mut few = NearColumn::default();
+        for i in 0..n as i64 {
+            few.push(if i % 1000 == 7 { day + i } else { i });
+        }
+        assert_eq!((few.wide.len(), few.spilled.len()), (0, n.div_ceil(1000)));
+        assert_eq!(few.get(7), day + 7);
     }
 
     #[test]
@@ -1912,7 +1958,10 @@ mod tests {
             }
         }
         assert_eq!(col.wide.len(), n);
-        assert!(col.spilled.is_empty(), "the map is freed");
+        assert!(
+            col.spilled.is_empty() && col.rows.is_empty(),
+            "rows and map are freed"
+        );
         assert_eq!(col.to_vec(), (0..n).map(value).collect::<Vec<_>>());
         col.add(3, 10);
         col.set(1, 42);
