@@ -445,8 +445,8 @@ impl IntColumn {
 /// Values kept whole beside a column, by row, for the rows whose value
 /// the column cannot hold: rows are pushed in increasing order, so the
 /// list is sorted and a row is found by binary search. Twelve bytes a
-/// value (a map took 20-40 with its slack), so a column whose every row
-/// spills stays within 16 bytes a row.
+/// value (a map took 20-40 with its slack); a column whose spills are
+/// common goes wide first ([`NearColumn`]).
 #[derive(Clone, Debug, Default)]
 pub struct Spills {
     rows: Vec<u32>,
