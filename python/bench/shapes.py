@@ -3,7 +3,7 @@ memory budget (BENCHMARKS.md, "Distinct names and shapes: bounded"):
 
     python3 python/bench/shapes.py OUTDIR [N]
 
-writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame,gpu,longdur,clocks}.json of N
+writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame,gpu,gpuuniq,longdur,clocks}.json of N
 events each (default 1,000,000); then, for each,
 `/usr/bin/time -f "%e s %M KB" kinetoscope analyze --json FILE > /dev/null`.
 """
@@ -51,6 +51,10 @@ shapes = {
     "gpu": lambda i: '{"ph": "X", "cat": "kernel", "name": "kernel_number_%d", "pid": 0, "tid": 7, '
     '"ts": %d, "dur": 1, "args": {"correlation": %d, "device": 0, "stream": 7, "grid": [%d, 1, 1], '
     '"block": [128, 1, 1]}}' % (i % 50, 1000 + 2 * i, i, i % 100),
+    # GPU ops alone, a kernel name a call, on 1,000 streams.
+    "gpuuniq": lambda i: '{"ph": "X", "cat": "kernel", "name": "kernel_number_%d", "pid": 0, "tid": %d, '
+    '"ts": %d, "dur": 1, "args": {"correlation": %d, "device": 0, "stream": %d}}'
+    % (i, 7 + i % 1000, 1000 + 2 * i, i, 7 + i % 1000),
     # `few` with every op longer than 4.3 s (durations past four bytes of ns).
     "longdur": lambda i: op("aten::op_with_a_unique_name_%02d" % (i % 100), i).replace('"dur": 1,', '"dur": 5000000000,'),
     # `few` from two processes whose clocks are a day apart, one event each in turn.

@@ -93,14 +93,17 @@ pub fn busy(t: &Tables) -> Busy {
 
 /// Computes the GPU time breakdown. `span_us` is the trace window; busy time
 /// is the union of GPU-op intervals on each device, summed over devices, so
-/// `busy_pct` is the mean busy share of the active devices.
-pub fn compute(busy: Busy, kernels: &[KernelRow], span_us: f64) -> GpuTime {
+/// `busy_pct` is the mean busy share of the active devices. `left_out_us`
+/// is the time of the GPU ops the kernel table leaves out: the GPU-op total
+/// counts them (a share of it otherwise went past 100% on a trace of more
+/// names than the table lists), the categories do not.
+pub fn compute(busy: Busy, kernels: &[KernelRow], left_out_us: f64, span_us: f64) -> GpuTime {
     let Busy {
         streams,
         devices,
         busy_ns,
     } = busy;
-    let gpu_op_us: f64 = kernels.iter().map(|r| r.total_us).sum();
+    let gpu_op_us: f64 = kernels.iter().map(|r| r.total_us).sum::<f64>() + left_out_us;
     let mut by_cat: HashMap<KernelCategory, (f64, u64)> = HashMap::new();
     for r in kernels {
         let e = by_cat.entry(r.category).or_insert((0.0, 0));

@@ -10,15 +10,24 @@ use hashbrown::HashMap;
 use kinetoscope_types::{GpuOpKind, KernelGroup, KernelRow, LaunchChain};
 
 /// The kernel table, by total device time.
-/// With it, the words of the trace's note on the GPU ops it leaves out
-/// ([`super::MAX_TABLE_ROWS`]).
-pub(crate) fn table(cx: &Context, chains: &mut Chains) -> (Vec<KernelRow>, Option<String>) {
+pub(crate) struct Table {
+    pub rows: Vec<KernelRow>,
+    /// The words of the trace's note on the GPU ops the table leaves out
+    /// ([`super::MAX_TABLE_ROWS`]).
+    pub note: Option<String>,
+    /// Their device time, ns: the GPU-op total is the rows' and this.
+    pub left_out_ns: f64,
+}
+
+/// The kernel table, by total device time.
+pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Table {
     let mut acc = accumulate(cx, chains);
     let (listed, cut) = super::listed_rows(
         acc.iter()
             .map(|(&sym, a)| (sym, (a.total, a.calls), a.total as f64))
             .collect(),
     );
+    let left_out_ns = cut.map_or(0.0, |(_, ns)| ns);
     let note = cut.map(|(n, ns)| {
         format!(
             "the kernel table lists the {} GPU op names with the most time; {n} more, {:.1}% of GPU op time, are left out",
@@ -42,7 +51,11 @@ pub(crate) fn table(cx: &Context, chains: &mut Chains) -> (Vec<KernelRow>, Optio
             r.short_name = short;
         }
     }
-    (rows, note)
+    Table {
+        rows,
+        note,
+        left_out_ns,
+    }
 }
 
 #[derive(Default)]

@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 14;
+pub const ANALYZER_VERSION: u32 = 15;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -396,19 +396,23 @@ fn summarize<R>(
         let mut chains = chains::Chains::new(t.cpu.len());
         let (ops, ops_cut) = ops::table(cx, &sums, &mut chains);
         drop(sums);
-        let (kernels, kernels_cut) = kernels::table(cx, &mut chains);
+        let mut kernels = kernels::table(cx, &mut chains);
         drop(chains);
         let (mut trace, step_table, graphs, found, mut memory) = joined(side);
         trace.notes.extend(ops_cut);
-        trace.notes.extend(kernels_cut);
+        trace.notes.extend(kernels.note.take());
         trace.notes.append(&mut memory.notes);
         (trace, step_table, graphs, found, memory, ops, kernels)
     });
     crate::phases::mark("ops, kernels | facts, steps, layers");
     crate::cancel::check();
-    let mut kernels = kernels;
+    let kernels::Table {
+        rows: mut kernels,
+        left_out_ns,
+        ..
+    } = kernels;
     let counters = counters::apply(t, &mut kernels);
-    let gpu_time = gpu_time::compute(busy, &kernels, trace.span_us);
+    let gpu_time = gpu_time::compute(busy, &kernels, left_out_ns / 1e3, trace.span_us);
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);
