@@ -145,13 +145,23 @@ pub fn diff(a: &Side, b: &Side) -> Diff {
     };
 
     let op_time = op_basis(sa, sb);
+    // Each `ProfilerStep#N` row is one step's own time: the steps fold into
+    // one row, as torch prints them (`ProfilerStep#*`), or two captures of
+    // different step numbers would list every step as removed and added.
     let ops_of = |s: &Summary, n: f64| -> HashMap<String, (f64, f64, Option<KernelCategory>)> {
-        s.ops
-            .iter()
-            .map(|o| (o, op_time.pick(o.self_device_us, o.self_cpu_us)))
-            .filter(|(_, us)| *us > 0.0)
-            .map(|(o, us)| (o.name.clone(), (us / n, o.calls as f64 / n, None)))
-            .collect()
+        let mut rows: HashMap<String, (f64, f64, Option<KernelCategory>)> = HashMap::new();
+        for o in &s.ops {
+            let us = op_time.pick(o.self_device_us, o.self_cpu_us);
+            if us <= 0.0 {
+                continue;
+            }
+            let row = rows
+                .entry(crate::host::host_name(&o.name))
+                .or_insert((0.0, 0.0, None));
+            row.0 += us / n;
+            row.1 += o.calls as f64 / n;
+        }
+        rows
     };
     let (oa, ob) = (ops_of(sa, na), ops_of(sb, nb));
     let (op_rows, added_ops, removed_ops) = delta_rows(&oa, &ob);

@@ -47,7 +47,7 @@ pub const CONCENTRATED_SHARE: f64 = 0.5;
 pub const MIN_VOTE_SHARE: f64 = 0.005;
 
 /// The op-table name a host row goes under: a step range's number folds.
-fn host_name(name: &str) -> String {
+pub(crate) fn host_name(name: &str) -> String {
     if step_number(name).is_some() {
         "ProfilerStep#*".to_string()
     } else {

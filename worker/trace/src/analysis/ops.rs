@@ -515,6 +515,7 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
     // graph replayed under `ProfilerStep#1` … `#6`) are one row, as torch
     // prints them (`ProfilerStep#*`).
     let mut row_of: HashMap<Sym, usize> = HashMap::new();
+    let mut row_named: HashMap<String, usize> = HashMap::new();
     let mut rows: Vec<(String, Acc)> = Vec::new();
     for g in 0..gpu.len() {
         crate::cancel::point(g);
@@ -523,14 +524,13 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
             continue;
         }
         let k = *row_of.entry(ctx).or_insert_with(|| {
+            // By name, not by a search of the rows: a trace of many
+            // contexts would make that quadratic.
             let name = replay_row_name(t.name(ctx));
-            match rows.iter().position(|(n, _)| *n == name) {
-                Some(k) => k,
-                None => {
-                    rows.push((name, Acc::default()));
-                    rows.len() - 1
-                }
-            }
+            *row_named.entry(name.clone()).or_insert_with(|| {
+                rows.push((name, Acc::default()));
+                rows.len() - 1
+            })
         });
         let a = &mut rows[k].1;
         a.dev += gpu.dur().get(g);

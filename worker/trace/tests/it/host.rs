@@ -237,3 +237,39 @@ fn the_rank_diff_says_what_bounds_each_rank_and_where_the_host_changed() {
         "{texts:?}"
     );
 }
+
+/// Two captures of one workload at different step numbers (a profiler
+/// schedule that started later): the diff's op rows fold the steps into
+/// `ProfilerStep#*`, as its host rows and torch do, rather than listing
+/// every step as removed and added. A CPU capture: its op rows are by
+/// self CPU time, which a step's own range has.
+#[test]
+fn captures_of_other_step_numbers_diff_as_one_step_row() {
+    let a = summary("torch-cpu-decode-fp8cast-3dense-moe.json.gz");
+    let mut b = a.clone();
+    for o in &mut b.ops {
+        if let Some(n) = o.name.strip_prefix("ProfilerStep#") {
+            o.name = format!("ProfilerStep#{}", n.parse::<u64>().unwrap() + 100);
+        }
+    }
+    assert!(b.ops.iter().any(|o| o.name == "ProfilerStep#101"));
+    let d = diff(&side("a", &a), &side("b", &b));
+    let step_rows: Vec<&str> = d
+        .ops
+        .iter()
+        .map(|r| r.name.as_str())
+        .filter(|n| n.starts_with("ProfilerStep"))
+        .collect();
+    assert_eq!(step_rows, ["ProfilerStep#*"], "{step_rows:?}");
+    let row = d.ops.iter().find(|r| r.name == "ProfilerStep#*").unwrap();
+    assert!((row.a_us - row.b_us).abs() < 1e-9 && row.a_us > 0.0);
+    assert!(
+        !d.added_ops
+            .iter()
+            .chain(&d.removed_ops)
+            .any(|n| n.starts_with("ProfilerStep")),
+        "{:?} {:?}",
+        d.added_ops,
+        d.removed_ops
+    );
+}
