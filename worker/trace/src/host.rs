@@ -27,7 +27,7 @@
 //!   on the median by too few microseconds to mean anything.
 
 use crate::analysis::findings::is_blocking;
-use crate::analysis::steps::step_number;
+use crate::analysis::steps::is_profiler_step;
 use kinetoscope_types::*;
 use std::collections::HashMap;
 
@@ -48,7 +48,7 @@ pub const MIN_VOTE_SHARE: f64 = 0.005;
 
 /// The op-table name a host row goes under: a step range's number folds.
 pub(crate) fn host_name(name: &str) -> String {
-    if step_number(name).is_some() {
+    if is_profiler_step(name) {
         "ProfilerStep#*".to_string()
     } else {
         name.to_string()

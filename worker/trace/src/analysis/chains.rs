@@ -50,7 +50,7 @@ impl Chains {
         }
         for &o in path.iter().rev() {
             let name = cx.t.cpu.name()[o as usize];
-            let name = if steps::step_number(cx.t.name(name)).is_some() {
+            let name = if steps::is_profiler_step(cx.t.name(name)) {
                 ANY_STEP
             } else {
                 name

@@ -129,7 +129,7 @@ impl Context<'_> {
 /// (`graph replay: ProfilerStep#*`), as torch folds the steps of its own
 /// tables, so one graph replayed in every step is one row.
 pub fn replay_row_name(context: &str) -> String {
-    if steps::step_number(context).is_some() {
+    if steps::is_profiler_step(context) {
         return "graph replay: ProfilerStep#*".to_string();
     }
     format!("graph replay: {}", python::short_frame(context))

@@ -23,11 +23,8 @@ pub enum StepMarker {
 
 impl StepMarker {
     fn of(name: &str) -> Option<StepMarker> {
-        if let Some(rest) = name.strip_prefix("ProfilerStep#") {
-            return rest
-                .parse::<i64>()
-                .is_ok()
-                .then_some(StepMarker::ProfilerStep);
+        if name.starts_with("ProfilerStep#") {
+            return is_profiler_step(name).then_some(StepMarker::ProfilerStep);
         }
         if name.starts_with("step[") && name.ends_with(']') {
             return Some(StepMarker::ServingStep);
@@ -584,6 +581,15 @@ impl<'a> StepCursor<'a> {
         }
         found
     }
+}
+
+/// Whether a name is torch.profiler's step range: `ProfilerStep#12`, or
+/// `ProfilerStep##`, the same past the trace's bound on distinct names
+/// (`store::fold_text`: a trace of more than 10,000 steps kept only its
+/// first 9,990 steps before, the rest folded out of sight).
+pub fn is_profiler_step(name: &str) -> bool {
+    name.strip_prefix("ProfilerStep#")
+        .is_some_and(|n| n == "#" || n.parse::<i64>().is_ok())
 }
 
 /// The step number in a marker name (`ProfilerStep#12` -> 12).

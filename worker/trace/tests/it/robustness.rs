@@ -750,3 +750,27 @@ fn the_gpu_op_total_counts_the_kernels_the_table_leaves_out() {
         }
     }
 }
+
+/// More steps than the trace's bound on distinct names (10,000): the step
+/// names past it fold (`ProfilerStep##`) and are still steps. Before, the
+/// 9,990 steps named in full were the only ones found.
+#[test]
+fn steps_past_the_name_bound_are_still_steps() {
+    let n = 10_200usize;
+    let mut events = Vec::new();
+    for k in 0..n {
+        events.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{},"dur":8}}"#,
+            10 * k
+        ));
+        events.push(cpu_op("aten::mm", 1, 10 * k + 2));
+    }
+    let s = analyze(&trace_of(&events), &AnalysisOptions::default());
+    assert_eq!(s.steps.len(), n);
+    assert_eq!(s.steps_stats.count, n as u64);
+    assert_eq!(s.steps[0].name, "ProfilerStep#0");
+    assert_eq!(s.steps[0].number, Some(0));
+    let last = s.steps.last().unwrap();
+    assert_eq!((last.name.as_str(), last.number), ("ProfilerStep##", None));
+    assert_note(&s, "distinct names");
+}
