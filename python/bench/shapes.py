@@ -3,7 +3,7 @@ memory budget (BENCHMARKS.md, "Distinct names and shapes: bounded"):
 
     python3 python/bench/shapes.py OUTDIR [N]
 
-writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame,gpu,gpuuniq,longdur,clocks}.json of N
+writes OUTDIR/{uniq,alpha,few,steps,sig,tid,ctr,args,mem,memsame,gpu,gpuuniq,longdur,clocks,manysteps}.json of N
 events each (default 1,000,000); then, for each,
 `/usr/bin/time -f "%e s %M KB" kinetoscope analyze --json FILE > /dev/null`.
 """
@@ -37,6 +37,12 @@ shapes = {
     "steps": lambda i: ((('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 1, '
                          '"tid": 1, "ts": %d, "dur": %d, "args": {}},\n') % (i // 10000, 1000 + 2 * i, 19999))
                         if i % 10000 == 0 else "")
+    + op("aten::op_with_a_unique_name_%02d" % (i % 100), i),
+    # `few` with a `ProfilerStep#k` every 10 ops: 100,000 steps a million ops,
+    # past the trace's bound on distinct names.
+    "manysteps": lambda i: (('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": 1, '
+                             '"tid": 1, "ts": %d, "dur": 19, "args": {}},\n') % (i // 10, 1000 + 2 * i)
+                            if i % 10 == 0 else "")
     + op("aten::op_with_a_unique_name_%02d" % (i % 100), i),
     "sig": lambda i: op("aten::mm", i, args=', "Input Dims": [[%d, 8], [8, 8]], '
                         '"Input type": ["float", "float"]' % i),

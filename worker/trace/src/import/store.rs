@@ -346,11 +346,16 @@ impl IntColumn {
         }
     }
 
+    /// Whether `spilled` values of `rows` are common enough for a column
+    /// to keep every value whole (this column's rule, and [`NearColumn`]'s).
+    fn spills_are_common(spilled: usize, rows: usize) -> bool {
+        spilled >= Self::WIDE_MIN && spilled * Self::WIDE_SHARE >= rows
+    }
+
     /// Turns the column wide when spilled values are common.
     #[cold]
     fn widen_if_common(&mut self) {
-        let n = self.spilled.len();
-        if n < Self::WIDE_MIN || n * Self::WIDE_SHARE < self.rows.len() {
+        if !Self::spills_are_common(self.spilled.len(), self.rows.len()) {
             return;
         }
         self.wide = (0..self.rows.len()).map(|i| self.get(i)).collect();
@@ -538,8 +543,7 @@ impl NearColumn {
     /// Keeps every value whole once spilled ones are common.
     #[cold]
     fn widen_if_common(&mut self) {
-        let n = self.spilled.len();
-        if n < IntColumn::WIDE_MIN || n * IntColumn::WIDE_SHARE < self.offsets.len() {
+        if !IntColumn::spills_are_common(self.spilled.len(), self.offsets.len()) {
             return;
         }
         self.wide = (0..self.offsets.len()).map(|i| self.get(i)).collect();
