@@ -145,13 +145,16 @@ async fn the_gate_on_files_and_on_stored_runs() {
     // By id with --server; an id the server does not have cannot be compared.
     let (url, ida) = (srv.url.clone(), a.id.clone());
     let out = tokio::task::spawn_blocking(move || {
+        // Options first, then `--`: a run id may start with `-`
+        // (base64url), which would otherwise read as a flag.
         diff(&[
-            &ida,
-            "AAAAAAAAAAAAAAAAAAAAAA",
             "--server",
             &url,
             "--fail-above",
             "5",
+            "--",
+            &ida,
+            "AAAAAAAAAAAAAAAAAAAAAA",
         ])
     })
     .await
