@@ -953,6 +953,12 @@ pub struct GpuTime {
     pub busy_pct: f64,
     /// Sum of GPU-op durations (can exceed `busy_us` when streams overlap).
     pub gpu_op_us: f64,
+    /// Kernel calls of the names the kernel table leaves out (a trace of
+    /// more names than it lists): what its rows' counts lack.
+    pub left_out_kernel_calls: u64,
+    /// Those of them whose name runs under the small-kernel bound on
+    /// average (the launch-bound finding's count).
+    pub left_out_small_kernel_calls: u64,
     /// By category.
     pub by_category: Vec<CategoryTime>,
     /// Streams.

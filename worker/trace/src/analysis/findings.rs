@@ -17,6 +17,12 @@ const BUSY_PCT_MAX: f64 = 80.0;
 /// Kernels shorter than this (µs) count as small for launch-bound analysis.
 const SMALL_KERNEL_US: f64 = 10.0;
 
+/// Whether a kernel name whose calls average `avg_us` counts as small for
+/// the launch-bound finding (the kernel table's left-out names use it too).
+pub(crate) fn is_small_kernel(avg_us: f64) -> bool {
+    avg_us < SMALL_KERNEL_US
+}
+
 fn finding(
     kind: FindingKind,
     text: String,
@@ -660,20 +666,23 @@ fn launch_bound(f: &Facts, out: &mut Vec<Finding>) {
     let Some(idle_pct) = idle_pct(f).filter(|_| s.graphs.replays == 0) else {
         return;
     };
+    // The table's rows, and the names it leaves out.
     let (small, all) = s
         .kernels
         .iter()
         .filter(|k| k.kind == GpuOpKind::Kernel)
-        .fold((0u64, 0u64), |(sm, al), k| {
+        .fold(
             (
-                sm + if k.avg_us < SMALL_KERNEL_US {
-                    k.calls
-                } else {
-                    0
-                },
-                al + k.calls,
-            )
-        });
+                s.gpu_time.left_out_small_kernel_calls,
+                s.gpu_time.left_out_kernel_calls,
+            ),
+            |(sm, al), k| {
+                (
+                    sm + u64::from(is_small_kernel(k.avg_us)) * k.calls,
+                    al + k.calls,
+                )
+            },
+        );
     if all >= 100 && small * 2 > all {
         out.push(finding(
             FindingKind::LaunchBound,

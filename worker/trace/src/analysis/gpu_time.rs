@@ -145,6 +145,7 @@ pub fn compute(busy: Busy, kernels: &[KernelRow], left_out_us: f64, span_us: f64
         gpu_op_us,
         by_category,
         streams,
+        ..GpuTime::default()
     }
 }
 

@@ -17,6 +17,9 @@ pub(crate) struct Table {
     pub note: Option<String>,
     /// Their device time, ns: the GPU-op total is the rows' and this.
     pub left_out_ns: f64,
+    /// Their kernel calls, and those of names that run small on average
+    /// ([`super::findings::is_small_kernel`]).
+    pub left_out_kernel_calls: (u64, u64),
 }
 
 /// The kernel table, by total device time.
@@ -40,6 +43,17 @@ pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Table {
         .filter_map(|sym| acc.remove(&sym).map(|a| (sym, a)))
         .map(|(sym, a)| row(cx, chains, sym, a))
         .collect();
+    // What is left in `acc` is what the table leaves out.
+    let left_out_kernel_calls = acc
+        .values()
+        .filter(|a| a.kind == GpuKind::Kernel && a.calls > 0)
+        .fold((0, 0), |(all, small), a| {
+            let avg_us = us(a.total) / a.calls as f64;
+            (
+                all + a.calls,
+                small + u64::from(super::findings::is_small_kernel(avg_us)) * a.calls,
+            )
+        });
     drop(acc);
     rows.sort_by(|a, b| b.total_us.total_cmp(&a.total_us).then(a.name.cmp(&b.name)));
     // One short name per row: kernels whose short names agree gain what
@@ -55,6 +69,7 @@ pub(crate) fn table(cx: &Context, chains: &mut Chains) -> Table {
         rows,
         note,
         left_out_ns,
+        left_out_kernel_calls,
     }
 }
 

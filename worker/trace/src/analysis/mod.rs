@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 15;
+pub const ANALYZER_VERSION: u32 = 16;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -409,10 +409,15 @@ fn summarize<R>(
     let kernels::Table {
         rows: mut kernels,
         left_out_ns,
+        left_out_kernel_calls,
         ..
     } = kernels;
     let counters = counters::apply(t, &mut kernels);
-    let gpu_time = gpu_time::compute(busy, &kernels, left_out_ns / 1e3, trace.span_us);
+    let mut gpu_time = gpu_time::compute(busy, &kernels, left_out_ns / 1e3, trace.span_us);
+    (
+        gpu_time.left_out_kernel_calls,
+        gpu_time.left_out_small_kernel_calls,
+    ) = left_out_kernel_calls;
     let by_thread = std::mem::take(&mut cx.links.by_thread);
     let (layers, timeline) = std::thread::scope(|scope| {
         let (cx, kernels) = (&cx, &kernels);

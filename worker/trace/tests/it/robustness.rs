@@ -744,6 +744,18 @@ fn the_gpu_op_total_counts_the_kernels_the_table_leaves_out() {
         .find(|f| f.text.contains("cannot be tied to an op"))
         .expect("the unattributed finding");
     assert!(f.text.starts_with("100.0% of GPU time"), "{}", f.text);
+    // The launch-bound finding counts every kernel, not the listed 2,000.
+    assert_eq!(s.gpu_time.left_out_kernel_calls, 3000);
+    let f = s
+        .findings
+        .iter()
+        .find(|f| f.text.contains("kernels run under"))
+        .expect("the launch-bound finding");
+    assert!(
+        f.text.starts_with("100.0% of the 5000 kernels"),
+        "{}",
+        f.text
+    );
     for f in &s.findings {
         for v in crate::family::shares(&f.text) {
             assert!(v <= 100.0 + 1e-9, "{}", f.text);
