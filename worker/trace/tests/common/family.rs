@@ -56,6 +56,12 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("hybrid-compile_ro", "layers"),
 ];
 
+/// [`KNOWN`] as classes, for a draw it was not written against
+/// (`make captures-unseen`): (a part of the capture's name, check). Its
+/// entries name captures of the kept draws; these say what they share.
+pub const KNOWN_CLASSES: &[(&str, &str)] =
+    &[("-compile", "key_averages"), ("hybrid-compile", "layers")];
+
 pub fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
 }
@@ -85,10 +91,15 @@ pub fn names() -> Vec<String> {
 
 /// Reads a capture and its truth.
 pub fn read(name: &str) -> Capture {
+    read_from(&dir(), name)
+}
+
+/// Reads capture `name` of folder `dir` and its truth.
+pub fn read_from(dir: &std::path::Path, name: &str) -> Capture {
     let truth: Value =
-        serde_json::from_slice(&std::fs::read(dir().join(format!("{name}.truth.json"))).unwrap())
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
             .unwrap();
-    let path = dir().join(format!("{name}.json.gz"));
+    let path = dir.join(format!("{name}.json.gz"));
     let trace = read_trace_file(&path, &ReadOptions::default()).unwrap();
     Capture {
         name: name.to_string(),
@@ -105,7 +116,12 @@ pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
     let mut known_seen = vec![false; KNOWN.len()];
     for c in captures {
         let s = analyze(&c.trace, &AnalysisOptions::default());
-        let failed = check(&c.name, &c.truth, &s, key_averages);
+        let failed = check(
+            &c.name,
+            &c.truth,
+            &s,
+            key_averages.then_some(dir().as_path()),
+        );
         for (k, (prefix, what)) in KNOWN.iter().enumerate() {
             if c.name.starts_with(prefix) && (key_averages || *what != "key_averages") {
                 if failed.iter().any(|f| f.0 == *what) {
@@ -132,12 +148,35 @@ pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
     bad
 }
 
+/// A draw's checks, sorted by [`KNOWN_CLASSES`]: (what failed that is not
+/// of a known class, what failed that is).
+pub fn unseen_wrong(dir: &std::path::Path, captures: &[Capture]) -> (Vec<String>, Vec<String>) {
+    let (mut bad, mut known) = (Vec::new(), Vec::new());
+    for c in captures {
+        let s = analyze(&c.trace, &AnalysisOptions::default());
+        for (what, why) in check(&c.name, &c.truth, &s, Some(dir)) {
+            let line = format!("{}: {what}: {why}", c.name);
+            if KNOWN_CLASSES
+                .iter()
+                .any(|(part, w)| c.name.contains(part) && *w == what)
+            {
+                known.push(line);
+            } else {
+                bad.push(line);
+            }
+        }
+    }
+    (bad, known)
+}
+
 /// One capture's checks: the names of those that failed, with why.
+/// `key_averages`: the folder of torch's key_averages beside the capture,
+/// or `None` to leave them out.
 fn check(
     name: &str,
     truth: &Value,
     s: &Summary,
-    key_averages: bool,
+    key_averages: Option<&std::path::Path>,
 ) -> Vec<(&'static str, String)> {
     let mut failed = Vec::new();
     // Steps, and the engine loop's prefill.
@@ -212,13 +251,12 @@ fn check(
     }
     // torch's key_averages: calls exactly, self CPU within 2% (1 µs for
     // the smallest rows).
-    let want: Vec<Value> = if !key_averages {
-        Vec::new()
-    } else {
-        serde_json::from_slice(
-            &std::fs::read(dir().join(format!("{name}.key_averages.json"))).unwrap(),
+    let want: Vec<Value> = match key_averages {
+        None => Vec::new(),
+        Some(dir) => serde_json::from_slice(
+            &std::fs::read(dir.join(format!("{name}.key_averages.json"))).unwrap(),
         )
-        .unwrap()
+        .unwrap(),
     };
     for w in &want {
         let n = w["name"].as_str().unwrap();
