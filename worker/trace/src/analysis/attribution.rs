@@ -5,7 +5,7 @@
 //! called it). A GPU op whose launch is missing or made outside any op is
 //! counted as unattributed. Each GPU op has at most one owner: [`Owner`].
 
-use super::links::{Links, NO};
+use super::links::{Links, RowIds, NO};
 use super::steps::{StepCursor, StepSpan};
 use super::{replay_row_name, us, Context};
 use crate::import::store::{CpuKind, IntColumn, Sym, Tables};
@@ -40,9 +40,9 @@ pub(crate) struct DeviceTime {
     /// What the op table sums.
     pub sums: OpSums,
     /// Per GPU slice: the graph replay context it is attributed to, or [`NO`].
-    pub replay: Vec<Sym>,
+    pub replay: RowIds,
     /// Per GPU slice: index of the step its launch falls in, or [`NO`].
-    pub gpu_step: Vec<u32>,
+    pub gpu_step: RowIds,
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
     /// The time the tables rank by ([`TimeBasis::of`]).
@@ -62,8 +62,8 @@ pub(crate) fn attribute(
     let mut self_dev = IntColumn::zeros(cpu.len());
     // Graph replays first; each slice's own launches are added below.
     let mut total_dev = IntColumn::zeros(cpu.len());
-    let mut replay = vec![NO; gpu.len()];
-    let mut gpu_step = vec![NO; gpu.len()];
+    let mut replay = RowIds::new(gpu.len());
+    let mut gpu_step = RowIds::new(gpu.len());
     let mut gpu_op_ns = 0i64;
     // GPU-op time launched within steps: against the steps' time, whether
     // they are bound by the host.
@@ -77,8 +77,8 @@ pub(crate) fn attribute(
         }
         let d = gpu.dur().get(g);
         gpu_op_ns += d;
-        let r = links.launch[g];
-        let op = links.op[g];
+        let r = links.launch.get(g);
+        let op = links.op.get(g);
         if links.graph[g] {
             // A replay belongs to its context: the op or annotation around
             // the launch, else the Python code that called it.
@@ -88,7 +88,7 @@ pub(crate) fn attribute(
             } else {
                 replay_frame.get(&r).copied().unwrap_or(NO)
             };
-            replay[g] = ctx;
+            replay.set(g, ctx);
             if ctx == NO {
                 a.unattributed_us += d as f64 / 1e3;
             } else {
@@ -101,7 +101,7 @@ pub(crate) fn attribute(
         }
         if r != NO {
             if let Some(s) = step.at(cpu.ts().get(r as usize)) {
-                gpu_step[g] = s as u32;
+                gpu_step.set(g, s as u32);
                 step_gpu_ns += d;
             }
         }
@@ -137,10 +137,10 @@ impl Context<'_> {
     /// What GPU op `g`'s device time is charged to, or `None` when neither
     /// an op nor a replay context owns it.
     pub fn owner(&self, g: usize) -> Option<Owner> {
-        if self.replay[g] != NO {
-            return Some(Owner::Replay(self.replay[g]));
+        if self.replay.get(g) != NO {
+            return Some(Owner::Replay(self.replay.get(g)));
         }
-        let mut op = self.links.op[g];
+        let mut op = self.links.op.get(g);
         while op != NO {
             if self.t.cpu.kind()[op as usize] == CpuKind::Op {
                 return Some(Owner::Op(self.t.cpu.name()[op as usize]));

@@ -29,8 +29,8 @@ pub(crate) fn stats(cx: &Context) -> GraphStats {
         }
         if cx.links.graph[g] {
             graph_ns += gpu.dur().get(g);
-            launches.push(cx.links.launch[g]);
-        } else if cx.links.launch[g] == super::links::NO {
+            launches.push(cx.links.launch.get(g));
+        } else if cx.links.launch.get(g) == super::links::NO {
             // Launched before the window opened (the end of a replay queued
             // in the step before): neither a replay's nor eager, as far as
             // the file tells.

@@ -135,7 +135,7 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
             groups: HashMap::new(),
             chains: HashMap::new(),
         });
-        let in_step = cx.gpu_step[g] != NO;
+        let in_step = cx.gpu_step.get(g) != NO;
         a.calls += 1;
         a.total += d;
         a.min = a.min.min(d);
@@ -147,14 +147,14 @@ fn accumulate(cx: &Context, chains: &mut Chains) -> HashMap<Sym, KernelAcc> {
         grp.calls_in_steps += in_step as u64;
         grp.total += d;
         grp.bytes += gpu.bytes().get(g) as u64;
-        let op = cx.links.op[g];
+        let op = cx.links.op.get(g);
         if op != NO && !cx.links.graph[g] {
             let o = op as usize;
             *grp.ops
                 .entry((cpu.name()[o], cpu.shapes(o), cpu.dtypes(o)))
                 .or_default() += d;
         }
-        let r = cx.links.launch[g];
+        let r = cx.links.launch.get(g);
         if r != NO {
             let chain = if op == NO { 0 } else { chains.of(cx, op) };
             let py = cx.py_stack_of_gpu(g);

@@ -134,7 +134,7 @@ fn step_sequences(cx: &Context) -> Sequences {
         } else if cx.steps.is_empty() {
             Some(0)
         } else {
-            Some(cx.gpu_step[g] as usize).filter(|&s| s != NO as usize)
+            Some(cx.gpu_step.get(g) as usize).filter(|&s| s != NO as usize)
         }
     };
     let mut groups: HashMap<(Sym, [u32; 3], [u32; 3]), u32> = HashMap::new();
@@ -606,7 +606,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         let mut op = if cpu_items {
             it.at
         } else {
-            cx.links.op[it.at as usize]
+            cx.links.op.get(it.at as usize)
         };
         while op != NO {
             let o = op as usize;
@@ -740,7 +740,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
         let r = if cpu_items {
             it.at
         } else {
-            cx.links.launch[it.at as usize]
+            cx.links.launch.get(it.at as usize)
         };
         if r == NO {
             continue;
@@ -957,7 +957,7 @@ fn by_override(
         if name == m || super::names::short_name(name) == m {
             return true;
         }
-        let mut op = if cpu { NO } else { cx.links.op[it.at as usize] };
+        let mut op = if cpu { NO } else { cx.links.op.get(it.at as usize) };
         while op != NO {
             if t.name(t.cpu.name()[op as usize]) == m {
                 return true;

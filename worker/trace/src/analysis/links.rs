@@ -29,8 +29,12 @@ pub const NO: u32 = u32::MAX;
 /// on them is set. A `vec![NO; n]` writes every page: 4 resident bytes a
 /// CPU slice for a memo that a trace of CPU ops alone never sets (the
 /// launch chains', the folded calls', the runtime calls' launchers; 12 of
-/// the 44 bytes an event of `few3m` in BENCHMARKS.md).
-pub(crate) struct RowIds {
+/// the 44 bytes an event of `few3m` in BENCHMARKS.md). A GPU op's launch,
+/// its op, its replay context and its step are kept so too: a trace of GPU
+/// ops alone (`activities=[CUDA]`) sets none of them, and a trace without
+/// graphs no replay context (16 bytes a GPU op of the `gpu` shape's 38).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowIds {
     rows: Vec<u32>,
 }
 
@@ -50,6 +54,21 @@ impl RowIds {
     #[inline]
     pub fn set(&mut self, i: usize, id: u32) {
         self.rows[i] = id.wrapping_add(1);
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Every row's id, [`NO`] where unset (tests).
+    pub fn to_vec(&self) -> Vec<u32> {
+        (0..self.len()).map(|i| self.get(i)).collect()
     }
 }
 
@@ -76,9 +95,9 @@ pub struct Links {
     /// annotations, ops, calls. The timeline lays threads out from these.
     pub by_thread: Vec<Vec<u32>>,
     /// Per GPU slice: the runtime call that launched it, or [`NO`].
-    pub launch: Vec<u32>,
+    pub launch: RowIds,
     /// Per GPU slice: the op that issued the launch, or [`NO`].
-    pub op: Vec<u32>,
+    pub op: RowIds,
     /// Per GPU slice: whether a graph launch (replay) ran it.
     pub graph: Vec<bool>,
     /// Attribution.
@@ -98,7 +117,7 @@ pub fn link(t: &Trace) -> Links {
 /// then) before the op tree's links are made.
 pub struct Launches {
     /// Per GPU slice: the runtime call that launched it, or [`NO`].
-    launch: Vec<u32>,
+    launch: RowIds,
     /// Whether `External id` on runtime calls names their op.
     names_op: bool,
     attribution: Attribution,
@@ -501,10 +520,10 @@ impl<'a> ByCorrelation<'a> {
 }
 
 /// Per GPU slice: its launch (by correlation, else by flow).
-fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> Vec<u32> {
+fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> RowIds {
     let gpu = &t.gpu;
     let by_corr = ByCorrelation::new(t, ids);
-    let mut launch = vec![NO; gpu.len()];
+    let mut launch = RowIds::new(gpu.len());
     let mut missing_corr = false;
     for g in 0..gpu.len() {
         crate::cancel::point(g);
@@ -515,7 +534,7 @@ fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> V
         if c == NONE {
             missing_corr = true;
         } else if let Some(r) = by_corr.get(c) {
-            launch[g] = r;
+            launch.set(g, r);
             attribution.by_correlation += 1;
         }
     }
@@ -528,13 +547,13 @@ fn gpu_launches(t: &Tables, ids: &LaunchIds, attribution: &mut Attribution) -> V
 /// Per GPU slice: the op behind its launch, and whether a graph replay ran it.
 fn gpu_ops(
     t: &Tables,
-    launch: &[u32],
+    launch: &RowIds,
     launcher: &RowIds,
     attribution: &mut Attribution,
-) -> (Vec<u32>, Vec<bool>) {
+) -> (RowIds, Vec<bool>) {
     let cpu = &t.cpu;
     let gpu = &t.gpu;
-    let mut op = vec![NO; gpu.len()];
+    let mut op = RowIds::new(gpu.len());
     let mut is_graph_sym: HashMap<u32, bool> = HashMap::new();
     let mut graph = vec![false; gpu.len()];
     let mut graph_launches = hashbrown::HashSet::new();
@@ -544,7 +563,7 @@ fn gpu_ops(
             continue;
         }
         attribution.gpu_ops += 1;
-        let r = launch[g];
+        let r = launch.get(g);
         if r == NO {
             attribution.without_launch += 1;
             attribution.unattributed_us += gpu.dur().get(g) as f64 / 1e3;
@@ -559,8 +578,9 @@ fn gpu_ops(
             graph_launches.insert(r);
             graph[g] = true;
         }
-        op[g] = launcher.get(r as usize);
-        if op[g] == NO {
+        let o = launcher.get(r as usize);
+        op.set(g, o);
+        if o == NO {
             attribution.without_op += 1;
         }
     }
@@ -576,7 +596,7 @@ fn flow_fallback(
     t: &Tables,
     ids: &LaunchIds,
     by_corr: &ByCorrelation,
-    launch: &mut [u32],
+    launch: &mut RowIds,
     attribution: &mut Attribution,
 ) {
     let f = ids.flows();
@@ -602,7 +622,7 @@ fn flow_fallback(
     let gpu = &t.gpu;
     for g in 0..gpu.len() {
         crate::cancel::point(g);
-        if launch[g] != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE {
+        if launch.get(g) != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE {
             continue;
         }
         let found = end_at
@@ -614,7 +634,7 @@ fn flow_fallback(
                     .or_else(|| by_corr.get(*id))
             });
         if let Some(r) = found {
-            launch[g] = r;
+            launch.set(g, r);
             attribution.by_flow += 1;
         }
     }

@@ -53,7 +53,7 @@ pub mod steps;
 mod trace_info;
 
 use crate::budget;
-use crate::import::store::{Sym, Tables, Trace};
+use crate::import::store::{Tables, Trace};
 use kinetoscope_types::*;
 use links::Links;
 use serde_json::Value;
@@ -104,8 +104,8 @@ pub(crate) struct Context<'a> {
     pub t: &'a Tables,
     pub links: Links,
     pub steps: Vec<StepSpan>,
-    /// Per GPU slice: index of the step its launch falls in.
-    pub gpu_step: Vec<u32>,
+    /// Per GPU slice: index of the step its launch falls in, or [`links::NO`].
+    pub gpu_step: links::RowIds,
     /// Total GPU-op time, ns.
     pub gpu_op_ns: i64,
     /// The time the op table ranks by ([`TimeBasis::of`]).
@@ -114,7 +114,7 @@ pub(crate) struct Context<'a> {
     pub stacks: python::Stacks,
     /// Per GPU slice: the graph replay context (an op, annotation or Python
     /// frame name) it is attributed to, or [`NO`](links::NO).
-    pub replay: Vec<Sym>,
+    pub replay: links::RowIds,
 }
 
 impl Context<'_> {

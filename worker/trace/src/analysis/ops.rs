@@ -213,7 +213,7 @@ fn accumulate_for(
     // their own).
     for g in 0..t.gpu.len() {
         crate::cancel::point(g);
-        let op = cx.links.op[g];
+        let op = cx.links.op.get(g);
         if op != NO && !cx.links.graph[g] && cpu.kind()[op as usize] != CpuKind::Module {
             acc[cpu.name()[op as usize] as usize].gpu_ops += 1;
         }
@@ -519,7 +519,7 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
     let mut rows: Vec<(String, Acc)> = Vec::new();
     for g in 0..gpu.len() {
         crate::cancel::point(g);
-        let ctx = cx.replay[g];
+        let ctx = cx.replay.get(g);
         if ctx == NO {
             continue;
         }
@@ -535,10 +535,10 @@ fn replay_rows(cx: &Context) -> Vec<OpRow> {
         let a = &mut rows[k].1;
         a.dev += gpu.dur().get(g);
         a.gpu_ops += 1;
-        let r = cx.links.launch[g];
+        let r = cx.links.launch.get(g);
         if a.launches.insert(r) {
             a.launch_ns += cpu.dur().get(r as usize);
-            if cx.gpu_step[g] != NO {
+            if cx.gpu_step.get(g) != NO {
                 a.launches_in_steps += 1;
             }
         }

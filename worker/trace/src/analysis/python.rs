@@ -179,8 +179,8 @@ impl Stacks {
             .collect();
         for g in 0..t.gpu.len() {
             crate::cancel::point(g);
-            let r = links.launch[g];
-            if r != NO && (links.graph[g] || links.op[g] == NO) {
+            let r = links.launch.get(g);
+            if r != NO && (links.graph[g] || links.op.get(g) == NO) {
                 slices.push(r);
             }
         }
@@ -247,7 +247,7 @@ impl Context<'_> {
         if s.stacks.len() <= 1 {
             return 0;
         }
-        let r = self.links.launch[g];
+        let r = self.links.launch.get(g);
         if r == NO {
             return 0;
         }
@@ -256,7 +256,7 @@ impl Context<'_> {
                 return id;
             }
         }
-        let op = self.links.op[g];
+        let op = self.links.op.get(g);
         if op == NO {
             return s.stack_of.get(&r).copied().unwrap_or(0);
         }

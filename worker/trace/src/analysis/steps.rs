@@ -628,7 +628,7 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
     let mut span: Vec<(i64, i64)> = vec![(i64::MAX, i64::MIN); rows.len()];
     for g in 0..gpu.len() {
         crate::cancel::point(g);
-        let s = cx.gpu_step[g];
+        let s = cx.gpu_step.get(g);
         if s == NO {
             continue;
         }

@@ -635,7 +635,7 @@ impl Slices for Laid<'_, '_, Gpu> {
         self.names.pool.id(t, t.gpu.name()[g]) | (kind as u32) << KIND_SHIFT
     }
     fn link(&self, k: usize) -> u32 {
-        match self.inp.launch[self.slice(k)] {
+        match self.inp.launch.get(self.slice(k)) {
             u32::MAX => NONE,
             r => self.cpu_event[r as usize],
         }

@@ -342,7 +342,7 @@ pub struct Inputs<'a> {
     /// by the build).
     pub threads: Vec<Vec<u32>>,
     /// Per GPU slice: its launch (a CPU slice), or `u32::MAX`.
-    pub launch: &'a [u32],
+    pub launch: &'a crate::analysis::links::RowIds,
     /// Steps: (name, start, end).
     pub steps: Vec<(String, i64, i64)>,
     /// Layers: (index, start, end).

@@ -816,7 +816,7 @@ mod tests {
         assert_eq!(t.ids().flows().id().to_vec(), vec![8, 7, 8]);
         assert_eq!(t.ids().flows().is_start(), [true, false, false]);
         let links = crate::analysis::links::link(&t);
-        assert_eq!(links.launch, vec![1, 2, 1]);
+        assert_eq!(links.launch.to_vec(), vec![1, 2, 1]);
         assert_eq!(links.attribution.by_flow, 2);
         assert_eq!(links.attribution.by_correlation, 1);
     }
