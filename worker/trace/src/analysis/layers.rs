@@ -957,7 +957,11 @@ fn by_override(
         if name == m || super::names::short_name(name) == m {
             return true;
         }
-        let mut op = if cpu { NO } else { cx.links.op.get(it.at as usize) };
+        let mut op = if cpu {
+            NO
+        } else {
+            cx.links.op.get(it.at as usize)
+        };
         while op != NO {
             if t.name(t.cpu.name()[op as usize]) == m {
                 return true;

@@ -622,7 +622,8 @@ fn flow_fallback(
     let gpu = &t.gpu;
     for g in 0..gpu.len() {
         crate::cancel::point(g);
-        if launch.get(g) != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE {
+        if launch.get(g) != NO || !gpu.kind()[g].is_gpu_op() || ids.gpu_correlation().get(g) != NONE
+        {
             continue;
         }
         let found = end_at
