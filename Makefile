@@ -121,6 +121,7 @@ captures: torch-tool
 	$(TOOLS_DIR)/torch/bin/python python/captures/capture.py --seed $(CAPTURE_SEED) \
 	  --out $(CAPTURE_OUT) $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
 	$(TOOLS_DIR)/torch/bin/python python/captures/recompile.py --out worker/trace/tests/captures/compiling
+	$(TOOLS_DIR)/torch/bin/python python/captures/unmarked.py --out worker/trace/tests/captures/unmarked
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
 ## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,

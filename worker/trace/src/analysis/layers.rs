@@ -365,6 +365,10 @@ struct Assignment {
     period: Option<u64>,
     marker: Option<String>,
     detail: String,
+    /// Where each forward pass starts in the one sequence of a trace
+    /// without step marks that runs it several times ([`Passes`]); empty
+    /// otherwise. The layers' figures are per pass then.
+    pass_starts: Vec<usize>,
 }
 
 /// A layer's span in one step: (layer index, first start, last end), ns.
@@ -459,11 +463,19 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
     layers
 }
 
-/// Where each layer lies in each step: the first start and last end of its
-/// GPU ops.
+/// Where each layer lies in each step (each pass, in a trace of passes
+/// without step marks): the first start and last end of its GPU ops.
 fn spans(seqs: &[Vec<Item>], a: &Assignment, times: Times) -> Vec<LayerSpan> {
     let mut out = Vec::new();
-    for seq in seqs {
+    let passes: Vec<&[Item]> = match seqs {
+        [seq] if !a.pass_starts.is_empty() => {
+            let mut cuts = a.pass_starts.clone();
+            cuts.push(seq.len());
+            cuts.windows(2).map(|w| &seq[w[0]..w[1]]).collect()
+        }
+        _ => seqs.iter().map(Vec::as_slice).collect(),
+    };
+    for seq in passes {
         let mut by_layer: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
         for it in seq {
             if let Some(l) = a.layer.get(it.at) {
@@ -493,7 +505,8 @@ fn summarize(
         .iter()
         .map(|k| (k.name.as_str(), k.category.as_str()))
         .collect();
-    let steps = seqs.len().max(1) as f64;
+    // Figures per step, or per pass where the trace runs passes unmarked.
+    let steps = (seqs.len() * a.pass_starts.len().max(1)).max(1) as f64;
     #[derive(Default)]
     struct Acc {
         ns: i64,
@@ -683,6 +696,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
             marker.map(|m| t.name(m)).unwrap_or("")
         ),
         layer,
+        pass_starts: Vec::new(),
     })
 }
 
@@ -772,6 +786,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
             insts.len()
         ),
         layer,
+        pass_starts: Vec::new(),
     })
 }
 
@@ -789,12 +804,23 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
     })?;
     let mut layer = GpuLayers::new(t, cpu);
     let unit = if cpu { "ops" } else { "GPU ops" };
-    let layers_n = split.layers();
+    // A trace without step marks is one sequence: where it runs its forward
+    // pass several times, a pass's layers are the model's.
+    let passes = match (cx.steps.is_empty(), seqs, split.bounds.as_slice()) {
+        (true, [seq], [bounds]) => Passes::find(seq, bounds),
+        _ => None,
+    };
+    let layers_n = passes.as_ref().map_or(split.layers(), |p| p.per_pass);
     for (seq, (starts, end)) in seqs.iter().zip(&split.bounds) {
-        for (i, &s) in starts.iter().enumerate() {
-            let e = starts.get(i + 1).copied().unwrap_or(*end);
+        let cut: Vec<(usize, usize)> = match &passes {
+            Some(p) => p.layers.clone(),
+            None => (0..starts.len())
+                .map(|i| (starts[i], starts.get(i + 1).copied().unwrap_or(*end)))
+                .collect(),
+        };
+        for (i, &(s, e)) in cut.iter().enumerate() {
             for it in &seq[s..e] {
-                layer.insert(it.at, i as i64);
+                layer.insert(it.at, (i % layers_n.max(1)) as i64);
             }
         }
     }
@@ -812,11 +838,14 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         .iter()
         .zip(&split.bounds)
         .find(|(_, b)| !b.0.is_empty())?;
-    let lengths: Vec<usize> = {
-        let (starts, end) = first.1;
-        (0..starts.len())
-            .map(|i| starts.get(i + 1).copied().unwrap_or(*end) - starts[i])
-            .collect()
+    let lengths: Vec<usize> = match &passes {
+        Some(p) => p.layers[..p.per_pass].iter().map(|&(s, e)| e - s).collect(),
+        None => {
+            let (starts, end) = first.1;
+            (0..starts.len())
+                .map(|i| starts.get(i + 1).copied().unwrap_or(*end) - starts[i])
+                .collect()
+        }
     };
     let same = lengths.iter().all(|&l| l == lengths[0]);
     // The length most layers have (the MoE ones after a dense prefix).
@@ -865,6 +894,16 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         (true, false) => "; each layer starts at its input norm",
         (false, false) => "",
     };
+    let (shape, in_every) = match &passes {
+        Some(p) => (
+            format!(
+                "the trace has no step marks and runs its forward pass {} times (each starts with the same ops): {layers_n} layers a pass, figures per pass; {shape}",
+                p.starts.len()
+            ),
+            "in every pass",
+        ),
+        None => (shape, "in every step"),
+    };
     Some(Assignment {
         method: LayerMethod::Repetition,
         // Without steps the repeating unit may as well be an iteration.
@@ -872,12 +911,108 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         period: period.map(|p| p as u64),
         marker: Some(marker_text.clone()),
         detail: format!(
-            "{shape} in every step ({:.0}% of {} names run in every layer); each layer runs {marker_text} {times}{placed}",
+            "{shape} {in_every} ({:.0}% of {} names run in every layer); each layer runs {marker_text} {times}{placed}",
             100.0 * split.share,
             if cpu { "op" } else { "kernel" },
         ),
         layer,
+        pass_starts: passes.map(|p| p.starts).unwrap_or_default(),
     })
+}
+
+/// A trace without step marks that runs its forward pass several times
+/// (`model.generate()` profiled without a schedule, say) is one sequence
+/// whose repeating unit is a layer: 5 passes of a 6-layer model were 30
+/// layers. A pass shows by its prologue, the ops before the first layer
+/// (the input, the embedding): where the prologue runs again, a pass
+/// starts. Each pass's layers are the split's, cut at the passes; what a
+/// pass runs after its last layer (the final norm and head, cut off by the
+/// next prologue) is outside the layers. The last pass, which no prologue
+/// cuts, says how many layers a pass has; every other pass must have as
+/// many, or one more piece that the next prologue cuts short, and each
+/// layer of a pass must start as the same layer of the first pass does. A
+/// model run once never runs its prologue again, so no single pass is cut
+/// (`layers::a_forward_pass_run_again_without_step_marks_is_one_pass`).
+struct Passes {
+    /// Layers a pass.
+    per_pass: usize,
+    /// Each pass's layers in turn, `per_pass` a pass: (start, end) in the
+    /// sequence.
+    layers: Vec<(usize, usize)>,
+    /// Where each pass starts in the sequence (its prologue); the first at 0.
+    starts: Vec<usize>,
+}
+
+impl Passes {
+    /// Most items of a prologue compared: the generated story's is 6 (the
+    /// input and the embedding), the CPU captures' 2; a bound keeps the
+    /// scan for it linear in practice.
+    const MAX_PROLOGUE: usize = 64;
+
+    fn find(seq: &[Item], (starts, end): &(Vec<usize>, usize)) -> Option<Passes> {
+        let (n, first, end) = (starts.len(), *starts.first()?, *end);
+        if n < 2 || first == 0 || first > Self::MAX_PROLOGUE {
+            return None;
+        }
+        let is_prologue = |q: usize| {
+            q + first <= end
+                && seq[q..q + first]
+                    .iter()
+                    .zip(&seq[..first])
+                    .all(|(x, y)| x.name == y.name)
+        };
+        let mut again = Vec::new();
+        let mut q = first;
+        while q + first <= end {
+            if is_prologue(q) {
+                again.push(q);
+                q += first;
+            } else {
+                q += 1;
+            }
+        }
+        if again.is_empty() {
+            return None;
+        }
+        // Each pass's pieces of the split's layers: (start, end, cut short).
+        let split_end = |i: usize| starts.get(i + 1).copied().unwrap_or(end);
+        let pieces = |(a, b): (usize, usize)| -> Vec<(usize, usize, bool)> {
+            let mut i = starts.partition_point(|&s| s <= a).saturating_sub(1);
+            let mut out = Vec::new();
+            while i < n && starts[i] < b {
+                let (s, e) = (starts[i].max(a), split_end(i).min(b));
+                if s < e {
+                    out.push((s, e, e < split_end(i)));
+                }
+                i += 1;
+            }
+            out
+        };
+        let ranges: Vec<(usize, usize)> = std::iter::once(first)
+            .chain(again.iter().map(|&q| q + first))
+            .zip(again.iter().copied().chain(std::iter::once(end)))
+            .collect();
+        let passes: Vec<Vec<(usize, usize, bool)>> = ranges.into_iter().map(pieces).collect();
+        let per_pass = passes.last()?.len();
+        let mut layers = Vec::with_capacity(per_pass * passes.len());
+        for p in &passes {
+            let fits = p.len() == per_pass || (p.len() == per_pass + 1 && p[per_pass].2);
+            if per_pass == 0 || !fits {
+                return None;
+            }
+            for (j, &(s, e, _)) in p.iter().take(per_pass).enumerate() {
+                if seq[s].name != seq[passes[0][j].0].name {
+                    return None;
+                }
+                layers.push((s, e));
+            }
+        }
+        Some(Passes {
+            per_pass,
+            layers,
+            starts: std::iter::once(0).chain(again).collect(),
+        })
+    }
 }
 
 /// Labels each layer's kind where names tell: `linear` for a layer
@@ -1032,6 +1167,7 @@ fn by_override(
                 .unwrap_or_default()
         ),
         layer,
+        pass_starts: Vec::new(),
     })
 }
 

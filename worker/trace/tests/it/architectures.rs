@@ -228,3 +228,48 @@ fn the_family_spans_the_architectures_people_serve() {
     assert!(has(&|p| p.layers == 2) + has(&|p| p.layers >= 100) >= 2);
     assert!(has(&|p| p.compiled_norms) >= 20);
 }
+
+/// The random family again, profiled without step marks (every
+/// `ProfilerStep` taken out, as `model.generate()` profiled without a
+/// schedule writes it): the trace is one sequence of the steps' forward
+/// passes, and the layers are still the model's, not its layers times its
+/// passes (`layers::Passes`; before, a 12-layer story of 4 steps was 48
+/// layers). Kinds are checked as above.
+#[test]
+fn layers_hold_over_random_architectures_without_step_marks() {
+    let mut failed = Vec::new();
+    for seed in 0..40u64 {
+        let p = DecodeParams::random_architecture(seed);
+        let mut json = Vec::new();
+        let truth = write_decode_trace(&p, &mut json).unwrap();
+        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let events = doc["traceEvents"].as_array_mut().unwrap();
+        events.retain(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep"))
+        });
+        let t = read_trace(
+            &serde_json::to_vec(&doc).unwrap()[..],
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
+        let kinds_ok = s
+            .layers
+            .items
+            .iter()
+            .zip(&truth.layer_kinds)
+            .all(|(row, want)| row.kind == Some(*want) || (!mixed && row.kind.is_none()));
+        let passes = format!("runs its forward pass {} times", truth.step_us.len());
+        if s.layers.count != truth.layers as u64 || !kinds_ok || !s.layers.detail.contains(&passes)
+        {
+            failed.push(format!(
+                "seed {seed}: {} layers of {}: {}",
+                s.layers.count, truth.layers, s.layers.detail
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

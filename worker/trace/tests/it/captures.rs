@@ -99,3 +99,61 @@ fn steps_that_compile_are_said_to() {
         );
     }
 }
+
+/// Real captures of a model run without step marks
+/// (`python/captures/unmarked.py`): a prefill and four decodes in one
+/// profile, as `model.generate()` profiled without a schedule writes them,
+/// have the model's layers and kinds, said to be per pass; one forward
+/// pass alone is not cut into passes. No finding states a share over 100%.
+#[test]
+fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
+    let dir = family::dir().join("unmarked");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let n = e.unwrap().file_name().to_string_lossy().to_string();
+        let Some(name) = n.strip_suffix(".truth.json") else {
+            continue;
+        };
+        seen += 1;
+        let truth: Value = serde_json::from_slice(&std::fs::read(dir.join(&n)).unwrap()).unwrap();
+        let t = read_trace_file(
+            &dir.join(format!("{name}.json.gz")),
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        let l = &s.layers;
+        assert_eq!(
+            l.count,
+            truth["layers"].as_u64().unwrap(),
+            "{name}: {}",
+            l.detail
+        );
+        let kinds: Vec<&str> = l
+            .items
+            .iter()
+            .map(|r| r.kind.map_or("", |k| k.as_str()))
+            .collect();
+        let want: Vec<&str> = truth["layer_kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, want, "{name}");
+        let passes = truth["passes"].as_u64().unwrap();
+        assert_eq!(
+            l.detail
+                .contains(&format!("runs its forward pass {passes} times")),
+            passes > 1,
+            "{name}: {}",
+            l.detail
+        );
+        for f in &s.findings {
+            for v in family::shares(&f.text) {
+                assert!(v <= 100.0 + 1e-9, "{name}: {}", f.text);
+            }
+        }
+    }
+    assert_eq!(seen, 4);
+}
