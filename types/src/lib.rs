@@ -1016,6 +1016,10 @@ pub struct Layers {
     pub detail: String,
     /// Steps the per-layer numbers are averaged over (1 without steps).
     pub steps: u64,
+    /// Forward passes the per-layer numbers are averaged over, where a
+    /// trace without step marks runs its forward pass several times (0
+    /// otherwise): the numbers are then per pass, not per step.
+    pub passes: u64,
     /// The rows of this page.
     pub items: Vec<LayerRow>,
     /// Device time outside any layer (embedding, sampling, communication outside layers), per step.

@@ -1016,9 +1016,10 @@ fn LayersTab(v: SummaryView, id: String) -> impl IntoView {
     let max = l.items.iter().map(|i| i.device_us).fold(0.0, f64::max);
     let total: f64 = l.items.iter().map(|i| i.device_us).sum();
     view! {
-        <p id="layers-summary" title=format!("confidence {:.0}%", 100.0 * l.confidence)>{format!("{} layers, found by {} ({}): {} per step in layers, {} outside. {}",
+        <p id="layers-summary" title=format!("confidence {:.0}%", 100.0 * l.confidence)>{format!("{} layers, found by {} ({}): {} per {} in layers, {} outside. {}",
             l.count, l.method, sureness(l.confidence),
-            time_us(total), time_us(l.outside.device_us), l.detail)}</p>
+            time_us(total), if l.passes > 1 { "forward pass" } else { "step" },
+            time_us(l.outside.device_us), l.detail)}</p>
         {charts::stacked_layers(&l.items, max, &format!("{} per layer", l.basis.words()))}
         {form}
         <table class="data" id="layers-table">

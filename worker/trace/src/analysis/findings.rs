@@ -907,12 +907,13 @@ fn layers(f: &Facts, out: &mut Vec<Finding>) {
         format!(" spend {} of their GPU time on {cat} kernels;", pct(share))
     };
     let mut text = format!(
-        "The {} layers ({}found by {}){spend} a layer takes {} of {} per step",
+        "The {} layers ({}found by {}){spend} a layer takes {} of {} per {}",
         l.count,
         kinds,
         l.method,
         time_us(total / l.count as f64),
         l.basis.words(),
+        if l.passes > 1 { "forward pass" } else { "step" },
     );
     if same_top_op {
         let op = &l.items[0].top_ops[0];

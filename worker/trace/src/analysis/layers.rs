@@ -596,6 +596,7 @@ fn summarize(
         marker: a.marker,
         detail,
         steps: seqs.len() as u64,
+        passes: a.pass_starts.len() as u64,
         items,
         outside: row(-1, &outside),
     }

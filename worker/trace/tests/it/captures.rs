@@ -149,6 +149,20 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
             "{name}: {}",
             l.detail
         );
+        assert_eq!(l.passes, if passes > 1 { passes } else { 0 }, "{name}");
+        let per = if passes > 1 {
+            "per forward pass"
+        } else {
+            "per step"
+        };
+        let layers = s
+            .findings
+            .iter()
+            .find(|f| f.kind == kinetoscope_types::FindingKind::Layers);
+        assert!(
+            layers.is_some_and(|f| f.text.contains(per)),
+            "{name}: {layers:?}"
+        );
         for f in &s.findings {
             for v in family::shares(&f.text) {
                 assert!(v <= 100.0 + 1e-9, "{name}: {}", f.text);
