@@ -114,7 +114,7 @@ pub(crate) fn attribute(
         }
     }
     for op in links.preorder(t).rev() {
-        let p = links.parent[op as usize];
+        let p = links.parent.get(op as usize);
         let below = total_dev.get(op as usize);
         if p != NO && below != 0 {
             total_dev.add(p as usize, below);
@@ -145,7 +145,7 @@ impl Context<'_> {
             if self.t.cpu.kind()[op as usize] == CpuKind::Op {
                 return Some(Owner::Op(self.t.cpu.name()[op as usize]));
             }
-            op = self.links.parent[op as usize];
+            op = self.links.parent.get(op as usize);
         }
         None
     }

@@ -39,14 +39,14 @@ impl Chains {
         path.clear();
         path.push(op);
         let mut base = 0u32;
-        let mut p = cx.links.parent[op as usize];
+        let mut p = cx.links.parent.get(op as usize);
         while p != NO {
             if self.of_op.get(p as usize) != NO {
                 base = self.of_op.get(p as usize);
                 break;
             }
             path.push(p);
-            p = cx.links.parent[p as usize];
+            p = cx.links.parent.get(p as usize);
         }
         for &o in path.iter().rev() {
             let name = cx.t.cpu.name()[o as usize];

@@ -254,12 +254,12 @@ fn cpu_sequences(cx: &Context) -> Sequences {
             .or_insert_with(|| super::steps::is_compiled_region(t.name(cpu.name()[i])))
     };
     let top_level = |i: usize| {
-        let mut p = cx.links.parent[i];
+        let mut p = cx.links.parent.get(i);
         while p != NO {
             if cpu.kind()[p as usize] == CpuKind::Op && !region(p as usize) {
                 return false;
             }
-            p = cx.links.parent[p as usize];
+            p = cx.links.parent.get(p as usize);
         }
         true
     };
@@ -631,7 +631,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
                     break;
                 }
             }
-            op = cx.links.parent[o];
+            op = cx.links.parent.get(o);
         }
     }
     if layer.is_empty() && !cpu_items {
@@ -1102,7 +1102,7 @@ fn by_override(
             if t.name(t.cpu.name()[op as usize]) == m {
                 return true;
             }
-            op = cx.links.parent[op as usize];
+            op = cx.links.parent.get(op as usize);
         }
         false
     };

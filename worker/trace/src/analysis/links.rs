@@ -66,9 +66,14 @@ impl RowIds {
         self.rows.is_empty()
     }
 
+    /// Every row's id in row order, [`NO`] where unset.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        self.rows.iter().map(|r| r.wrapping_sub(1))
+    }
+
     /// Every row's id, [`NO`] where unset (tests).
     pub fn to_vec(&self) -> Vec<u32> {
-        (0..self.len()).map(|i| self.get(i)).collect()
+        self.iter().collect()
     }
 }
 
@@ -87,7 +92,7 @@ pub const MAX_OP_DEPTH: usize = 128;
 /// The links the analysis is built on.
 pub struct Links {
     /// Per CPU slice: the innermost enclosing op or annotation, or [`NO`].
-    pub parent: Vec<u32>,
+    pub parent: RowIds,
     /// Per CPU slice: time of its direct children (clamped to its span), ns.
     pub child_ns: IntColumn,
     /// Per track (by id; empty for GPU streams): its CPU slices, module
@@ -195,7 +200,7 @@ impl Links {
 
 /// The op tree: the links that need only the CPU slices' times and kinds.
 pub struct OpTree {
-    parent: Vec<u32>,
+    parent: RowIds,
     child_ns: IntColumn,
     by_thread: Vec<Vec<u32>>,
 }
@@ -206,7 +211,8 @@ impl OpTree {
     pub fn build(t: &Tables) -> OpTree {
         let cpu = &t.cpu;
         let n = cpu.len();
-        let mut parent = vec![NO; n];
+        // Zeroed: a trace of top-level ops alone sets no row of it.
+        let mut parent = RowIds::new(n);
         let mut child_ns = IntColumn::zeros(n);
 
         // Bucket slices by thread; module frames are not part of the op tree.
@@ -279,7 +285,7 @@ impl OpTree {
                 }
                 pop_outside(&mut stack, &mut depth, cpu, py, ts);
                 if let Some(&(open, op)) = stack.last() {
-                    parent[ci] = op;
+                    parent.set(ci, op);
                     if let Open::Slice(top) = open {
                         let ti = top as usize;
                         let end =
@@ -455,7 +461,7 @@ fn external_id_names_op(t: &Tables, ids: &LaunchIds, attribution: &mut Attributi
 
 /// Per CPU slice, for runtime calls: the op that issued it (else [`NO`]).
 /// `External id`, where given, names the op when time nesting disagrees.
-fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) -> RowIds {
+fn launching_ops(t: &Tables, parent: &RowIds, external_id: Option<&IntColumn>) -> RowIds {
     let cpu = &t.cpu;
     let n = cpu.len();
     let mut launcher = RowIds::new(n);
@@ -465,7 +471,7 @@ fn launching_ops(t: &Tables, parent: &[u32], external_id: Option<&IntColumn>) ->
         if !cpu.kind()[i].is_runtime() {
             continue;
         }
-        let p = parent[i];
+        let p = parent.get(i);
         launcher.set(i, p);
         let Some(external_id) = external_id.filter(|e| e.get(i) != NONE) else {
             continue;

@@ -112,7 +112,7 @@ impl OpAt<'_, '_> {
             if inside && kind.is_op() && !is_allocator(self.cx.t.name(cpu.name()[u])) {
                 return i;
             }
-            i = self.cx.links.parent[u];
+            i = self.cx.links.parent.get(u);
             guard += 1;
         }
         NO

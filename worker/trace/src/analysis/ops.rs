@@ -101,7 +101,8 @@ impl FoldedCalls {
         let n = cx.t.cpu.len();
         // Per CPU slice: its direct children in the op tree, saturating at 2.
         let mut children = vec![0u8; n];
-        for &p in &cx.links.parent {
+        for i in 0..n {
+            let p = cx.links.parent.get(i);
             if p != NO {
                 let c = &mut children[p as usize];
                 *c = c.saturating_add(1).min(2);
@@ -110,7 +111,7 @@ impl FoldedCalls {
         let name = cx.t.cpu.name();
         // The parent `i` folds into, if it does.
         let folds = |i: usize| {
-            let p = cx.links.parent[i];
+            let p = cx.links.parent.get(i);
             (p != NO && children[p as usize] == 1 && name[p as usize] == name[i])
                 .then_some(p as usize)
         };
@@ -269,7 +270,7 @@ fn accumulate_for(
             }
             gacc.self_cpu += self_cpu;
             gacc.self_dev += sums.self_dev.get(i);
-            let parent = cx.links.parent[call];
+            let parent = cx.links.parent.get(call);
             let chain = if parent == NO {
                 0
             } else {

@@ -227,7 +227,7 @@ fn outermost_ops(t: &Tables, links: &Links) -> Vec<u32> {
     let mut top_op = vec![NO; t.cpu.len()];
     for o in links.preorder(t) {
         let o = o as usize;
-        let p = links.parent[o];
+        let p = links.parent.get(o);
         top_op[o] = if p != NO && top_op[p as usize] != NO {
             top_op[p as usize]
         } else if t.cpu.kind()[o] == CpuKind::Op {

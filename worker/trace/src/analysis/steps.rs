@@ -783,14 +783,14 @@ fn compile_time(cx: &Context, rows: &mut [StepRow]) {
         }
         // Only the outermost: no compiling range above it (the walk is
         // bounded by the op tree's depth).
-        let mut p = cx.links.parent[i];
+        let mut p = cx.links.parent.get(i);
         let mut inside = false;
         while p != NO {
             if compiling(p as usize) {
                 inside = true;
                 break;
             }
-            p = cx.links.parent[p as usize];
+            p = cx.links.parent.get(p as usize);
         }
         if inside {
             continue;

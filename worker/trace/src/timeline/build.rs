@@ -337,7 +337,7 @@ impl TimelineIndex {
             // them in start order.
             for (k, &i) in slices.iter().enumerate() {
                 crate::cancel::point(k);
-                let p = inp.parent[i as usize];
+                let p = inp.parent.get(i as usize);
                 if p != u32::MAX {
                     slot[i as usize] = slot[p as usize].saturating_add(1);
                 }
@@ -581,7 +581,7 @@ impl Slices for Laid<'_, '_, Cpu> {
         self.names.pool.id(t, t.cpu.name()[i]) | (kind as u32) << KIND_SHIFT
     }
     fn link(&self, k: usize) -> u32 {
-        match self.inp.parent[self.slice(k)] {
+        match self.inp.parent.get(self.slice(k)) {
             u32::MAX => NONE,
             p => self.cpu_event[p as usize],
         }

@@ -336,7 +336,7 @@ pub struct Inputs<'a> {
     /// The parsed trace.
     pub trace: &'a Tables,
     /// Per CPU slice: its parent op, or `u32::MAX`.
-    pub parent: &'a [u32],
+    pub parent: &'a crate::analysis::links::RowIds,
     /// Per track (by id): its CPU slices (module frames aside) in start
     /// order, longer first among equal starts (the op tree's order; taken
     /// by the build).

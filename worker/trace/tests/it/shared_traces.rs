@@ -269,11 +269,11 @@ fn op_trees_stay_within_their_depth() {
         let max = links
             .parent
             .iter()
-            .map(|&first| {
+            .map(|first| {
                 let (mut d, mut p) = (1u32, first);
                 while p != NO && (d as usize) <= MAX_OP_DEPTH {
                     d += 1;
-                    p = links.parent[p as usize];
+                    p = links.parent.get(p as usize);
                 }
                 d
             })
