@@ -955,9 +955,11 @@ pub struct GpuTime {
     pub gpu_op_us: f64,
     /// Kernel calls of the names the kernel table leaves out (a trace of
     /// more names than it lists): what its rows' counts lack.
+    #[serde(skip_serializing_if = "is_default")]
     pub left_out_kernel_calls: u64,
     /// Those of them whose name runs under the small-kernel bound on
     /// average (the launch-bound finding's count).
+    #[serde(skip_serializing_if = "is_default")]
     pub left_out_small_kernel_calls: u64,
     /// By category.
     pub by_category: Vec<CategoryTime>,
@@ -1019,6 +1021,7 @@ pub struct Layers {
     /// Forward passes the per-layer numbers are averaged over, where a
     /// trace without step marks runs its forward pass several times (0
     /// otherwise): the numbers are then per pass, not per step.
+    #[serde(skip_serializing_if = "is_default")]
     pub passes: u64,
     /// The rows of this page.
     pub items: Vec<LayerRow>,

@@ -150,7 +150,7 @@ pub fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             "steps_and_layers",
-            "The run's steps (time per step, by kind: prefill, decode, mixed) and its layers (how they were found, and device time per layer with the top ops and kernels of each). Returns {steps: {count, source, mean_us, p50_us, p90_us, by_kind, rows: [...]}, layers: {method, count, period, confidence, detail, rows: [...]}}.",
+            "The run's steps (time per step, by kind: prefill, decode, mixed) and its layers (how they were found, and device time per layer with the top ops and kernels of each; per forward pass where `passes` says the trace, without step marks, ran several). Returns {steps: {count, source, mean_us, p50_us, p90_us, by_kind, rows: [...]}, layers: {method, count, period, confidence, detail, passes, rows: [...]}}.",
             schema(
                 json!({"run": run_prop(), "rank": rank_prop(), "limit": limit_prop()}),
                 &["run"],
@@ -533,7 +533,7 @@ impl Kinetoscope {
             },
             "layers": {
                 "method": l.method, "count": l.count, "period": l.period, "confidence": pct(l.confidence),
-                "marker": l.marker, "detail": l.detail,
+                "marker": l.marker, "detail": l.detail, "passes": l.passes,
                 "rows": l.items.iter().take(n).map(|r| json!({
                     "index": r.index, "kind": r.kind, "device_us": us(r.device_us),
                     "top_ops": r.top_ops.iter().take(3).map(|t| json!({"name": t.name, "us": us(t.us)})).collect::<Vec<_>>(),
