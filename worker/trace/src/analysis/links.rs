@@ -376,19 +376,13 @@ fn pop_outside(
     py: &crate::import::store::PythonTable,
     ts: i64,
 ) {
-    while let Some(&(open, _)) = stack.last() {
+    pop_while(stack, depth, |open| {
         let top_ts = match open {
             Open::Slice(s) => cpu.ts().get(s as usize),
             Open::Frame(f) => py.ts().get(f as usize),
         };
-        if top_ts <= ts && (ts < end_of(open, cpu, py) || ts == top_ts) {
-            return;
-        }
-        if let Open::Slice(_) = open {
-            *depth -= 1;
-        }
-        stack.pop();
-    }
+        !(top_ts <= ts && (ts < end_of(open, cpu, py) || ts == top_ts))
+    });
 }
 
 /// Pops what a frame ending at `end` outlasts, as torch's event tree does
@@ -409,8 +403,14 @@ fn pop_outlasted(
     py: &crate::import::store::PythonTable,
     end: i64,
 ) {
+    pop_while(stack, depth, |open| end > end_of(open, cpu, py));
+}
+
+/// Pops the walk's stack while `gone` says its top is closed, counting the
+/// op slices popped off `depth`.
+fn pop_while(stack: &mut Vec<(Open, u32)>, depth: &mut usize, gone: impl Fn(Open) -> bool) {
     while let Some(&(open, _)) = stack.last() {
-        if end <= end_of(open, cpu, py) {
+        if !gone(open) {
             return;
         }
         if let Open::Slice(_) = open {
