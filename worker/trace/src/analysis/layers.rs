@@ -932,8 +932,13 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
 /// cuts, says how many layers a pass has; every other pass must have as
 /// many, or one more piece that the next prologue cuts short, and each
 /// layer of a pass must start as the same layer of the first pass does. A
-/// model run once never runs its prologue again, so no single pass is cut
-/// (`layers::a_forward_pass_run_again_without_step_marks_is_one_pass`).
+/// prologue must run a name that nothing else in the sequence runs, and a
+/// pass must have two layers or more: where the profile opened inside a
+/// pass, what comes before the first layer is a layer's tail, which runs
+/// again after every layer (`architectures::
+/// layers_hold_over_random_architectures_without_step_marks`). A model run
+/// once never runs its prologue again, so no single pass is cut
+/// (`captures::a_forward_pass_run_again_without_step_marks_is_one_pass`).
 struct Passes {
     /// Layers a pass.
     per_pass: usize,
@@ -995,6 +1000,23 @@ impl Passes {
             .collect();
         let passes: Vec<Vec<(usize, usize, bool)>> = ranges.into_iter().map(pieces).collect();
         let per_pass = passes.last()?.len();
+        // A prologue runs what no layer runs (the input, the embedding), and
+        // a pass has layers: the tail of a layer, where the profile opened
+        // inside a pass, runs again after every layer and is no prologue
+        // (the story cut 5-30% into its first pass made 1 layer a pass).
+        let mut elsewhere: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
+        let mut from = first;
+        for &q in again.iter().chain(std::iter::once(&end)) {
+            elsewhere.extend(seq[from..q].iter().map(|it| it.name));
+            from = q + first;
+        }
+        if per_pass < 2
+            || seq[..first]
+                .iter()
+                .all(|it| elsewhere.contains(&{ it.name }))
+        {
+            return None;
+        }
         let mut layers = Vec::with_capacity(per_pass * passes.len());
         for p in &passes {
             let fits = p.len() == per_pass || (p.len() == per_pass + 1 && p[per_pass].2);
