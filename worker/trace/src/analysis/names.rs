@@ -333,9 +333,11 @@ fn says(lower: &str, word: &str) -> bool {
         return lower.contains(word);
     };
     let k = holder.find(word).unwrap_or(0);
+    // By bytes: `i - k` may fall inside a character that is no ASCII (a
+    // fuzzed `at::native\u{fffd}::fillfunctor` panicked slicing there).
     lower
         .match_indices(word)
-        .any(|(i, _)| !(i >= k && lower[i - k..].starts_with(holder)))
+        .any(|(i, _)| !(i >= k && lower.as_bytes()[i - k..].starts_with(holder.as_bytes())))
 }
 
 /// What a name says, by [`WORDS`]: its category (`None` where no keyword
@@ -382,6 +384,19 @@ pub fn category(kind: GpuOpKind, name: &str) -> KernelCategory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A keyword right after a character that is no ASCII: the check for
+    /// the word that holds it (`prefill` for `fill`) reads bytes, not a
+    /// slice of the text (the fuzzer's `analyze` target found the panic).
+    #[test]
+    fn keywords_after_other_characters_are_read() {
+        assert!(says("at::native\u{fffd}::fillfunctor", "fill"));
+        assert!(says("pre\u{fffd}fill", "fill"));
+        assert!(!says("\u{fffd}prefill", "fill"));
+        assert!(says("\u{fffd}\u{fffd}norm", "norm"));
+        assert!(!says("x\u{fffd}normal_kernel", "norm"));
+        let _ = classify("void at::native::vectorized_elementwise_kernel<4, at::native\u{fffd}::FillFunctor<float> >");
+    }
 
     #[test]
     fn short_names_drop_templates_and_params() {
