@@ -209,8 +209,15 @@ impl Parser {
         let i = skip_ws(b, i);
         match self.state {
             State::Start => {
-                // A UTF-8 byte order mark is tolerated.
-                let i = if b[i.min(b.len())..].starts_with(&[0xEF, 0xBB, 0xBF]) {
+                // A UTF-8 byte order mark is tolerated; a block that ends
+                // inside one waits for the rest (the fuzz smoke's `parse`
+                // target cut one after its first byte).
+                const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+                let rest = &b[i.min(b.len())..];
+                if !rest.is_empty() && rest.len() < BOM.len() && BOM.starts_with(rest) {
+                    return Err(Stop::More);
+                }
+                let i = if rest.starts_with(&BOM) {
                     skip_ws(b, i + 3)
                 } else {
                     i
@@ -771,7 +778,12 @@ mod tests {
   {"ph": "X", "cat": "kernel", "name": "k\"1", "pid": 0, "tid": 7, "ts": 12, "dur": 1.25,
    "args": {"correlation": 9, "grid": [1, 2, 3], "block": [4, 5, 6], "stream": "0x7"}}
  ], "baseTimeNanoseconds": 1751410836000000000}"#;
-        for cut in 0..doc.len() {
+        // And after a UTF-8 byte order mark, cut inside it too.
+        let with_bom = [&[0xEF, 0xBB, 0xBF][..], &doc[..]].concat();
+        for (doc, cut) in (0..doc.len())
+            .map(|c| (&doc[..], c))
+            .chain((0..with_bom.len()).map(|c| (&with_bom[..], c)))
+        {
             let mut p = Parser::new(Limits::default());
             let n = p.feed(&doc[..cut], false).unwrap();
             let mut rest = doc[n..cut].to_vec();
