@@ -73,13 +73,27 @@ pub struct Capture {
 pub fn names() -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for sub in ["", "seed7/", "seed23/"] {
-        names.extend(std::fs::read_dir(dir().join(sub)).unwrap().filter_map(|e| {
-            let n = e.unwrap().file_name().to_string_lossy().to_string();
-            n.strip_suffix(".truth.json").map(|n| format!("{sub}{n}"))
-        }));
+        names.extend(
+            names_in(&dir().join(sub))
+                .into_iter()
+                .map(|n| format!("{sub}{n}")),
+        );
     }
     names.sort();
     assert!(names.len() >= 100, "the family: {} captures", names.len());
+    names
+}
+
+/// The captures of folder `dir` (each `NAME.truth.json`), sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().to_string();
+            n.strip_suffix(".truth.json").map(str::to_string)
+        })
+        .collect();
+    names.sort();
     names
 }
 

@@ -12,6 +12,17 @@ use kinetoscope_generate::{write_decode_trace, DecodeParams};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
 
+/// Whether each layer has its truth's kind; a model whose layers are all
+/// alike may leave them unlabelled.
+fn kinds_hold(s: &kinetoscope_types::Summary, truth: &kinetoscope_generate::Truth) -> bool {
+    let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
+    s.layers
+        .items
+        .iter()
+        .zip(&truth.layer_kinds)
+        .all(|(r, k)| r.kind == Some(*k) || (!mixed && r.kind.is_none()))
+}
+
 /// Seeds checked in `make test`.
 const SEEDS: u64 = 200;
 
@@ -190,13 +201,7 @@ fn layers_hold_in_every_capture_mode() {
             let truth = write_decode_trace(&p, &mut json).unwrap();
             let t = read_trace(&json[..], &ReadOptions::default()).unwrap();
             let s = analyze(&t, &AnalysisOptions::default());
-            let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
-            let kinds_hold = s
-                .layers
-                .items
-                .iter()
-                .zip(&truth.layer_kinds)
-                .all(|(r, k)| r.kind == Some(*k) || (!mixed && r.kind.is_none()));
+            let kinds_hold = kinds_hold(&s, &truth);
             if s.layers.count != truth.layers as u64
                 || !kinds_hold
                 || s.steps_stats.count != truth.step_us.len() as u64
@@ -255,13 +260,7 @@ fn layers_hold_over_random_architectures_without_step_marks() {
         )
         .unwrap();
         let s = analyze(&t, &AnalysisOptions::default());
-        let mixed = truth.layer_kinds.iter().any(|k| *k != truth.layer_kinds[0]);
-        let kinds_ok = s
-            .layers
-            .items
-            .iter()
-            .zip(&truth.layer_kinds)
-            .all(|(row, want)| row.kind == Some(*want) || (!mixed && row.kind.is_none()));
+        let kinds_ok = kinds_hold(&s, &truth);
         let passes = format!("runs its forward pass {} times", truth.step_us.len());
         if s.layers.count != truth.layers as u64 || !kinds_ok || !s.layers.detail.contains(&passes)
         {

@@ -24,14 +24,7 @@ fn an_unseen_draw_holds() {
         std::env::var_os("KINETOSCOPE_UNSEEN_CAPTURES")
             .expect("KINETOSCOPE_UNSEEN_CAPTURES: the folder make captures-unseen wrote"),
     );
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| {
-            let n = e.unwrap().file_name().to_string_lossy().to_string();
-            n.strip_suffix(".truth.json").map(str::to_string)
-        })
-        .collect();
-    names.sort();
+    let names = family::names_in(&dir);
     assert!(!names.is_empty(), "no captures in {}", dir.display());
     let captures: Vec<family::Capture> = names.iter().map(|n| family::read_from(&dir, n)).collect();
     let (bad, known) = family::unseen_wrong(&dir, &captures);
@@ -108,19 +101,11 @@ fn steps_that_compile_are_said_to() {
 #[test]
 fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
     let dir = family::dir().join("unmarked");
-    let mut seen = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let n = e.unwrap().file_name().to_string_lossy().to_string();
-        let Some(name) = n.strip_suffix(".truth.json") else {
-            continue;
-        };
-        seen += 1;
-        let truth: Value = serde_json::from_slice(&std::fs::read(dir.join(&n)).unwrap()).unwrap();
-        let t = read_trace_file(
-            &dir.join(format!("{name}.json.gz")),
-            &ReadOptions::default(),
-        )
-        .unwrap();
+    let names = family::names_in(&dir);
+    for name in &names {
+        let family::Capture {
+            truth, trace: t, ..
+        } = family::read_from(&dir, name);
         let s = analyze(&t, &AnalysisOptions::default());
         let l = &s.layers;
         assert_eq!(
@@ -169,5 +154,5 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
             }
         }
     }
-    assert_eq!(seen, 4);
+    assert_eq!(names.len(), 4);
 }
