@@ -903,7 +903,9 @@ pub struct StepsStats {
     pub left_out: u64,
     /// What marked the steps: `ProfilerStep`, the serving framework's step
     /// annotation (`step[...]`, `execute_...`, `capture_...`), an engine's
-    /// own Python frame (`frame: <name>`) or a frame the user named.
+    /// own Python frame (`frame: <name>`), a frame the user named, or, in a
+    /// trace without step marks that runs its forward pass several times,
+    /// `forward passes` (each pass a step, named `forward pass #N`).
     pub source: String,
     /// Mean, µs.
     pub mean_us: f64,

@@ -63,13 +63,8 @@ pub(crate) fn attribute(
     // Graph replays first; each slice's own launches are added below.
     let mut total_dev = IntColumn::zeros(cpu.len());
     let mut replay = RowIds::new(gpu.len());
-    let mut gpu_step = RowIds::new(gpu.len());
     let mut gpu_op_ns = 0i64;
-    // GPU-op time launched within steps: against the steps' time, whether
-    // they are bound by the host.
-    let mut step_gpu_ns = 0i64;
     let a = &mut links.attribution;
-    let mut step = StepCursor::new(steps);
     for g in 0..gpu.len() {
         crate::cancel::point(g);
         if !gpu.kind()[g].is_gpu_op() {
@@ -99,15 +94,8 @@ pub(crate) fn attribute(
         } else if r != NO {
             a.unattributed_us += d as f64 / 1e3;
         }
-        if r != NO {
-            if let Some(s) = step.at(cpu.ts().get(r as usize)) {
-                gpu_step.set(g, s as u32);
-                step_gpu_ns += d;
-            }
-        }
     }
-    let step_ns: i64 = steps.iter().map(|s| s.end - s.ts).sum();
-    let basis = TimeBasis::of(us(gpu_op_ns), us(step_ns), us(step_gpu_ns));
+    let (gpu_step, basis) = steps_of(t, links, steps, gpu_op_ns);
     for (i, own) in self_dev.iter().enumerate() {
         if own != 0 {
             total_dev.add(i, own);
@@ -131,6 +119,38 @@ pub(crate) fn attribute(
         gpu_op_ns,
         basis,
     }
+}
+
+/// Each GPU op's step (the step its launch falls in, or [`NO`]), and the
+/// time the tables rank by, given the steps: [`attribute`] finds them with
+/// the owners; a trace whose steps are its forward passes, found after the
+/// owners, finds them again.
+pub(crate) fn steps_of(
+    t: &Tables,
+    links: &Links,
+    steps: &[StepSpan],
+    gpu_op_ns: i64,
+) -> (RowIds, TimeBasis) {
+    let (cpu, gpu) = (&t.cpu, &t.gpu);
+    let mut gpu_step = RowIds::new(gpu.len());
+    // GPU-op time launched within steps: against the steps' time, whether
+    // they are bound by the host.
+    let mut step_gpu_ns = 0i64;
+    let mut step = StepCursor::new(steps);
+    for g in 0..gpu.len() {
+        crate::cancel::point(g);
+        let r = links.launch.get(g);
+        if r == NO || !gpu.kind()[g].is_gpu_op() {
+            continue;
+        }
+        if let Some(s) = step.at(cpu.ts().get(r as usize)) {
+            gpu_step.set(g, s as u32);
+            step_gpu_ns += gpu.dur().get(g);
+        }
+    }
+    let step_ns: i64 = steps.iter().map(|s| s.end - s.ts).sum();
+    let basis = TimeBasis::of(us(gpu_op_ns), us(step_ns), us(step_gpu_ns));
+    (gpu_step, basis)
 }
 
 impl Context<'_> {

@@ -427,6 +427,77 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     }
 }
 
+/// The forward passes of a trace without step marks that runs its pass
+/// several times ([`Passes`], found with the layers of its one sequence),
+/// as the steps it has: each pass's first op name and CPU span, from its
+/// first op to the next pass's, the last to its last op's end. A GPU op's
+/// op is the outermost op around its launch that holds no other pass's
+/// launch (`aten::embedding`, not the cudaLaunchKernel inside it, nor a
+/// range around the whole generation). `None` where the layers found no
+/// passes.
+pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<Vec<(Sym, i64, i64)>> {
+    let found = &placed.layers;
+    let a = found.assignment.as_ref()?;
+    let ([seq], 2..) = (found.seqs.as_slice(), a.pass_starts.len()) else {
+        return None;
+    };
+    let cpu = &cx.t.cpu;
+    let (ts, end) = (
+        |r: usize| cpu.ts().get(r),
+        |r: usize| cpu.ts().get(r) + cpu.dur().get(r),
+    );
+    // An item's CPU row: the op itself, or its GPU op's launch.
+    let row = |it: &Item| {
+        let r = if found.cpu {
+            it.at
+        } else {
+            cx.links.launch.get(it.at as usize)
+        };
+        (r != NO).then_some(r as usize)
+    };
+    let mut cuts = a.pass_starts.clone();
+    cuts.push(seq.len());
+    let passes: Vec<&[Item]> = cuts.windows(2).map(|w| &seq[w[0]..w[1]]).collect();
+    // Each pass's first and last rows.
+    let firsts: Vec<usize> = passes
+        .iter()
+        .map(|p| p.iter().find_map(row))
+        .collect::<Option<_>>()?;
+    let lasts: Vec<usize> = passes
+        .iter()
+        .map(|p| p.iter().rev().find_map(row))
+        .collect::<Option<_>>()?;
+    // Row `r` of pass `k`, lifted to the outermost op inside the pass.
+    let lift = |k: usize, mut r: usize| loop {
+        let p = cx.links.parent.get(r);
+        if p == NO
+            || k > 0 && ts(p as usize) <= ts(lasts[k - 1])
+            || firsts.get(k + 1).is_some_and(|&n| end(p as usize) > ts(n))
+        {
+            return r;
+        }
+        r = p as usize;
+    };
+    let mut out: Vec<(Sym, i64, i64)> = firsts
+        .iter()
+        .enumerate()
+        .map(|(k, &r)| {
+            let op = lift(k, r);
+            (cpu.name()[op], ts(op), 0)
+        })
+        .collect();
+    for k in 1..out.len() {
+        out[k - 1].2 = out[k].1;
+    }
+    let k = passes.len() - 1;
+    out[k].2 = passes[k]
+        .iter()
+        .filter_map(row)
+        .map(|r| end(lift(k, r)))
+        .max()?;
+    Some(out)
+}
+
 /// Attributes device time (CPU time, on a trace without GPU ops) to the
 /// layers found.
 pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Layers {
@@ -453,6 +524,14 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
             ..Default::default()
         },
     };
+    let passes = cx.steps.iter().filter(|s| s.pass.is_some()).count();
+    if passes > 0 && layers.method != LayerMethod::None {
+        layers.passes = passes as u64;
+        layers.detail = format!(
+            "the trace has no step marks and runs its forward pass {passes} times (each starts with the same ops): each pass is a step, figures per pass; {}",
+            layers.detail
+        );
+    }
     if past_bound > 0 {
         layers.detail.push_str(&format!(
             "; {past_bound} step(s) of more than {} {} were not searched for layers",

@@ -155,7 +155,9 @@ pub const LIMITS: [Evidence; 10] = [
         value: 256.0,
         why: "A prefill's tokens run to the hundreds: the family's engine loops prefill \
               8 x the context, 384-768 tokens. Wrong at 512 (their 384-token prefills \
-              lost); nothing went wrong down to 26.",
+              lost); nothing went wrong down to 26. The forward passes of a trace \
+              without step marks need none: the prompt runs in a pass of its own \
+              (steps::from_passes).",
         chosen_by: "tests/captures/*engine-*",
         margin: [0.5, 0.25],
     },

@@ -258,7 +258,7 @@ fn device_memory(
     let peak_ns = events.ts(peak_k);
     let peak_step = StepCursor::new(steps)
         .at(peak_ns)
-        .map(|s| t.name(steps[s].name).to_string());
+        .map(|s| steps[s].label(t));
     let churn_total: f64 = by_signature.iter().map(|s| s.churn_bytes_per_step).sum();
     let mut top_churn: Vec<SignatureMemory> = by_signature
         .iter()

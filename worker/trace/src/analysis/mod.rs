@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 16;
+pub const ANALYZER_VERSION: u32 = 17;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -354,7 +354,7 @@ fn summarize<R>(
     timeline: impl FnOnce(crate::timeline::Inputs) -> R,
 ) -> Summarized<R> {
     let Early {
-        steps,
+        mut steps,
         frames,
         busy,
     } = early;
@@ -374,6 +374,22 @@ fn summarize<R>(
         stacks,
         replay: device.replay,
     };
+    // A trace without step marks: where it runs its forward pass several
+    // times, the passes are its steps (found with the layers of its one
+    // sequence; the layers are then found again, per pass).
+    let mut placed = None;
+    if cx.steps.is_empty() {
+        let found = layers::find(&cx, opts);
+        match layers::forward_passes(&cx, &found) {
+            Some(passes) => {
+                steps = steps::from_passes(t, &passes);
+                cx.steps = std::mem::take(&mut steps.spans);
+                (cx.gpu_step, cx.basis) =
+                    attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+            }
+            None => placed = Some(found),
+        }
+    }
 
     // The trace's facts, the steps, the graphs and the layers (which ops are
     // in which layer) on a second core while the op and kernel tables are
@@ -389,7 +405,7 @@ fn summarize<R>(
                 trace_info::trace_info(cx),
                 steps::table(cx, source),
                 graphs::stats(cx),
-                layers::find(cx, opts),
+                placed.unwrap_or_else(|| layers::find(cx, opts)),
                 memory::analyze(cx),
             )
         });
@@ -428,11 +444,7 @@ fn summarize<R>(
             parent: &cx.links.parent,
             threads: by_thread,
             launch: &cx.links.launch,
-            steps: cx
-                .steps
-                .iter()
-                .map(|s| (t.name(s.name).to_string(), s.ts, s.end))
-                .collect(),
+            steps: cx.steps.iter().map(|s| (s.label(t), s.ts, s.end)).collect(),
             layers: found.spans,
             stacks: &cx.stacks.stacks,
             stack_of: &cx.stacks.stack_of,

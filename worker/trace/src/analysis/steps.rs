@@ -134,6 +134,29 @@ pub struct StepSpan {
     pub end: i64,
     /// Kind.
     pub kind: Option<StepKind>,
+    /// The forward pass it is (1, 2, ...), where the steps are the passes
+    /// of a trace without step marks ([`from_passes`]); `name` is then its
+    /// first op's.
+    pub pass: Option<u32>,
+}
+
+impl StepSpan {
+    /// What the step tables and the timeline call it: its marker's name,
+    /// or `forward pass #N`.
+    pub fn label(&self, t: &Tables) -> String {
+        match self.pass {
+            Some(n) => format!("forward pass #{n}"),
+            None => t.name(self.name).to_string(),
+        }
+    }
+
+    /// Its number: a `ProfilerStep#N`'s, or its pass's.
+    pub fn number(&self, t: &Tables) -> Option<i64> {
+        match self.pass {
+            Some(n) => Some(i64::from(n)),
+            None => step_number(t.name(self.name)),
+        }
+    }
 }
 
 /// What marked the steps, as stored in `steps_stats.source`.
@@ -200,10 +223,43 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
         return FoundSteps::default();
     }
     kinds_from_inside(t, &mut kept);
-    kinds_from_shapes(t, &mut kept);
+    kinds_from_shapes(t, &mut kept, limits::get(Limit::PrefillTokens));
     FoundSteps {
         spans: kept,
         source,
+    }
+}
+
+/// What `steps_stats.source` says of steps that are a trace's forward
+/// passes ([`from_passes`]).
+pub const FORWARD_PASSES: &str = "forward passes";
+
+/// The steps of a trace without step marks that runs its forward pass
+/// several times (`model.generate()` profiled without a schedule): each
+/// pass is a step, (its first op's name, CPU start, CPU end) in time order,
+/// its kind from the names and shapes inside it as any step's, but with no
+/// fewest tokens for a prefill: a pass that feeds the model many times the
+/// tokens of another is a prompt's (`generate()` runs the prompt in a pass
+/// of its own, then a token a pass; the unmarked captures' 48-token
+/// prompts, `captures::a_forward_pass_run_again_without_step_marks_is_one_pass`).
+/// The layer rule tells the passes ([`layers::forward_passes`](super::layers::forward_passes)).
+pub(crate) fn from_passes(t: &Tables, passes: &[(Sym, i64, i64)]) -> FoundSteps {
+    let mut spans: Vec<StepSpan> = passes
+        .iter()
+        .zip(1..)
+        .map(|(&(name, ts, end), n)| StepSpan {
+            name,
+            ts,
+            end,
+            kind: None,
+            pass: Some(n),
+        })
+        .collect();
+    kinds_from_inside(t, &mut spans);
+    kinds_from_shapes(t, &mut spans, 0.0);
+    FoundSteps {
+        spans,
+        source: Some(FORWARD_PASSES.to_string()),
     }
 }
 
@@ -275,7 +331,11 @@ fn input_dims(shapes: &str, k: usize) -> Option<Vec<u64>> {
 /// embedding's indices, or the first GEMM's rows), those are prefills and
 /// the rest decodes. Needs no names, so it holds for engines that mark
 /// steps with a bare `execute_model` frame.
-fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan]) {
+///
+/// `min_tokens` is the fewest tokens the largest step must hold
+/// ([`Limit::PrefillTokens`] for marked steps; none for forward passes,
+/// see [`from_passes`]).
+fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
     if steps.len() < 2 || steps.iter().any(|s| s.kind.is_some()) {
         return;
     }
@@ -310,9 +370,7 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan]) {
         return;
     };
     // Prefills hold many more tokens than a decode's batch.
-    if (hi as f64) < limits::get(Limit::PrefillRatio) * lo as f64
-        || (hi as f64) < limits::get(Limit::PrefillTokens)
-    {
+    if (hi as f64) < limits::get(Limit::PrefillRatio) * lo as f64 || (hi as f64) < min_tokens {
         return;
     }
     let cut = ((hi as f64) * (lo as f64)).sqrt();
@@ -350,6 +408,7 @@ fn spans_named(t: &Tables, keep: impl Fn(&str) -> bool) -> Vec<StepSpan> {
                 ts,
                 end: ts + dur,
                 kind: kind_of(t.name(name)),
+                pass: None,
             });
         }
     };
@@ -457,6 +516,7 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
             ts,
             end,
             kind: kind_of(t.name(name)),
+            pass: None,
         })
         .collect();
     Some((steps, t.name(name).to_string()))
@@ -537,6 +597,7 @@ fn annotated(t: &Tables) -> (Vec<StepSpan>, Option<StepMarker>) {
                 ts: cpu.ts().get(i),
                 end: cpu.ts().get(i) + cpu.dur().get(i),
                 kind: kind_of(t.name(cpu.name()[i])),
+                pass: None,
             }
         })
         .collect();
@@ -617,8 +678,8 @@ pub(crate) fn table(cx: &Context, source: Option<StepSource>) -> StepTable {
         .steps
         .iter()
         .map(|s| StepRow {
-            name: t.name(s.name).to_string(),
-            number: step_number(t.name(s.name)),
+            name: s.label(t),
+            number: s.number(t),
             start_us: us(s.ts - lo),
             cpu_us: us(s.end - s.ts),
             kind: s.kind,
@@ -813,7 +874,12 @@ fn gpu_annotations(cx: &Context) -> Vec<Option<(i64, i64)>> {
     let gpu = &t.gpu;
     let mut out = vec![None; cx.steps.len()];
     let mut by_name: hashbrown::HashMap<Sym, Vec<usize>> = hashbrown::HashMap::new();
-    for (k, s) in cx.steps.iter().enumerate() {
+    for (k, s) in cx
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.pass.is_none())
+    {
         by_name.entry(s.name).or_default().push(k);
     }
     // Per name, the GPU annotations in start order, merged across streams
@@ -891,6 +957,7 @@ mod tests {
             ts,
             end,
             kind: None,
+            pass: None,
         };
         let steps = [
             span(10, 20),

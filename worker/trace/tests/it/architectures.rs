@@ -239,7 +239,8 @@ fn the_family_spans_the_architectures_people_serve() {
 /// schedule writes it): the trace is one sequence of the steps' forward
 /// passes, and the layers are still the model's, not its layers times its
 /// passes (`layers::Passes`; before, a 12-layer story of 4 steps was 48
-/// layers). Kinds are checked as above.
+/// layers), and each pass is a step, within 5% of the step's time on
+/// average. Kinds are checked as above.
 #[test]
 fn layers_hold_over_random_architectures_without_step_marks() {
     let mut failed = Vec::new();
@@ -267,6 +268,18 @@ fn layers_hold_over_random_architectures_without_step_marks() {
             failed.push(format!(
                 "seed {seed}: {} layers of {}: {}",
                 s.layers.count, truth.layers, s.layers.detail
+            ));
+        }
+        // Each pass is a step, about as long as the step it was.
+        let mean = s.steps_stats.mean_us / truth.mean_step_us();
+        if s.steps.len() != truth.step_us.len() || !(0.95..=1.05).contains(&mean) {
+            failed.push(format!(
+                "seed {seed}: {} steps of {} ({}), mean {:.0} µs against {:.0}",
+                s.steps.len(),
+                truth.step_us.len(),
+                s.steps_stats.source,
+                s.steps_stats.mean_us,
+                truth.mean_step_us()
             ));
         }
         // The profile opened 15% into the first pass: what comes before the

@@ -4,6 +4,7 @@
 use crate::family;
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
+use kinetoscope_types::StepKind;
 use serde_json::Value;
 
 #[test]
@@ -96,8 +97,9 @@ fn steps_that_compile_are_said_to() {
 /// Real captures of a model run without step marks
 /// (`python/captures/unmarked.py`): a prefill and four decodes in one
 /// profile, as `model.generate()` profiled without a schedule writes them,
-/// have the model's layers and kinds, said to be per pass; one forward
-/// pass alone is not cut into passes. No finding states a share over 100%.
+/// have the model's layers and kinds, said to be per pass, and each pass
+/// is a step (a prefill, then decodes); one forward pass alone is not cut
+/// into passes. No finding states a share over 100%.
 #[test]
 fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
     let dir = family::dir().join("unmarked");
@@ -135,6 +137,20 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
             l.detail
         );
         assert_eq!(l.passes, if passes > 1 { passes } else { 0 }, "{name}");
+        // The passes are the steps: the prompt's first, then a token a pass.
+        let kinds: Vec<Option<StepKind>> = s.steps.iter().map(|r| r.kind).collect();
+        if passes > 1 {
+            assert_eq!(s.steps_stats.source, "forward passes", "{name}");
+            assert_eq!(s.steps.len() as u64, passes, "{name}");
+            assert_eq!(kinds[0], Some(StepKind::Prefill), "{name}");
+            assert!(
+                kinds[1..].iter().all(|k| *k == Some(StepKind::Decode)),
+                "{name}: {kinds:?}"
+            );
+            assert_eq!(s.steps[1].name, "forward pass #2", "{name}");
+        } else {
+            assert!(s.steps.is_empty(), "{name}");
+        }
         let per = if passes > 1 {
             "per forward pass"
         } else {
