@@ -328,6 +328,16 @@ impl GpuLayers {
         }
     }
 
+    /// How many layers: the highest index set, plus one.
+    fn count(&self) -> usize {
+        self.of
+            .iter()
+            .copied()
+            .max()
+            .filter(|&l| l >= 0)
+            .map_or(0, |l| l as usize + 1)
+    }
+
     /// Sets the layer of row `g`; an index past `i32` (a name no model's
     /// layer has) sets none.
     fn insert(&mut self, g: u32, layer: i64) {
@@ -427,20 +437,80 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     }
 }
 
+/// How the forward passes of a trace without step marks were told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PassesFrom {
+    /// By their prologue, cutting the layers of the one sequence
+    /// ([`Passes`]): the layers are already a pass's.
+    Prologue,
+    /// Each unit of the one sequence's split is a whole pass (a key once a
+    /// pass, the embedding's, cut it where no layer key runs few enough
+    /// times to be tried: 32 layers of 64 passes are 2,048 runs of each
+    /// layer's names): they are passes only if the layers found in each,
+    /// as steps, are two or more ([`holds_passes`]).
+    Units,
+}
+
+/// A pass's first op name and CPU span (start, end), ns.
+pub(crate) type PassSpan = (Sym, i64, i64);
+
 /// The forward passes of a trace without step marks that runs its pass
-/// several times ([`Passes`], found with the layers of its one sequence),
-/// as the steps it has: each pass's first op name and CPU span, from its
-/// first op to the next pass's, the last to its last op's end. A GPU op's
-/// op is the outermost op around its launch that holds no other pass's
-/// launch (`aten::embedding`, not the cudaLaunchKernel inside it, nor a
-/// range around the whole generation). `None` where the layers found no
-/// passes.
-pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<Vec<(Sym, i64, i64)>> {
+/// several times, found with the layers of its one sequence, as the steps
+/// it has: each pass's first op name and CPU span ([`pass_spans`]).
+/// `None` where the layers show no passes.
+pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<(Vec<PassSpan>, PassesFrom)> {
     let found = &placed.layers;
     let a = found.assignment.as_ref()?;
-    let ([seq], 2..) = (found.seqs.as_slice(), a.pass_starts.len()) else {
+    let [seq] = found.seqs.as_slice() else {
         return None;
     };
+    if a.pass_starts.len() >= 2 {
+        let spans = pass_spans(cx, seq, found.cpu, &a.pass_starts)?;
+        return Some((spans, PassesFrom::Prologue));
+    }
+    if a.method != LayerMethod::Repetition || !a.pass_starts.is_empty() {
+        return None;
+    }
+    // Where each unit of the split starts: its layer index changes.
+    let mut starts = Vec::new();
+    let mut last = None;
+    for (i, it) in seq.iter().enumerate() {
+        let l = a.layer.get(it.at);
+        if l.is_some() && l != last {
+            starts.push(i);
+            last = l;
+        }
+    }
+    let first = starts.first_mut()?;
+    *first = 0;
+    if starts.len() < 2 {
+        return None;
+    }
+    Some((pass_spans(cx, seq, found.cpu, &starts)?, PassesFrom::Units))
+}
+
+/// Whether the layers found in each of a trace's would-be passes, taken
+/// as steps, say that they are passes: two or more layers a pass.
+pub(crate) fn holds_passes(placed: &Placed) -> bool {
+    placed
+        .layers
+        .assignment
+        .as_ref()
+        .is_some_and(|a| a.layer.count() >= 2)
+}
+
+/// The CPU spans of the passes of sequence `seq` that start at `starts`:
+/// each pass's first op name and span, from its first op to the next
+/// pass's, the last to its last op's end. A GPU op's op is the outermost op
+/// around its launch that holds no other pass's launch (`aten::embedding`,
+/// not the cudaLaunchKernel inside it, nor a range around the whole
+/// generation).
+fn pass_spans(
+    cx: &Context,
+    seq: &[Item],
+    cpu_items: bool,
+    starts: &[usize],
+) -> Option<Vec<PassSpan>> {
     let cpu = &cx.t.cpu;
     let (ts, end) = (
         |r: usize| cpu.ts().get(r),
@@ -448,14 +518,14 @@ pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<Vec<(Sym, 
     );
     // An item's CPU row: the op itself, or its GPU op's launch.
     let row = |it: &Item| {
-        let r = if found.cpu {
+        let r = if cpu_items {
             it.at
         } else {
             cx.links.launch.get(it.at as usize)
         };
         (r != NO).then_some(r as usize)
     };
-    let mut cuts = a.pass_starts.clone();
+    let mut cuts = starts.to_vec();
     cuts.push(seq.len());
     let passes: Vec<&[Item]> = cuts.windows(2).map(|w| &seq[w[0]..w[1]]).collect();
     // Each pass's first and last rows.
@@ -478,7 +548,7 @@ pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<Vec<(Sym, 
         }
         r = p as usize;
     };
-    let mut out: Vec<(Sym, i64, i64)> = firsts
+    let mut out: Vec<PassSpan> = firsts
         .iter()
         .enumerate()
         .map(|(k, &r)| {

@@ -380,15 +380,25 @@ fn summarize<R>(
     let mut placed = None;
     if cx.steps.is_empty() {
         let found = layers::find(&cx, opts);
-        match layers::forward_passes(&cx, &found) {
-            Some(passes) => {
-                steps = steps::from_passes(t, &passes);
-                cx.steps = std::mem::take(&mut steps.spans);
+        placed = Some(match layers::forward_passes(&cx, &found) {
+            Some((passes, from)) => {
+                cx.steps = steps::from_passes(t, &passes).spans;
                 (cx.gpu_step, cx.basis) =
                     attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+                let again = layers::find(&cx, opts);
+                if from == layers::PassesFrom::Units && !layers::holds_passes(&again) {
+                    // No layers inside: the units were the layers.
+                    cx.steps.clear();
+                    (cx.gpu_step, cx.basis) =
+                        attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+                    found
+                } else {
+                    steps.source = Some(steps::FORWARD_PASSES.to_string());
+                    again
+                }
             }
-            None => placed = Some(found),
-        }
+            None => found,
+        });
     }
 
     // The trace's facts, the steps, the graphs and the layers (which ops are

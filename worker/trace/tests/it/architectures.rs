@@ -248,18 +248,7 @@ fn layers_hold_over_random_architectures_without_step_marks() {
         let p = DecodeParams::random_architecture(seed);
         let mut json = Vec::new();
         let truth = write_decode_trace(&p, &mut json).unwrap();
-        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
-        let events = doc["traceEvents"].as_array_mut().unwrap();
-        events.retain(|e| {
-            !e["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("ProfilerStep"))
-        });
-        let t = read_trace(
-            &serde_json::to_vec(&doc).unwrap()[..],
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        let (mut doc, t) = unmarked(&json);
         let s = analyze(&t, &AnalysisOptions::default());
         let kinds_ok = kinds_hold(&s, &truth);
         let passes = format!("runs its forward pass {} times", truth.step_us.len());
@@ -310,4 +299,48 @@ fn layers_hold_over_random_architectures_without_step_marks() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A generated trace with every `ProfilerStep` taken out: its document
+/// (for further cuts) and the trace read from it.
+fn unmarked(json: &[u8]) -> (serde_json::Value, kinetoscope_trace::import::store::Trace) {
+    let mut doc: serde_json::Value = serde_json::from_slice(json).unwrap();
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    events.retain(|e| {
+        !e["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("ProfilerStep"))
+    });
+    let t = read_trace(
+        &serde_json::to_vec(&doc).unwrap()[..],
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    (doc, t)
+}
+
+/// A long generation without step marks: 8 dense layers run in 130
+/// passes, 1,040 runs of each layer's names, more than a step's layers are
+/// searched for (`repeats::MAX_LAYERS`), so the one sequence splits at the
+/// embedding, once a pass. Each of those units holds the model's layers,
+/// so they are the passes (`layers::PassesFrom::Units`): 130 steps of 8
+/// layers, where it said 130 layers and no steps.
+#[test]
+fn a_long_generation_without_step_marks_is_cut_into_its_passes() {
+    let p = DecodeParams {
+        steps: 130,
+        layers: 8,
+        dense_layers: 8,
+        ..DecodeParams::default()
+    };
+    let mut json = Vec::new();
+    let truth = write_decode_trace(&p, &mut json).unwrap();
+    let (_, t) = unmarked(&json);
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.layers.count, 8, "{}", s.layers.detail);
+    assert_eq!(s.layers.passes, 130, "{}", s.layers.detail);
+    assert_eq!(s.steps.len(), 130);
+    assert_eq!(s.steps_stats.source, "forward passes");
+    let mean = s.steps_stats.mean_us / truth.mean_step_us();
+    assert!((0.95..=1.05).contains(&mean), "{mean}");
 }
