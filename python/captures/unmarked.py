@@ -2,8 +2,9 @@
 `model.generate()` profiled without a schedule writes them: no
 ProfilerStep, no record_function, one profile around a prefill and then
 decodes. The layer search sees one sequence whose repeating unit is a
-layer; the passes are told by their prologue (`layers::Passes`). Also one
-forward pass alone, unmarked, which must not be cut into passes. Writes,
+layer; the passes are told by their prologue (`layers::Passes`), or, with
+Python stacks, by the model's own frame. Also one forward pass alone,
+unmarked, which must not be cut into passes. Writes,
 into --out, NAME.json.gz and NAME.truth.json for each. Run by `make
 captures` beside the family."""
 
@@ -74,3 +75,11 @@ for arch, layers, hidden in [("dense", 6, 64), ("moe", 4, 96)]:
     with profile(**opts) as prof:
         one(model, ctx, 1)
     write("once-%s-%dl" % (arch, layers), prof, d, 1)
+    if arch == "dense":
+        # generate() again, with Python stacks: the model's own nn.Module
+        # frame is called once a pass.
+        with profile(with_stack=True, **opts) as prof:
+            one(model, 0, ctx)
+            for k in range(4):
+                one(model, ctx + k, 1)
+        write("generate-stack-%s-%dl" % (arch, layers), prof, d, 5)

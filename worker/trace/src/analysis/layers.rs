@@ -598,7 +598,7 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
     if passes > 0 && layers.method != LayerMethod::None {
         layers.passes = passes as u64;
         layers.detail = format!(
-            "the trace has no step marks and runs its forward pass {passes} times (each starts with the same ops): each pass is a step, figures per pass; {}",
+            "the trace has no step marks and runs its forward pass {passes} times: each pass is a step, figures per pass; {}",
             layers.detail
         );
     }

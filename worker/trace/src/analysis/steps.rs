@@ -197,6 +197,9 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
                 }
                 match best {
                     None => match repeating_annotation(t) {
+                        Some((spans, _)) if spans[0].pass.is_some() => {
+                            (spans, Some(FORWARD_PASSES.to_string()))
+                        }
                         Some((spans, name)) => (spans, Some(format!("annotation: {name}"))),
                         None => (Vec::new(), None),
                     },
@@ -223,7 +226,11 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
         return FoundSteps::default();
     }
     kinds_from_inside(t, &mut kept);
-    kinds_from_shapes(t, &mut kept, limits::get(Limit::PrefillTokens));
+    let min_tokens = match kept[0].pass {
+        Some(_) => 0.0, // as `from_passes` says
+        None => limits::get(Limit::PrefillTokens),
+    };
+    kinds_from_shapes(t, &mut kept, min_tokens);
     FoundSteps {
         spans: kept,
         source,
@@ -436,15 +443,21 @@ const MIN_STEP_REPEATS: usize = 2;
 /// When nothing else marks steps: the outermost annotation (a
 /// `record_function` range inside no other op or annotation on its
 /// thread) that repeats and holds most of its thread's time, as an engine
-/// loop's `execute_model` does. Its spans, and its name.
+/// loop's `execute_model` does; or the outermost `nn.Module` frame that
+/// does, as a model's own frame does in each forward pass of
+/// `model.generate()` profiled with stacks and no schedule
+/// (`captures::a_forward_pass_run_again_without_step_marks_is_one_pass`).
+/// Its spans, and its name.
 fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     let cpu = &t.cpu;
-    // Per thread: ops and annotations by start, longer first.
+    // Per thread: ops, annotations and module frames by start, longer first.
     let mut by_track: HashMap<u32, Vec<u32>> = HashMap::new();
     let launching = |k: CpuKind| matches!(k, CpuKind::Runtime | CpuKind::Driver);
+    let range = |k: CpuKind| matches!(k, CpuKind::Annotation | CpuKind::Module);
     for i in 0..cpu.len() {
         crate::cancel::point(i);
-        if cpu.kind()[i].is_op() || launching(cpu.kind()[i]) {
+        let k = cpu.kind()[i];
+        if k.is_op() || launching(k) || k == CpuKind::Module {
             by_track
                 .entry(cpu.track().get(i))
                 .or_default()
@@ -455,6 +468,8 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     // of the outermost slices on the threads it is on).
     let mut outer: HashMap<Sym, Vec<(i64, i64)>> = HashMap::new();
     let mut held: HashMap<Sym, (i64, i64)> = HashMap::new();
+    // The names that are module frames.
+    let mut modules: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
     // Names whose outermost ranges make runtime calls (launch GPU work).
     let mut launches: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
     for slices in by_track.values_mut() {
@@ -478,9 +493,12 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
                 continue;
             }
             open_until = end;
-            open = (cpu.kind()[i] == CpuKind::Annotation).then_some(cpu.name()[i]);
+            open = range(cpu.kind()[i]).then_some(cpu.name()[i]);
             thread_ns += end - ts;
-            if cpu.kind()[i] == CpuKind::Annotation {
+            if range(cpu.kind()[i]) {
+                if cpu.kind()[i] == CpuKind::Module {
+                    modules.insert(cpu.name()[i]);
+                }
                 outer.entry(cpu.name()[i]).or_default().push((ts, end));
                 *on_thread.entry(cpu.name()[i]).or_default() += end - ts;
             }
@@ -500,7 +518,7 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     // `enumerate(DataLoader)#...__next__` that waits for its workers
     // (param-resnet-rtx2080ti: 64% of the thread, no launch) is no step.
     let holds_work = |name: &Sym| t.gpu.is_empty() || launches.contains(name);
-    let (name, spans) = outer
+    let (name, mut spans) = outer
         .into_iter()
         .filter(|(name, v)| v.len() >= MIN_STEP_REPEATS && covers(name) && holds_work(name))
         .max_by_key(|(name, v)| {
@@ -509,14 +527,30 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
                 std::cmp::Reverse(*name),
             )
         })?;
+    if modules.contains(&name) {
+        // A pass runs until the next begins (what the caller does between
+        // passes, a training step's backward and optimizer, is its pass's),
+        // the last to the end of the trace's CPU work.
+        spans.sort_unstable();
+        let cpu_end = (0..cpu.len())
+            .map(|i| cpu.ts().get(i) + cpu.dur().get(i))
+            .max()
+            .unwrap_or(i64::MIN);
+        for k in 0..spans.len() {
+            let next = spans.get(k + 1).map_or(cpu_end, |n| n.0);
+            spans[k].1 = spans[k].1.max(next);
+        }
+    }
     let steps = spans
         .into_iter()
-        .map(|(ts, end)| StepSpan {
+        .zip(1..)
+        .map(|((ts, end), n)| StepSpan {
             name,
             ts,
             end,
             kind: kind_of(t.name(name)),
-            pass: None,
+            // A model's own frame, called again: its forward passes.
+            pass: modules.contains(&name).then_some(n),
         })
         .collect();
     Some((steps, t.name(name).to_string()))

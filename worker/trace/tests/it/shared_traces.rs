@@ -284,3 +284,33 @@ fn op_trees_stay_within_their_depth() {
     }
     assert!(deepest >= 8, "the deepest shared trace nests {deepest}");
 }
+
+/// A DDP training loop profiled with stacks and no schedule
+/// (`tracelens-mi300x-ddp-resnet18-train`: no ProfilerStep; `nn.Module:
+/// ResNet_0` called five times, an `Optimizer.step` after each): each call
+/// of the model's own frame starts a step that runs until the next
+/// (backward and optimizer included), the last to the trace's end; there
+/// were no steps.
+#[test]
+fn a_training_loop_without_step_marks_has_a_step_per_forward_pass() {
+    let path = shared_traces()
+        .into_iter()
+        .find(|p| p.ends_with("tracelens-mi300x-ddp-resnet18-train.json.gz"))
+        .unwrap();
+    let t = read_trace_file(&path, &ReadOptions::default()).unwrap();
+    let s = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(s.steps_stats.source, "forward passes");
+    assert_eq!(s.steps.len(), 5);
+    assert_eq!(s.layers.passes, 5);
+    // Each step holds its iteration's optimizer step: from one forward
+    // call to the next, 113-118 ms for the first two.
+    for r in &s.steps[..2] {
+        assert!(
+            (110e3..120e3).contains(&r.cpu_us),
+            "{}: {}",
+            r.name,
+            r.cpu_us
+        );
+    }
+    assert_eq!(s.steps[4].name, "forward pass #5");
+}
