@@ -518,9 +518,20 @@ fn repeating_annotation(t: &Tables) -> Option<(Vec<StepSpan>, String)> {
     // `enumerate(DataLoader)#...__next__` that waits for its workers
     // (param-resnet-rtx2080ti: 64% of the thread, no launch) is no step.
     let holds_work = |name: &Sym| t.gpu.is_empty() || launches.contains(name);
+    // A collective's range (`nccl:all_gather`) is a part of a step, however
+    // long it waits: a tensor-parallel decode replayed from a CUDA graph
+    // without step marks spends most of its thread in it, outside the
+    // replay it belongs to (`architectures::
+    // graph_replays_without_step_marks_are_not_stepped_by_their_collective`).
+    let collective = |name: &Sym| {
+        super::names::category(kinetoscope_types::GpuOpKind::Kernel, t.name(*name))
+            == kinetoscope_types::KernelCategory::Communication
+    };
     let (name, mut spans) = outer
         .into_iter()
-        .filter(|(name, v)| v.len() >= MIN_STEP_REPEATS && covers(name) && holds_work(name))
+        .filter(|(name, v)| {
+            v.len() >= MIN_STEP_REPEATS && covers(name) && holds_work(name) && !collective(name)
+        })
         .max_by_key(|(name, v)| {
             (
                 v.iter().map(|(a, b)| b - a).sum::<i64>(),

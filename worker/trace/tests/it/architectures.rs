@@ -8,7 +8,7 @@
 //! or written out (`kinetoscope generate --random-architecture N`);
 //! `KINETOSCOPE_SEEDS=N` checks the first N seeds instead of 200.
 
-use kinetoscope_generate::{write_decode_trace, DecodeParams};
+use kinetoscope_generate::{write_decode_trace, DecodeParams, Mode};
 use kinetoscope_trace::import::{read_trace, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
 
@@ -183,7 +183,6 @@ fn layers_kinds_steps_and_casts_hold_over_random_architectures() {
 /// annotations: layers, kinds and steps hold in every one.
 #[test]
 fn layers_hold_in_every_capture_mode() {
-    use kinetoscope_generate::Mode;
     let mut failures = Vec::new();
     for seed in 0..40u64 {
         for (mode, with_stack, layer_annotations) in [
@@ -343,4 +342,45 @@ fn a_long_generation_without_step_marks_is_cut_into_its_passes() {
     assert_eq!(s.steps_stats.source, "forward passes");
     let mean = s.steps_stats.mean_us / truth.mean_step_us();
     assert!((0.95..=1.05).contains(&mean), "{mean}");
+}
+
+/// A tensor-parallel decode replayed from a CUDA graph, profiled without
+/// step marks (every `ProfilerStep`, Python frame and `execute_model`
+/// taken out): the thread waits in each step's `nccl:all_gather`, a
+/// repeating outermost annotation that holds most of its time, but a
+/// collective is part of a step, not one. The steps are the forward passes
+/// (the replays' kernels run the same prologue each pass), each about the
+/// step it was, with the model's layers; it said 6 all-gathers were the
+/// steps, and 0 layers (no replay was launched inside them).
+#[test]
+fn graph_replays_without_step_marks_are_not_stepped_by_their_collective() {
+    for mode in [Mode::Graph, Mode::Piecewise] {
+        let p = DecodeParams {
+            steps: 6,
+            layers: 12,
+            mode,
+            with_stack: false,
+            ..DecodeParams::default()
+        };
+        let mut json = Vec::new();
+        let truth = write_decode_trace(&p, &mut json).unwrap();
+        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        doc["traceEvents"].as_array_mut().unwrap().retain(|e| {
+            let name = e["name"].as_str().unwrap_or("");
+            !name.starts_with("ProfilerStep")
+                && !name.contains("execute_model")
+                && e["cat"] != "python_function"
+        });
+        let t = read_trace(
+            &serde_json::to_vec(&doc).unwrap()[..],
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        assert_eq!(s.steps_stats.source, "forward passes", "{mode:?}");
+        assert_eq!(s.steps.len(), 6, "{mode:?}");
+        assert_eq!(s.layers.count, 12, "{mode:?}: {}", s.layers.detail);
+        let mean = s.steps_stats.mean_us / truth.mean_step_us();
+        assert!((0.95..=1.05).contains(&mean), "{mode:?}: {mean}");
+    }
 }
