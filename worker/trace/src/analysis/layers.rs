@@ -443,50 +443,82 @@ pub(crate) enum PassesFrom {
     /// By their prologue, cutting the layers of the one sequence
     /// ([`Passes`]): the layers are already a pass's.
     Prologue,
-    /// Each unit of the one sequence's split is a whole pass (a key once a
-    /// pass, the embedding's, cut it where no layer key runs few enough
-    /// times to be tried: 32 layers of 64 passes are 2,048 runs of each
-    /// layer's names): they are passes only if the layers found in each,
-    /// as steps, are two or more ([`holds_passes`]).
-    Units,
+    /// Where the sequence's first ops run again ([`restarts`]), when its
+    /// layers showed no passes (every layer key runs too often to be
+    /// tried: 32 layers of 64 passes are 2,048 runs of each layer's names;
+    /// or a key in only some layers cut it): they are passes only if the
+    /// layers found in each, as steps, are two or more ([`holds_passes`]).
+    Restarts,
 }
 
 /// A pass's first op name and CPU span (start, end), ns.
 pub(crate) type PassSpan = (Sym, i64, i64);
 
 /// The forward passes of a trace without step marks that runs its pass
-/// several times, found with the layers of its one sequence, as the steps
-/// it has: each pass's first op name and CPU span ([`pass_spans`]).
-/// `None` where the layers show no passes.
+/// several times, found with the layers of its one sequence or where its
+/// first ops run again, as the steps it has: each pass's first op name and
+/// CPU span ([`pass_spans`]). `None` where neither shows passes.
 pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<(Vec<PassSpan>, PassesFrom)> {
     let found = &placed.layers;
-    let a = found.assignment.as_ref()?;
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    if a.pass_starts.len() >= 2 {
+    if let Some(a) = found
+        .assignment
+        .as_ref()
+        .filter(|a| a.pass_starts.len() >= 2)
+    {
         let spans = pass_spans(cx, seq, found.cpu, &a.pass_starts)?;
         return Some((spans, PassesFrom::Prologue));
     }
-    if a.method != LayerMethod::Repetition || !a.pass_starts.is_empty() {
-        return None;
+    let starts = restarts(seq)?;
+    Some((
+        pass_spans(cx, seq, found.cpu, &starts)?,
+        PassesFrom::Restarts,
+    ))
+}
+
+/// Where the first ops of a sequence run again, in the same order: for a
+/// name among its first [`Passes::MAX_PROLOGUE`] items, first at `j`, each
+/// place it runs again, `j` items back, where the `j + 1` items from there
+/// have the first `j + 1` items' names. The name that cuts the fewest
+/// pieces (two or more) wins, the earliest of those: a pass's embedding
+/// runs once a pass, where a layer's names, run in every layer, are never
+/// preceded by the pass's first items. Each piece starts at the first;
+/// none overlaps the next.
+fn restarts(seq: &[Item]) -> Option<Vec<usize>> {
+    let head = seq.len().min(Passes::MAX_PROLOGUE);
+    let mut first_at: HashMap<Sym, usize> = HashMap::new();
+    for (j, it) in seq[..head].iter().enumerate() {
+        first_at.entry(it.name).or_insert(j);
     }
-    // Where each unit of the split starts: its layer index changes.
-    let mut starts = Vec::new();
-    let mut last = None;
+    let mut at: HashMap<Sym, Vec<usize>> = first_at.keys().map(|&k| (k, Vec::new())).collect();
     for (i, it) in seq.iter().enumerate() {
-        let l = a.layer.get(it.at);
-        if l.is_some() && l != last {
-            starts.push(i);
-            last = l;
+        let name = it.name;
+        if let Some(v) = at.get_mut(&name) {
+            v.push(i);
         }
     }
-    let first = starts.first_mut()?;
-    *first = 0;
-    if starts.len() < 2 {
-        return None;
+    let same = |s: usize, j: usize| {
+        s + j < seq.len()
+            && seq[s..=s + j]
+                .iter()
+                .zip(&seq[..=j])
+                .all(|(x, y)| x.name == y.name)
+    };
+    let mut best: Option<(usize, usize, Vec<usize>)> = None;
+    for (name, &j) in &first_at {
+        let occ = &at[name];
+        let better = |b: &(usize, usize, Vec<usize>)| (occ.len(), j) < (b.1, b.0);
+        if occ.len() < 2 || best.as_ref().is_some_and(|b| !better(b)) {
+            continue;
+        }
+        let starts: Vec<usize> = occ.iter().map(|&o| o - j).collect();
+        if starts.windows(2).all(|w| w[1] > w[0] + j) && starts.iter().all(|&s| same(s, j)) {
+            best = Some((j, occ.len(), starts));
+        }
     }
-    Some((pass_spans(cx, seq, found.cpu, &starts)?, PassesFrom::Units))
+    best.map(|b| b.2)
 }
 
 /// Whether the layers found in each of a trace's would-be passes, taken

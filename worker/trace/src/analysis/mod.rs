@@ -386,7 +386,7 @@ fn summarize<R>(
                 (cx.gpu_step, cx.basis) =
                     attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
                 let again = layers::find(&cx, opts);
-                if from == layers::PassesFrom::Units && !layers::holds_passes(&again) {
+                if from == layers::PassesFrom::Restarts && !layers::holds_passes(&again) {
                     // No layers inside: the units were the layers.
                     cx.steps.clear();
                     (cx.gpu_step, cx.basis) =

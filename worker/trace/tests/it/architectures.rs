@@ -321,9 +321,9 @@ fn unmarked(json: &[u8]) -> (serde_json::Value, kinetoscope_trace::import::store
 /// A long generation without step marks: 8 dense layers run in 130
 /// passes, 1,040 runs of each layer's names, more than a step's layers are
 /// searched for (`repeats::MAX_LAYERS`), so the one sequence splits at the
-/// embedding, once a pass. Each of those units holds the model's layers,
-/// so they are the passes (`layers::PassesFrom::Units`): 130 steps of 8
-/// layers, where it said 130 layers and no steps.
+/// embedding, once a pass; the passes are where the sequence's first ops
+/// run again (`layers::PassesFrom::Restarts`), each holding the model's
+/// layers: 130 steps of 8 layers, where it said 130 layers and no steps.
 #[test]
 fn a_long_generation_without_step_marks_is_cut_into_its_passes() {
     let p = DecodeParams {
@@ -383,4 +383,41 @@ fn graph_replays_without_step_marks_are_not_stepped_by_their_collective() {
         let mean = s.steps_stats.mean_us / truth.mean_step_us();
         assert!((0.95..=1.05).contains(&mean), "{mode:?}: {mean}");
     }
+}
+
+/// Long generations without step marks over the random family: each
+/// seed's model run for enough passes that every layer key runs more than
+/// 1,024 times (`repeats::MAX_LAYERS`), its `ProfilerStep`s taken out.
+/// The passes are found where the sequence's first ops run again
+/// (`layers::PassesFrom::Restarts`), and each is a step with the model's
+/// layers. Before, 6 of the first 24 seeds had no layers or a layer per
+/// key run (888 "layers" of a 10-layer model: a GEMM of 8 of its layers,
+/// run 888 times, cut the sequence); all 24 hold now, and six of them are
+/// checked here (each trace is about 200 k events): four that failed, two
+/// that did not.
+#[test]
+fn long_generations_without_step_marks_hold_over_random_architectures() {
+    let mut bad = Vec::new();
+    for seed in [0u64, 1, 2, 9, 10, 12] {
+        let mut p = DecodeParams::random_architecture(seed);
+        p.steps = (1100 / p.layers.max(1) + 1).clamp(6, 400);
+        let mut json = Vec::new();
+        let truth = write_decode_trace(&p, &mut json).unwrap();
+        let (_, t) = unmarked(&json);
+        let s = analyze(&t, &AnalysisOptions::default());
+        if s.layers.count != truth.layers as u64
+            || s.steps.len() != truth.step_us.len()
+            || !kinds_hold(&s, &truth)
+        {
+            bad.push(format!(
+                "seed {seed}: {} layers x {} passes: {} layers, {} steps: {}",
+                truth.layers,
+                truth.step_us.len(),
+                s.layers.count,
+                s.steps.len(),
+                s.layers.detail
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
