@@ -325,6 +325,29 @@ impl Early {
     }
 }
 
+/// A trace without step marks: where it runs its forward pass several
+/// times, the passes become its steps (found with the layers of its one
+/// sequence, which are then found again, per pass; passes told by where
+/// the first ops run again stand only where each holds two layers or
+/// more). The layers found, and whether the steps are now the passes.
+fn passes_as_steps(cx: &mut Context, opts: &AnalysisOptions) -> (layers::Placed, bool) {
+    let found = layers::find(cx, opts);
+    let Some((passes, from)) = layers::forward_passes(cx, &found) else {
+        return (found, false);
+    };
+    let t = cx.t;
+    cx.steps = steps::from_passes(t, &passes);
+    (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+    let again = layers::find(cx, opts);
+    if from == layers::PassesFrom::Restarts && !layers::holds_passes(&again) {
+        // No layers inside: the pieces were the layers.
+        cx.steps.clear();
+        (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+        return (found, false);
+    }
+    (again, true)
+}
+
 /// The summary, what the timeline step made of the index's inputs, and
 /// the memory artifact.
 struct Summarized<R> {
@@ -374,32 +397,13 @@ fn summarize<R>(
         stacks,
         replay: device.replay,
     };
-    // A trace without step marks: where it runs its forward pass several
-    // times, the passes are its steps (found with the layers of its one
-    // sequence; the layers are then found again, per pass).
-    let mut placed = None;
-    if cx.steps.is_empty() {
-        let found = layers::find(&cx, opts);
-        placed = Some(match layers::forward_passes(&cx, &found) {
-            Some((passes, from)) => {
-                cx.steps = steps::from_passes(t, &passes).spans;
-                (cx.gpu_step, cx.basis) =
-                    attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
-                let again = layers::find(&cx, opts);
-                if from == layers::PassesFrom::Restarts && !layers::holds_passes(&again) {
-                    // No layers inside: the units were the layers.
-                    cx.steps.clear();
-                    (cx.gpu_step, cx.basis) =
-                        attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
-                    found
-                } else {
-                    steps.source = Some(steps::FORWARD_PASSES.to_string());
-                    again
-                }
-            }
-            None => found,
-        });
-    }
+    let placed = cx.steps.is_empty().then(|| {
+        let (placed, passes) = passes_as_steps(&mut cx, opts);
+        if passes {
+            steps.source = Some(steps::FORWARD_PASSES.to_string());
+        }
+        placed
+    });
 
     // The trace's facts, the steps, the graphs and the layers (which ops are
     // in which layer) on a second core while the op and kernel tables are

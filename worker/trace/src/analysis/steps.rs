@@ -225,12 +225,7 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
     if kept.is_empty() {
         return FoundSteps::default();
     }
-    kinds_from_inside(t, &mut kept);
-    let min_tokens = match kept[0].pass {
-        Some(_) => 0.0, // as `from_passes` says
-        None => limits::get(Limit::PrefillTokens),
-    };
-    kinds_from_shapes(t, &mut kept, min_tokens);
+    with_kinds(t, &mut kept);
     FoundSteps {
         spans: kept,
         source,
@@ -250,7 +245,7 @@ pub const FORWARD_PASSES: &str = "forward passes";
 /// of its own, then a token a pass; the unmarked captures' 48-token
 /// prompts, `captures::a_forward_pass_run_again_without_step_marks_is_one_pass`).
 /// The layer rule tells the passes ([`layers::forward_passes`](super::layers::forward_passes)).
-pub(crate) fn from_passes(t: &Tables, passes: &[(Sym, i64, i64)]) -> FoundSteps {
+pub(crate) fn from_passes(t: &Tables, passes: &[(Sym, i64, i64)]) -> Vec<StepSpan> {
     let mut spans: Vec<StepSpan> = passes
         .iter()
         .zip(1..)
@@ -262,12 +257,19 @@ pub(crate) fn from_passes(t: &Tables, passes: &[(Sym, i64, i64)]) -> FoundSteps 
             pass: Some(n),
         })
         .collect();
-    kinds_from_inside(t, &mut spans);
-    kinds_from_shapes(t, &mut spans, 0.0);
-    FoundSteps {
-        spans,
-        source: Some(FORWARD_PASSES.to_string()),
-    }
+    with_kinds(t, &mut spans);
+    spans
+}
+
+/// Each step's kind: from the names inside it, else from its ops' shapes;
+/// forward passes need no fewest tokens for a prefill ([`from_passes`]).
+fn with_kinds(t: &Tables, steps: &mut [StepSpan]) {
+    kinds_from_inside(t, steps);
+    let min_tokens = match steps.first().and_then(|s| s.pass) {
+        Some(_) => 0.0,
+        None => limits::get(Limit::PrefillTokens),
+    };
+    kinds_from_shapes(t, steps, min_tokens);
 }
 
 /// How many tokens an op's inputs hold, for the ops that tell a step's
