@@ -449,6 +449,12 @@ pub(crate) enum PassesFrom {
     /// or a key in only some layers cut it): they are passes only if the
     /// layers found in each, as steps, are two or more ([`holds_passes`]).
     Restarts,
+    /// Where a name that runs once a pass runs again, the sequence from it
+    /// on repeating whole ([`anchored`]): the profile opened inside a pass,
+    /// so the sequence's first ops are a layer's tail, which runs again in
+    /// every layer. What comes before the first such name is no pass.
+    /// Passes only if each holds two layers or more, as [`Self::Restarts`].
+    Anchor,
 }
 
 /// A pass's first op name and CPU span (start, end), ns.
@@ -521,6 +527,109 @@ fn restarts(seq: &[Item]) -> Option<Vec<usize>> {
     best.map(|b| b.2)
 }
 
+/// The forward passes of a trace without step marks whose profile opened
+/// inside a pass ([`PassesFrom::Anchor`]): each pass's first op name and
+/// CPU span, from the first whole pass on. `None` where no name cuts the
+/// sequence into alike pieces.
+pub(crate) fn anchored_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
+    let found = &placed.layers;
+    let [seq] = found.seqs.as_slice() else {
+        return None;
+    };
+    pass_spans(cx, seq, found.cpu, &anchored(seq)?)
+}
+
+/// Most run counts [`anchored`] tries, fewest runs first: the names run once
+/// a pass have the fewest runs but for a name run in only some passes (a
+/// cache grown now and then), which rarely makes more than a few counts.
+/// Each try is a scan of the sequence that stops at the first piece unlike
+/// the first.
+const ANCHOR_COUNTS: usize = 16;
+
+/// Where the passes of a sequence that starts inside a pass begin: at each
+/// run of the name with the fewest runs (two or more) whose runs cut the
+/// sequence, from its first run on, into pieces with the same names in the
+/// same order (the last piece may stop early: the profile closed inside a
+/// pass). The sequence from there repeats whole, so each piece is a pass;
+/// a model run once has its head (the final norm and the logits) only
+/// after its last layer, so no piece of it is like the others. Of the
+/// names run that often, the anchor is the last to first run within
+/// [`Passes::MAX_PROLOGUE`] items of the first (the embedding after the
+/// sampling), so a pass starts near its input.
+fn anchored(seq: &[Item]) -> Option<Vec<usize>> {
+    let mut runs: HashMap<Sym, (usize, usize)> = HashMap::new();
+    for (i, it) in seq.iter().enumerate() {
+        runs.entry(it.name).or_insert((i, 0)).1 += 1;
+    }
+    let mut counts: Vec<usize> = runs.values().map(|&(_, n)| n).filter(|&n| n >= 2).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    for &c in counts.iter().take(ANCHOR_COUNTS) {
+        let mut firsts: Vec<(usize, Sym)> = runs
+            .iter()
+            .filter(|(_, &(_, n))| n == c)
+            .map(|(&name, &(first, _))| (first, name))
+            .collect();
+        firsts.sort_unstable_by_key(|&(first, _)| first);
+        let from = firsts[0].0;
+        let Some(&(_, anchor)) = firsts
+            .iter()
+            .take_while(|&&(first, _)| first <= from + Passes::MAX_PROLOGUE)
+            .last()
+        else {
+            continue;
+        };
+        let starts: Vec<usize> = (0..seq.len()).filter(|&i| seq[i].name == anchor).collect();
+        if pieces_alike(seq, &starts) {
+            return Some(starts);
+        }
+    }
+    None
+}
+
+/// Whether the pieces of `seq` that start at `starts` (two or more) are
+/// alike: no name runs more often in the last piece (where the profile may
+/// have closed inside a pass) than in every other (a model run once runs
+/// its final norm after its last layer, once more than in any piece of
+/// layers before it), and the names that run as often in every piece but
+/// the last make at least [`STABLE_SHARE`] of the first piece. Their order
+/// is not compared: the experts a MoE pass routes to, in the CPU capture
+/// `unmarked/generate-moe-4l`, move the same ops around from pass to pass.
+fn pieces_alike(seq: &[Item], starts: &[usize]) -> bool {
+    let Some(last) = starts.len().checked_sub(1).filter(|&l| l > 0) else {
+        return false;
+    };
+    let pieces: Vec<&[Item]> = (0..=last)
+        .map(|k| &seq[starts[k]..starts.get(k + 1).copied().unwrap_or(seq.len())])
+        .collect();
+    let mut counts: HashMap<Sym, Vec<u32>> = HashMap::new();
+    for (k, p) in pieces.iter().enumerate() {
+        for it in p.iter() {
+            counts
+                .entry(it.name)
+                .or_insert_with(|| vec![0; pieces.len()])[k] += 1;
+        }
+    }
+    let mut stable = 0;
+    for c in counts.values() {
+        let most = c[..last].iter().copied().max().unwrap_or(0);
+        if c[last] > most {
+            return false;
+        }
+        if c[..last].iter().all(|&n| n == most) {
+            stable += c[0] as usize;
+        }
+    }
+    stable as f64 >= STABLE_SHARE * pieces[0].len() as f64
+}
+
+/// Least share of a pass's items whose names run as often in every pass
+/// ([`pieces_alike`]): the rest are the experts a MoE pass routes to. The
+/// passes of the CPU captures (`unmarked/generate-*`, MoE too) have every
+/// name as often (1.0); the pieces a name run in some layers cuts have
+/// 0.18-0.39 (`generate-moe-4l` opened 10% and 25% into it).
+const STABLE_SHARE: f64 = 0.5;
+
 /// Whether the layers found in each of a trace's would-be passes, taken
 /// as steps, say that they are passes: two or more layers a pass.
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
@@ -569,11 +678,15 @@ fn pass_spans(
         .iter()
         .map(|p| p.iter().rev().find_map(row))
         .collect::<Option<_>>()?;
+    // The last row before the first pass, where the profile opened inside
+    // a pass ([`PassesFrom::Anchor`]).
+    let before = seq[..cuts[0]].iter().rev().find_map(row);
+    let last_before = |k: usize| if k > 0 { Some(lasts[k - 1]) } else { before };
     // Row `r` of pass `k`, lifted to the outermost op inside the pass.
     let lift = |k: usize, mut r: usize| loop {
         let p = cx.links.parent.get(r);
         if p == NO
-            || k > 0 && ts(p as usize) <= ts(lasts[k - 1])
+            || last_before(k).is_some_and(|l| ts(p as usize) <= ts(l))
             || firsts.get(k + 1).is_some_and(|&n| end(p as usize) > ts(n))
         {
             return r;

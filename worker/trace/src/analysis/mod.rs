@@ -332,20 +332,40 @@ impl Early {
 /// more). The layers found, and whether the steps are now the passes.
 fn passes_as_steps(cx: &mut Context, opts: &AnalysisOptions) -> (layers::Placed, bool) {
     let found = layers::find(cx, opts);
-    let Some((passes, from)) = layers::forward_passes(cx, &found) else {
-        return (found, false);
-    };
+    if let Some((passes, from)) = layers::forward_passes(cx, &found) {
+        if let Some(again) = with_passes(cx, opts, &passes, from) {
+            return (again, true);
+        }
+    }
+    // Where the profile opened inside a pass, the passes from the first
+    // whole one on.
+    if let Some(passes) = layers::anchored_passes(cx, &found) {
+        if let Some(again) = with_passes(cx, opts, &passes, layers::PassesFrom::Anchor) {
+            return (again, true);
+        }
+    }
+    (found, false)
+}
+
+/// The layers found again with the passes as steps; `None`, and no steps,
+/// where passes not told by their prologue hold fewer than two layers each
+/// (the pieces were the layers).
+fn with_passes(
+    cx: &mut Context,
+    opts: &AnalysisOptions,
+    passes: &[layers::PassSpan],
+    from: layers::PassesFrom,
+) -> Option<layers::Placed> {
     let t = cx.t;
-    cx.steps = steps::from_passes(t, &passes);
+    cx.steps = steps::from_passes(t, passes);
     (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
     let again = layers::find(cx, opts);
-    if from == layers::PassesFrom::Restarts && !layers::holds_passes(&again) {
-        // No layers inside: the pieces were the layers.
+    if from != layers::PassesFrom::Prologue && !layers::holds_passes(&again) {
         cx.steps.clear();
         (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
-        return (found, false);
+        return None;
     }
-    (again, true)
+    Some(again)
 }
 
 /// The summary, what the timeline step made of the index's inputs, and

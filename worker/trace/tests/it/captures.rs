@@ -94,6 +94,82 @@ fn steps_that_compile_are_said_to() {
     }
 }
 
+/// The real captures of a model run without step marks, each opened
+/// 10%, 25% and 45% into its window (every event before the cut taken
+/// out, as a profile started inside a pass writes it): the first pass is a
+/// layer's tail and no pass, and the whole passes after it are the steps,
+/// with the model's layers and kinds (`layers::PassesFrom::Anchor`: the
+/// generation opened 10% in said 18 layers of a 4-layer MoE model, 43 of
+/// a dense 8-layer one). One forward pass alone, opened inside, is never
+/// cut into passes.
+#[test]
+fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
+    let dir = family::dir().join("unmarked");
+    for name in family::names_in(&dir) {
+        let truth: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
+                .unwrap();
+        let mut gz = flate2::read::GzDecoder::new(
+            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
+        );
+        let mut doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap().clone();
+        let ts = |e: &Value| e["ts"].as_f64();
+        let (t0, t1) =
+            events
+                .iter()
+                .filter(|e| e["ph"] == "X")
+                .fold((f64::MAX, f64::MIN), |(a, b), e| {
+                    let s = ts(e).unwrap_or(a);
+                    (a.min(s), b.max(s + e["dur"].as_f64().unwrap_or(0.0)))
+                });
+        let passes = truth["passes"].as_u64().unwrap();
+        let want: Vec<&str> = truth["layer_kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        for at in [0.1, 0.25, 0.45] {
+            let cut = t0 + at * (t1 - t0);
+            doc["traceEvents"] = Value::Array(
+                events
+                    .iter()
+                    .filter(|e| !ts(e).is_some_and(|s| s < cut))
+                    .cloned()
+                    .collect(),
+            );
+            let t = kinetoscope_trace::import::read_trace(
+                &serde_json::to_vec(&doc).unwrap()[..],
+                &ReadOptions::default(),
+            )
+            .unwrap();
+            let s = analyze(&t, &AnalysisOptions::default());
+            let l = &s.layers;
+            let what = format!(
+                "{name} opened {at} in: {} steps; {}",
+                s.steps.len(),
+                l.detail
+            );
+            if passes < 2 {
+                assert_eq!(l.passes, 0, "{what}");
+                assert!(s.steps.is_empty(), "{what}");
+                continue;
+            }
+            assert!((2..passes).contains(&l.passes), "{what}");
+            assert_eq!(s.steps.len() as u64, l.passes, "{what}");
+            assert_eq!(s.steps_stats.source, "forward passes", "{what}");
+            assert_eq!(l.count, truth["layers"].as_u64().unwrap(), "{what}");
+            let kinds: Vec<&str> = l
+                .items
+                .iter()
+                .map(|r| r.kind.map_or("", |k| k.as_str()))
+                .collect();
+            assert_eq!(kinds, want, "{what}");
+        }
+    }
+}
+
 /// Real captures of a model run without step marks
 /// (`python/captures/unmarked.py`): a prefill and four decodes in one
 /// profile, as `model.generate()` profiled without a schedule writes them,
