@@ -460,28 +460,41 @@ pub(crate) enum PassesFrom {
 /// A pass's first op name and CPU span (start, end), ns.
 pub(crate) type PassSpan = (Sym, i64, i64);
 
+/// One way of telling a trace's forward passes ([`prologue_passes`],
+/// [`anchored_passes`], [`restart_passes`]).
+pub(crate) type PassFinder = fn(&Context, &Placed) -> Option<Vec<PassSpan>>;
+
 /// The forward passes of a trace without step marks that runs its pass
-/// several times, found with the layers of its one sequence or where its
-/// first ops run again, as the steps it has: each pass's first op name and
-/// CPU span ([`pass_spans`]). `None` where neither shows passes.
-pub(crate) fn forward_passes(cx: &Context, placed: &Placed) -> Option<(Vec<PassSpan>, PassesFrom)> {
+/// several times, told by their prologue cutting the layers of its one
+/// sequence ([`Passes`]): each pass's first op name and CPU span
+/// ([`pass_spans`]). `None` where the layers show no passes.
+pub(crate) fn prologue_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
+    let (seq, cpu) = head_starts_a_pass(cx, placed)?;
+    let a = placed.layers.assignment.as_ref()?;
+    (a.pass_starts.len() >= 2).then_some(())?;
+    pass_spans(cx, seq, cpu, &a.pass_starts)
+}
+
+/// The forward passes of a trace without step marks where the first ops
+/// of its one sequence run again ([`restarts`]): each pass's first op name
+/// and CPU span.
+pub(crate) fn restart_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
+    let (seq, cpu) = head_starts_a_pass(cx, placed)?;
+    pass_spans(cx, seq, cpu, &restarts(seq)?)
+}
+
+/// The one sequence of a trace without step marks, and whether its items
+/// are CPU ops, where its head may start a pass: [`prologue_passes`] and
+/// [`restart_passes`] read it so. Where its first GPU op was launched
+/// before the profile opened, the head is the end of a pass the profile
+/// caught inside ([`anchored_passes`] then).
+fn head_starts_a_pass<'a>(cx: &Context, placed: &'a Placed) -> Option<(&'a [Item], bool)> {
     let found = &placed.layers;
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    if let Some(a) = found
-        .assignment
-        .as_ref()
-        .filter(|a| a.pass_starts.len() >= 2)
-    {
-        let spans = pass_spans(cx, seq, found.cpu, &a.pass_starts)?;
-        return Some((spans, PassesFrom::Prologue));
-    }
-    let starts = restarts(seq)?;
-    Some((
-        pass_spans(cx, seq, found.cpu, &starts)?,
-        PassesFrom::Restarts,
-    ))
+    item_row(cx, found.cpu, seq.first()?)?;
+    Some((seq, found.cpu))
 }
 
 /// Where the first ops of a sequence run again, in the same order: for a
@@ -536,27 +549,29 @@ pub(crate) fn anchored_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassS
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    pass_spans(cx, seq, found.cpu, &anchored(seq)?)
+    let (starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    pass_spans(cx, &seq[..end], found.cpu, &starts)
 }
 
 /// Most run counts [`anchored`] tries, fewest runs first: the names run once
 /// a pass have the fewest runs but for a name run in only some passes (a
 /// cache grown now and then), which rarely makes more than a few counts.
-/// Each try is a scan of the sequence that stops at the first piece unlike
-/// the first.
+/// Each try is a scan of the sequence.
 const ANCHOR_COUNTS: usize = 16;
 
-/// Where the passes of a sequence that starts inside a pass begin: at each
-/// run of the name with the fewest runs (two or more) whose runs cut the
-/// sequence, from its first run on, into pieces with the same names in the
-/// same order (the last piece may stop early: the profile closed inside a
-/// pass). The sequence from there repeats whole, so each piece is a pass;
-/// a model run once has its head (the final norm and the logits) only
-/// after its last layer, so no piece of it is like the others. Of the
-/// names run that often, the anchor is the last to first run within
-/// [`Passes::MAX_PROLOGUE`] items of the first (the embedding after the
-/// sampling), so a pass starts near its input.
-fn anchored(seq: &[Item]) -> Option<Vec<usize>> {
+/// Where the passes of a sequence that starts inside a pass begin, and
+/// where the last ends: at each run of the name with the fewest runs (two
+/// or more) whose runs cut the sequence, from its first run on, into alike
+/// pieces ([`pieces_alike`]). The sequence from there repeats, so each
+/// piece is a pass; a model run once has its head (the final norm and the
+/// logits) only after its last layer, so no piece of it is like the
+/// others. Of the names run that often, the anchor is the first to run
+/// (a kernel Inductor made for the first layer alone, in
+/// `torch-h200-decode-compiled-8l`, runs once a pass too, inside it). What
+/// comes before the first run is a pass too where it is a whole one but
+/// for the items from the anchor on ([`whole_before`]); a last piece cut
+/// short by the end of the profile, less than half the first, is no pass.
+fn anchored(seq: &[Item], launched: impl Fn(&Item) -> bool) -> Option<(Vec<usize>, usize)> {
     let mut runs: HashMap<Sym, (usize, usize)> = HashMap::new();
     for (i, it) in seq.iter().enumerate() {
         runs.entry(it.name).or_insert((i, 0)).1 += 1;
@@ -565,40 +580,88 @@ fn anchored(seq: &[Item]) -> Option<Vec<usize>> {
     counts.sort_unstable();
     counts.dedup();
     for &c in counts.iter().take(ANCHOR_COUNTS) {
-        let mut firsts: Vec<(usize, Sym)> = runs
+        let Some((_, anchor)) = runs
             .iter()
             .filter(|(_, &(_, n))| n == c)
             .map(|(&name, &(first, _))| (first, name))
-            .collect();
-        firsts.sort_unstable_by_key(|&(first, _)| first);
-        let from = firsts[0].0;
-        let Some(&(_, anchor)) = firsts
-            .iter()
-            .take_while(|&&(first, _)| first <= from + Passes::MAX_PROLOGUE)
-            .last()
+            .min_by_key(|&(first, _)| first)
         else {
             continue;
         };
-        let starts: Vec<usize> = (0..seq.len()).filter(|&i| seq[i].name == anchor).collect();
-        if pieces_alike(seq, &starts) {
-            return Some(starts);
+        let mut starts: Vec<usize> = (0..seq.len()).filter(|&i| seq[i].name == anchor).collect();
+        let Some(stable) = pieces_alike(seq, &starts) else {
+            continue;
+        };
+        let first = &seq[starts[0]..starts[1]];
+        let mut end = seq.len();
+        if let [.., from] = starts[..] {
+            if (end - from) * 2 < first.len() {
+                end = from;
+                starts.pop();
+            }
         }
+        if whole_before(&seq[..starts[0]], first, &stable, &launched) {
+            starts.insert(0, 0);
+        }
+        return (starts.len() >= 2).then_some((starts, end));
     }
     None
 }
 
-/// Whether the pieces of `seq` that start at `starts` (two or more) are
-/// alike: no name runs more often in the last piece (where the profile may
-/// have closed inside a pass) than in every other (a model run once runs
-/// its final norm after its last layer, once more than in any piece of
-/// layers before it), and the names that run as often in every piece but
-/// the last make at least [`STABLE_SHARE`] of the first piece. Their order
-/// is not compared: the experts a MoE pass routes to, in the CPU capture
-/// `unmarked/generate-moe-4l`, move the same ops around from pass to pass.
-fn pieces_alike(seq: &[Item], starts: &[usize]) -> bool {
-    let Some(last) = starts.len().checked_sub(1).filter(|&l| l > 0) else {
+/// How often each name runs in `items`.
+fn name_counts(items: &[Item]) -> HashMap<Sym, u32> {
+    let mut counts: HashMap<Sym, u32> = HashMap::new();
+    for it in items {
+        *counts.entry(it.name).or_default() += 1;
+    }
+    counts
+}
+
+/// Whether `part`, just before `piece`, is a whole pass but for the items
+/// `piece` starts with: those run once a pass (the H200 story's `argmax`
+/// and the copy after it end each pass, where the kernel of its embedding
+/// also gathers the KV cache in every layer), at most
+/// [`Passes::MAX_PROLOGUE`]; the rest like `piece`'s end (each of the
+/// `stable` names, those run as often in every piece, as often, and no
+/// name more often); every item of it `launched` in the profile (the GPU
+/// ops of a pass the profile opened inside were launched before it). A
+/// profile opened inside a pass cut its first ops, which run in every
+/// layer (`torch-h200-decode-compiled-8l` opened 15% in: 4 of 178;
+/// `torch-h200-decode-gathercast-78l-5xpool` 40% in: 8 of 2,452).
+fn whole_before(
+    part: &[Item],
+    piece: &[Item],
+    stable: &hashbrown::HashSet<Sym>,
+    launched: impl Fn(&Item) -> bool,
+) -> bool {
+    let Some(short) = piece.len().checked_sub(part.len()) else {
         return false;
     };
+    if part.is_empty() || short > Passes::MAX_PROLOGUE || !part.iter().all(launched) {
+        return false;
+    }
+    let (have, want, all) = (
+        name_counts(part),
+        name_counts(&piece[short..]),
+        name_counts(piece),
+    );
+    let n = |m: &HashMap<Sym, u32>, k: &Sym| m.get(k).copied().unwrap_or(0);
+    piece[..short].iter().all(|it| n(&all, &{ it.name }) == 1)
+        && have.keys().all(|k| n(&have, k) <= n(&want, k))
+        && stable.iter().all(|k| n(&have, k) == n(&want, k))
+}
+
+/// The pieces of `seq` that start at `starts` (two or more) are alike when
+/// no name runs more often in the last piece (where the profile may have
+/// closed inside a pass) than in every other (a model run once runs its
+/// final norm after its last layer, once more than in any piece of layers
+/// before it), and the names that run as often in every piece but the last
+/// make at least [`STABLE_SHARE`] of the first piece. Their order is not
+/// compared: the experts a MoE pass routes to, in the CPU capture
+/// `unmarked/generate-moe-4l`, move the same ops around from pass to pass.
+/// Those names, where the pieces are alike.
+fn pieces_alike(seq: &[Item], starts: &[usize]) -> Option<hashbrown::HashSet<Sym>> {
+    let last = starts.len().checked_sub(1).filter(|&l| l > 0)?;
     let pieces: Vec<&[Item]> = (0..=last)
         .map(|k| &seq[starts[k]..starts.get(k + 1).copied().unwrap_or(seq.len())])
         .collect();
@@ -610,17 +673,19 @@ fn pieces_alike(seq: &[Item], starts: &[usize]) -> bool {
                 .or_insert_with(|| vec![0; pieces.len()])[k] += 1;
         }
     }
-    let mut stable = 0;
-    for c in counts.values() {
+    let mut stable = hashbrown::HashSet::new();
+    let mut items = 0;
+    for (&name, c) in &counts {
         let most = c[..last].iter().copied().max().unwrap_or(0);
         if c[last] > most {
-            return false;
+            return None;
         }
         if c[..last].iter().all(|&n| n == most) {
-            stable += c[0] as usize;
+            stable.insert(name);
+            items += c[0] as usize;
         }
     }
-    stable as f64 >= STABLE_SHARE * pieces[0].len() as f64
+    (items as f64 >= STABLE_SHARE * pieces[0].len() as f64).then_some(stable)
 }
 
 /// Least share of a pass's items whose names run as often in every pass
@@ -640,6 +705,17 @@ pub(crate) fn holds_passes(placed: &Placed) -> bool {
         .is_some_and(|a| a.layer.count() >= 2)
 }
 
+/// An item's CPU row: the op itself, or its GPU op's launch (`None` where
+/// the launch is not in the trace).
+fn item_row(cx: &Context, cpu_items: bool, it: &Item) -> Option<usize> {
+    let r = if cpu_items {
+        it.at
+    } else {
+        cx.links.launch.get(it.at as usize)
+    };
+    (r != NO).then_some(r as usize)
+}
+
 /// The CPU spans of the passes of sequence `seq` that start at `starts`:
 /// each pass's first op name and span, from its first op to the next
 /// pass's, the last to its last op's end. A GPU op's op is the outermost op
@@ -657,17 +733,17 @@ fn pass_spans(
         |r: usize| cpu.ts().get(r),
         |r: usize| cpu.ts().get(r) + cpu.dur().get(r),
     );
-    // An item's CPU row: the op itself, or its GPU op's launch.
-    let row = |it: &Item| {
-        let r = if cpu_items {
-            it.at
-        } else {
-            cx.links.launch.get(it.at as usize)
-        };
-        (r != NO).then_some(r as usize)
-    };
+    let row = |it: &Item| item_row(cx, cpu_items, it);
     let mut cuts = starts.to_vec();
     cuts.push(seq.len());
+    // Passes none of whose GPU ops was launched in the profile (run after
+    // it opened, launched before) are no passes: they have no CPU span.
+    let launched = |w: &[usize]| seq[w[0]..w[1]].iter().any(|it| row(it).is_some());
+    let unlaunched = cuts.windows(2).take_while(|w| !launched(w)).count();
+    cuts.drain(..unlaunched);
+    if cuts.len() < 3 {
+        return None;
+    }
     let passes: Vec<&[Item]> = cuts.windows(2).map(|w| &seq[w[0]..w[1]]).collect();
     // Each pass's first and last rows.
     let firsts: Vec<usize> = passes

@@ -111,12 +111,16 @@ pub const LIMITS: [Evidence; 10] = [
         value: 0.3,
         why: "The layers are most of a step's work: a repeat inside one phase is not. \
               Wrong at 0.03 (ResNet blocks as layers in \
-              hta-v100-resnet-ns-resolution-rank0) and at 0.45 (seed7/hybrid-train-12l \
-              loses its layers: a training step's forward run covers as little as 26% \
-              of it in the family, 28% in torch-h200-train-gpt6, and its backward run \
-              the rest); right from 0.075 to 0.375.",
-        chosen_by: "tests/captures/seed7/hybrid-train-12l, torch-h200-train-gpt6, hta-v100-*",
-        margin: [0.5, 0.25],
+              hta-v100-resnet-ns-resolution-rank0), at 0.15 (param-resnet-rtx2080ti, a \
+              training loop without step marks: its 28 whole iterations, cut by \
+              layers::anchored, become passes of 4 'layers', ResNet's stages) and at \
+              0.45 (seed7/hybrid-train-12l loses its layers: a training step's forward \
+              run covers as little as 26% of it in the family, 28% in \
+              torch-h200-train-gpt6, and its backward run the rest); right from 0.2 to \
+              0.375.",
+        chosen_by: "tests/captures/seed7/hybrid-train-12l, torch-h200-train-gpt6, hta-v100-*, \
+                    param-resnet-rtx2080ti",
+        margin: [0.33, 0.25],
     },
     Evidence {
         limit: Limit::BlockGap,

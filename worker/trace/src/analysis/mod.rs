@@ -331,16 +331,22 @@ impl Early {
 /// the first ops run again stand only where each holds two layers or
 /// more). The layers found, and whether the steps are now the passes.
 fn passes_as_steps(cx: &mut Context, opts: &AnalysisOptions) -> (layers::Placed, bool) {
+    use layers::PassesFrom::{Anchor, Prologue, Restarts};
     let found = layers::find(cx, opts);
-    if let Some((passes, from)) = layers::forward_passes(cx, &found) {
+    // Told by their prologue, the passes stand; else where a name cuts the
+    // sequence into alike pieces (the profile may have opened inside a
+    // pass); else where the first ops run again (the passes of a long
+    // generation need not be alike: its prefill runs other kernels).
+    let tries: [(layers::PassFinder, _); 3] = [
+        (layers::prologue_passes, Prologue),
+        (layers::anchored_passes, Anchor),
+        (layers::restart_passes, Restarts),
+    ];
+    for (passes, from) in tries {
+        let Some(passes) = passes(cx, &found) else {
+            continue;
+        };
         if let Some(again) = with_passes(cx, opts, &passes, from) {
-            return (again, true);
-        }
-    }
-    // Where the profile opened inside a pass, the passes from the first
-    // whole one on.
-    if let Some(passes) = layers::anchored_passes(cx, &found) {
-        if let Some(again) = with_passes(cx, opts, &passes, layers::PassesFrom::Anchor) {
             return (again, true);
         }
     }

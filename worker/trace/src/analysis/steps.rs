@@ -244,7 +244,7 @@ pub const FORWARD_PASSES: &str = "forward passes";
 /// tokens of another is a prompt's (`generate()` runs the prompt in a pass
 /// of its own, then a token a pass; the unmarked captures' 48-token
 /// prompts, `captures::a_forward_pass_run_again_without_step_marks_is_one_pass`).
-/// The layer rule tells the passes ([`layers::forward_passes`](super::layers::forward_passes)).
+/// The layer rule tells the passes ([`layers::prologue_passes`](super::layers::prologue_passes) and the others `analysis::passes_as_steps` tries).
 pub(crate) fn from_passes(t: &Tables, passes: &[(Sym, i64, i64)]) -> Vec<StepSpan> {
     let mut spans: Vec<StepSpan> = passes
         .iter()

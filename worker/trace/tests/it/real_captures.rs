@@ -258,3 +258,91 @@ fn idle_outside_the_steps_and_data_loader_waits_are_said_as_such() {
         s.steps_stats.source
     );
 }
+
+/// The H200 captures with their step marks taken out (`model.generate()`
+/// profiled without a schedule writes no `ProfilerStep`): each forward
+/// pass is a step, as many as the marks made, as long on average (within
+/// 2%), with the model's layers. The story's capture said 498 layers and
+/// no steps: its first GPU ops are the end of a step launched before the
+/// window, so its sequence starts inside a pass, and its embedding's
+/// kernel gathers the KV cache in every layer too (`layers::anchored`).
+/// Opened 15% and 40% into the window (every event before the cut taken
+/// out), the whole passes after the cut are the steps, the one cut into
+/// none (the compiled capture opened inside a pass said 7 layers of 8).
+/// The hybrid replays its graphs 100 ms behind the CPU, so a cut takes out
+/// every launch: it is checked whole only.
+#[test]
+fn traces_without_step_marks_have_their_passes_as_steps() {
+    for (capture, cuts) in [
+        ("torch-h200-decode-fp8cast-78l-5xpool", &[0.15, 0.4][..]),
+        ("torch-h200-decode-gathercast-78l-5xpool", &[0.15, 0.4]),
+        ("torch-h200-decode-compiled-8l", &[0.15, 0.4]),
+        ("torch-h200-decode-stack-memory-12l", &[0.15, 0.4]),
+        ("torch-h200-decode-hybrid-graph-48l", &[]),
+    ] {
+        let name = format!("{capture}.json.gz");
+        let truth: Value = serde_json::from_slice(
+            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let layers = truth["layers"].as_u64().unwrap();
+        let marked = summary_of(&shared(&name));
+        let all: Vec<Value> = events(&name)
+            .into_iter()
+            .filter(|e| {
+                !e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ProfilerStep"))
+            })
+            .collect();
+        let analyzed = |events: Vec<Value>| {
+            let doc = serde_json::json!({ "traceEvents": events });
+            let t = kinetoscope_trace::import::read_trace(
+                &serde_json::to_vec(&doc).unwrap()[..],
+                &ReadOptions::default(),
+            )
+            .unwrap();
+            analyze(&t, &AnalysisOptions::default())
+        };
+        let s = analyzed(all.clone());
+        let what = |s: &Summary| format!("{capture}: {} steps; {}", s.steps.len(), s.layers.detail);
+        assert_eq!(s.steps_stats.source, "forward passes", "{}", what(&s));
+        assert_eq!(s.steps.len(), marked.steps.len(), "{}", what(&s));
+        assert_eq!(s.layers.passes as usize, s.steps.len(), "{}", what(&s));
+        assert_eq!(s.layers.count, layers, "{}", what(&s));
+        let mean = s.steps_stats.mean_us / marked.steps_stats.mean_us;
+        assert!(
+            (0.98..=1.02).contains(&mean),
+            "{}: mean {mean:.3} of the marked steps'",
+            what(&s)
+        );
+        let ts = |e: &Value| e["ts"].as_f64();
+        let (t0, t1) =
+            all.iter()
+                .filter(|e| e["ph"] == "X")
+                .fold((f64::MAX, f64::MIN), |(a, b), e| {
+                    let s = ts(e).unwrap_or(a);
+                    (a.min(s), b.max(s + e["dur"].as_f64().unwrap_or(0.0)))
+                });
+        for &at in cuts {
+            let cut = t0 + at * (t1 - t0);
+            let s = analyzed(
+                all.iter()
+                    .filter(|e| !ts(e).is_some_and(|s| s < cut))
+                    .cloned()
+                    .collect(),
+            );
+            let what = format!("opened {at} in: {}", what(&s));
+            assert!(s.layers.passes >= 2, "{what}");
+            assert!(s.steps.len() < marked.steps.len(), "{what}");
+            assert_eq!(s.layers.passes as usize, s.steps.len(), "{what}");
+            assert_eq!(s.layers.count, layers, "{what}");
+            // No step is a pass the cut took the start of.
+            let least = s.steps.iter().map(|r| r.time_us).fold(f64::MAX, f64::min);
+            assert!(
+                least > 0.8 * marked.steps_stats.mean_us.min(s.steps_stats.mean_us),
+                "{what}: a step of {least:.0} µs"
+            );
+        }
+    }
+}
