@@ -128,11 +128,23 @@ fn is_layer_class(class: &str) -> bool {
 fn step_sequences(cx: &Context) -> Sequences {
     let t = cx.t;
     let gpu = &t.gpu;
+    // Without steps, the one sequence starts at the first GPU op launched in
+    // the profile: those before it are the end of a pass launched before it
+    // opened (436 kernels of `tracelens-h100-qwen1.5-0.5b-chat-infer`, 10
+    // layers, made 34 layers of its 24). A trace with no launch at all keeps
+    // every GPU op.
+    let first = if cx.steps.is_empty() {
+        (0..gpu.len())
+            .find(|&g| gpu.kind()[g].is_gpu_op() && cx.links.launch.get(g) != NO)
+            .unwrap_or(0)
+    } else {
+        0
+    };
     let step_of = |g: usize| {
         if !gpu.kind()[g].is_gpu_op() {
             None
         } else if cx.steps.is_empty() {
-            Some(0)
+            (g >= first).then_some(0)
         } else {
             Some(cx.gpu_step.get(g) as usize).filter(|&s| s != NO as usize)
         }
@@ -326,16 +338,6 @@ impl GpuLayers {
             of: vec![Self::NONE; if cpu { t.cpu.len() } else { t.gpu.len() }],
             set: 0,
         }
-    }
-
-    /// How many layers: the highest index set, plus one.
-    fn count(&self) -> usize {
-        self.of
-            .iter()
-            .copied()
-            .max()
-            .filter(|&l| l >= 0)
-            .map_or(0, |l| l as usize + 1)
     }
 
     /// Sets the layer of row `g`; an index past `i32` (a name no model's
@@ -696,13 +698,21 @@ fn pieces_alike(seq: &[Item], starts: &[usize]) -> Option<hashbrown::HashSet<Sym
 const STABLE_SHARE: f64 = 0.5;
 
 /// Whether the layers found in each of a trace's would-be passes, taken
-/// as steps, say that they are passes: two or more layers a pass.
+/// as steps, say that they are passes: two or more layers in every pass.
+/// Layers told by their module's name are numbered by it, not by pass: a
+/// piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer` (Python
+/// frames kept, step mark taken out) still numbered 24 layers, one a pass.
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
-    placed
-        .layers
-        .assignment
-        .as_ref()
-        .is_some_and(|a| a.layer.count() >= 2)
+    let found = &placed.layers;
+    found.assignment.as_ref().is_some_and(|a| {
+        // Passes left out of the search for their length are empty.
+        found.seqs.iter().filter(|seq| !seq.is_empty()).all(|seq| {
+            let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            seen.len() >= 2
+        })
+    })
 }
 
 /// An item's CPU row: the op itself, or its GPU op's launch (`None` where

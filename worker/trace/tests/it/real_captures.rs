@@ -346,3 +346,44 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
         }
     }
 }
+
+/// Without its step mark, a trace whose first GPU ops were launched before
+/// the profile opened (436 kernels, about 10 layers, of Qwen1.5-0.5B's
+/// step before the window) has the layers of the pass it saw whole: its
+/// one sequence starts at the first GPU op launched in the profile. It
+/// said 34 and 35 layers of 24. The pieces a layer's names cut the one
+/// pass into are no passes, though the layers' module names number them
+/// (`layers::holds_passes`: it said 24 passes of one layer each).
+#[test]
+fn gpu_ops_launched_before_the_window_are_not_layers_of_an_unmarked_trace() {
+    for name in [
+        "tracelens-h100-qwen1.5-0.5b-chat-infer.json.gz",
+        "tracelens-mi300x-qwen1.5-0.5b-chat-infer.json.gz",
+    ] {
+        let marked = summary_of(&shared(name));
+        assert_eq!(marked.layers.count, 24, "{name}: {}", marked.layers.detail);
+        let events: Vec<Value> = events(name)
+            .into_iter()
+            .filter(|e| {
+                !e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ProfilerStep"))
+            })
+            .collect();
+        let t = kinetoscope_trace::import::read_trace(
+            &serde_json::to_vec(&serde_json::json!({ "traceEvents": events })).unwrap()[..],
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        assert_eq!(s.layers.passes, 0, "{name}: {}", s.layers.detail);
+        assert_eq!(
+            s.layers.count,
+            24,
+            "{name}: {} steps ({}); {}",
+            s.steps.len(),
+            s.steps_stats.source,
+            s.layers.detail
+        );
+    }
+}
