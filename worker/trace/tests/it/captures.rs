@@ -124,12 +124,7 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
                     (a.min(s), b.max(s + e["dur"].as_f64().unwrap_or(0.0)))
                 });
         let passes = truth["passes"].as_u64().unwrap();
-        let want: Vec<&str> = truth["layer_kinds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k.as_str().unwrap())
-            .collect();
+        let want = truth_kinds(&truth);
         for at in [0.1, 0.25, 0.45] {
             let cut = t0 + at * (t1 - t0);
             doc["traceEvents"] = Value::Array(
@@ -160,11 +155,7 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
             assert_eq!(s.steps.len() as u64, l.passes, "{what}");
             assert_eq!(s.steps_stats.source, "forward passes", "{what}");
             assert_eq!(l.count, truth["layers"].as_u64().unwrap(), "{what}");
-            let kinds: Vec<&str> = l
-                .items
-                .iter()
-                .map(|r| r.kind.map_or("", |k| k.as_str()))
-                .collect();
+            let kinds = found_kinds(l);
             assert_eq!(kinds, want, "{what}");
         }
     }
@@ -193,17 +184,8 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
             "{name}: {}",
             l.detail
         );
-        let kinds: Vec<&str> = l
-            .items
-            .iter()
-            .map(|r| r.kind.map_or("", |k| k.as_str()))
-            .collect();
-        let want: Vec<&str> = truth["layer_kinds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k.as_str().unwrap())
-            .collect();
+        let kinds = found_kinds(l);
+        let want = truth_kinds(&truth);
         assert_eq!(kinds, want, "{name}");
         let passes = truth["passes"].as_u64().unwrap();
         assert_eq!(
@@ -248,4 +230,22 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
         }
     }
     assert_eq!(names.len(), 5);
+}
+
+/// The layer kinds a capture's truth names, in order.
+fn truth_kinds(truth: &Value) -> Vec<&str> {
+    truth["layer_kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect()
+}
+
+/// The layer kinds found, in order (`""` where none was told).
+fn found_kinds(l: &kinetoscope_types::Layers) -> Vec<&'static str> {
+    l.items
+        .iter()
+        .map(|r| r.kind.map_or("", |k| k.as_str()))
+        .collect()
 }

@@ -14,6 +14,30 @@ fn summary_of(path: &std::path::Path) -> Summary {
     analyze(&t, &AnalysisOptions::default())
 }
 
+/// A shared trace's events with its step marks taken out, as
+/// `model.generate()` profiled without a schedule writes them.
+fn unmarked_events(name: &str) -> Vec<Value> {
+    events(name)
+        .into_iter()
+        .filter(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep"))
+        })
+        .collect()
+}
+
+/// The summary of a trace made of `events`.
+fn summary_of_events(events: Vec<Value>) -> Summary {
+    let doc = serde_json::json!({ "traceEvents": events });
+    let t = kinetoscope_trace::import::read_trace(
+        &serde_json::to_vec(&doc).unwrap()[..],
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    analyze(&t, &AnalysisOptions::default())
+}
+
 fn events(name: &str) -> Vec<Value> {
     let mut json = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(shared(name)).unwrap())
@@ -287,24 +311,8 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
         .unwrap();
         let layers = truth["layers"].as_u64().unwrap();
         let marked = summary_of(&shared(&name));
-        let all: Vec<Value> = events(&name)
-            .into_iter()
-            .filter(|e| {
-                !e["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("ProfilerStep"))
-            })
-            .collect();
-        let analyzed = |events: Vec<Value>| {
-            let doc = serde_json::json!({ "traceEvents": events });
-            let t = kinetoscope_trace::import::read_trace(
-                &serde_json::to_vec(&doc).unwrap()[..],
-                &ReadOptions::default(),
-            )
-            .unwrap();
-            analyze(&t, &AnalysisOptions::default())
-        };
-        let s = analyzed(all.clone());
+        let all = unmarked_events(&name);
+        let s = summary_of_events(all.clone());
         let what = |s: &Summary| format!("{capture}: {} steps; {}", s.steps.len(), s.layers.detail);
         assert_eq!(s.steps_stats.source, "forward passes", "{}", what(&s));
         assert_eq!(s.steps.len(), marked.steps.len(), "{}", what(&s));
@@ -326,7 +334,7 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
                 });
         for &at in cuts {
             let cut = t0 + at * (t1 - t0);
-            let s = analyzed(
+            let s = summary_of_events(
                 all.iter()
                     .filter(|e| !ts(e).is_some_and(|s| s < cut))
                     .cloned()
@@ -362,20 +370,8 @@ fn gpu_ops_launched_before_the_window_are_not_layers_of_an_unmarked_trace() {
     ] {
         let marked = summary_of(&shared(name));
         assert_eq!(marked.layers.count, 24, "{name}: {}", marked.layers.detail);
-        let events: Vec<Value> = events(name)
-            .into_iter()
-            .filter(|e| {
-                !e["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("ProfilerStep"))
-            })
-            .collect();
-        let t = kinetoscope_trace::import::read_trace(
-            &serde_json::to_vec(&serde_json::json!({ "traceEvents": events })).unwrap()[..],
-            &ReadOptions::default(),
-        )
-        .unwrap();
-        let s = analyze(&t, &AnalysisOptions::default());
+        let events = unmarked_events(name);
+        let s = summary_of_events(events);
         assert_eq!(s.layers.passes, 0, "{name}: {}", s.layers.detail);
         assert_eq!(
             s.layers.count,
