@@ -171,6 +171,12 @@ pub(crate) enum Role {
     Combine,
     /// The MLP's activation.
     Ffn,
+    /// A sigmoid: an MLP's activation written out (CLIP's and OWL-ViT's
+    /// `quick_gelu`, `x * sigmoid(1.702 x)`; a hand-written swish) or a
+    /// gate (an attention output's, a router's). Enough to tell a block
+    /// ([`Role::is_block_part`]), but it ends no mixer block: a gated
+    /// mixer runs one between its kernels.
+    Gate,
     /// Anything else.
     Other,
 }
@@ -181,6 +187,11 @@ impl Role {
     }
     pub(crate) fn is_ffn(self) -> bool {
         matches!(self, Role::Ffn | Role::Moe)
+    }
+    /// The MLP side of a block, an activation written out included: with a
+    /// norm, what makes a repeat without a mixer name a decoder block.
+    pub(crate) fn is_block_part(self) -> bool {
+        self.is_ffn() || self == Role::Gate
     }
 }
 
@@ -302,7 +313,7 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("vectorized", Some(C::Elementwise), None),
     ("pointwise", Some(C::Elementwise), None),
     ("triton_poi", Some(C::Elementwise), None),
-    ("sigmoid", Some(C::Elementwise), None),
+    ("sigmoid", Some(C::Elementwise), Some(R::Gate)),
     ("tanh", Some(C::Elementwise), None),
     ("rotary", Some(C::Elementwise), None),
     ("rope", Some(C::Elementwise), None),

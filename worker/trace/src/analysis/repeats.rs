@@ -330,7 +330,7 @@ struct Tried {
     by_mixers: bool,
     /// Every layer starts at its input norm.
     at_norms: bool,
-    /// Every layer runs a norm and an MLP (or MoE) item.
+    /// Every layer runs a norm and an MLP, MoE or gate item ([`Role::is_block_part`]).
     blocks_like: bool,
     /// Time in the layers, and in the steps, ns.
     covered: i64,
@@ -457,7 +457,7 @@ fn try_key(
             }
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
-                && layer.iter().any(|it| it.role.is_ffn());
+                && layer.iter().any(|it| it.role.is_block_part());
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
                 + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))];
             for k in starts[i]..e {
