@@ -406,17 +406,42 @@ pub(crate) struct Placed {
     pub spans: Vec<LayerSpan>,
 }
 
-/// Finds the layers, and where each lies in each step.
-pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
+/// The steps' sequences, and whether their items are CPU ops (a trace
+/// without GPU ops).
+fn sequences(cx: &Context) -> (Sequences, bool) {
     let cpu = cx.gpu_op_ns == 0 && !(0..cx.t.gpu.len()).any(|g| cx.t.gpu.kind()[g].is_gpu_op());
-    let Sequences {
-        items: seqs,
-        past_bound,
-    } = if cpu {
+    let seqs = if cpu {
         cpu_sequences(cx)
     } else {
         step_sequences(cx)
     };
+    (seqs, cpu)
+}
+
+/// Whether a trace's one marked step may run its forward pass several
+/// times: its sequence's first ops run again ([`restarts`]) or a name cuts
+/// it into alike pieces ([`anchored`]), as the pass finders ask, without
+/// the layer search. A prologue that cuts the layers ([`prologue_passes`])
+/// holds a name run once a pass, so its passes restart. On
+/// `tracelens-mi300x-xdit-sd3.5-infer` (one step, no passes) trying the
+/// passes took 26 ms of 100 without this test.
+pub(crate) fn may_hold_passes(cx: &Context) -> bool {
+    let (seqs, cpu) = sequences(cx);
+    let [seq] = seqs.items.as_slice() else {
+        return false;
+    };
+    restarts(seq).is_some() || anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some()
+}
+
+/// Finds the layers, and where each lies in each step.
+pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
+    let (
+        Sequences {
+            items: seqs,
+            past_bound,
+        },
+        cpu,
+    ) = sequences(cx);
     let assignment = if opts.layer_marker.is_some() || opts.layer_period.is_some() {
         by_override(cx, &seqs, opts, cpu)
     } else {
@@ -702,6 +727,16 @@ const STABLE_SHARE: f64 = 0.5;
 /// Layers told by their module's name are numbered by it, not by pass: a
 /// piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer` (Python
 /// frames kept, step mark taken out) still numbered 24 layers, one a pass.
+impl Found {
+    /// Whether names told the layers (annotations, module frames, the
+    /// user's marker) rather than a repeat of the GPU ops, or nothing did.
+    pub(crate) fn told_by_names(&self) -> bool {
+        self.assignment
+            .as_ref()
+            .is_some_and(|a| a.method != LayerMethod::Repetition)
+    }
+}
+
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
     let found = &placed.layers;
     found.assignment.as_ref().is_some_and(|a| {
@@ -828,8 +863,12 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
     let passes = cx.steps.iter().filter(|s| s.pass.is_some()).count();
     if passes > 0 && layers.method != LayerMethod::None {
         layers.passes = passes as u64;
+        let held = match cx.passes_in {
+            Some(step) => format!("the trace's one step, {},", cx.t.name(step)),
+            None => "the trace has no step marks and".to_string(),
+        };
         layers.detail = format!(
-            "the trace has no step marks and runs its forward pass {passes} times: each pass is a step, figures per pass; {}",
+            "{held} runs its forward pass {passes} times: each pass is a step, figures per pass; {}",
             layers.detail
         );
     }

@@ -115,6 +115,9 @@ pub(crate) struct Context<'a> {
     /// Per GPU slice: the graph replay context (an op, annotation or Python
     /// frame name) it is attributed to, or [`NO`](links::NO).
     pub replay: links::RowIds,
+    /// The one marked step whose forward passes became the steps
+    /// ([`passes_in_one_step`]).
+    pub passes_in: Option<crate::import::store::Sym>,
 }
 
 impl Context<'_> {
@@ -330,9 +333,16 @@ impl Early {
 /// sequence, which are then found again, per pass; passes told by where
 /// the first ops run again stand only where each holds two layers or
 /// more). The layers found, and whether the steps are now the passes.
-fn passes_as_steps(cx: &mut Context, opts: &AnalysisOptions) -> (layers::Placed, bool) {
+fn passes_as_steps(
+    cx: &mut Context,
+    opts: &AnalysisOptions,
+    names: NamesStand,
+) -> (layers::Placed, bool) {
     use layers::PassesFrom::{Anchor, Prologue, Restarts};
     let found = layers::find(cx, opts);
+    if names == NamesStand::Yes && found.layers.told_by_names() {
+        return (found, false);
+    }
     // Told by their prologue, the passes stand; else where a name cuts the
     // sequence into alike pieces (the profile may have opened inside a
     // pass); else where the first ops run again (the passes of a long
@@ -351,6 +361,42 @@ fn passes_as_steps(cx: &mut Context, opts: &AnalysisOptions) -> (layers::Placed,
         }
     }
     (found, false)
+}
+
+/// A trace whose one marked step runs the forward pass several times
+/// (`model.generate()` inside one `ProfilerStep`): where no layer
+/// annotations or module frames tell the layers, the step's passes become
+/// the steps, as in a trace without step marks (`passes_as_steps`). Its
+/// six decode passes made the H200 story's 78 layers 468; the passes must
+/// lie inside the step. The layers found with the passes (else `None`:
+/// the step stands, and its layers are found beside the tables).
+fn passes_in_one_step(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::Placed> {
+    let [step] = cx.steps[..] else {
+        return None;
+    };
+    if step.pass.is_some() || !layers::may_hold_passes(cx) {
+        return None;
+    }
+    let t = cx.t;
+    cx.steps.clear();
+    (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+    let (placed, passes) = passes_as_steps(cx, opts, NamesStand::Yes);
+    if passes && cx.steps.iter().all(|p| p.ts >= step.ts && p.ts < step.end) {
+        cx.passes_in = Some(step.name);
+        return Some(placed);
+    }
+    cx.steps = vec![step];
+    (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
+    None
+}
+
+/// Whether layers that names told (annotations, module frames) stand
+/// without looking for passes ([`passes_in_one_step`]: its step stands
+/// then), or are found again per pass (a trace without step marks).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NamesStand {
+    Yes,
+    No,
 }
 
 /// The layers found again with the passes as steps; `None`, and no steps,
@@ -422,14 +468,23 @@ fn summarize<R>(
         basis: device.basis,
         stacks,
         replay: device.replay,
+        passes_in: None,
     };
-    let placed = cx.steps.is_empty().then(|| {
-        let (placed, passes) = passes_as_steps(&mut cx, opts);
+    let placed = if cx.steps.is_empty() {
+        let (placed, passes) = passes_as_steps(&mut cx, opts, NamesStand::No);
         if passes {
             steps.source = Some(steps::FORWARD_PASSES.to_string());
         }
+        Some(placed)
+    } else if opts.step_marker.is_none() {
+        let placed = passes_in_one_step(&mut cx, opts);
+        if placed.is_some() {
+            steps.source = Some(steps::FORWARD_PASSES.to_string());
+        }
         placed
-    });
+    } else {
+        None
+    };
 
     // The trace's facts, the steps, the graphs and the layers (which ops are
     // in which layer) on a second core while the op and kernel tables are

@@ -312,6 +312,64 @@ fn layers_hold_over_random_architectures_without_step_marks() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
+/// One `ProfilerStep` around every pass of a random architecture
+/// (`generate()` inside one profiler step): where no names tell the
+/// layers, the passes are the steps and each holds the model's layers,
+/// as without step marks; where names do, the one step stands. It said
+/// the passes' layers together (8 passes of 6 layers: 48).
+#[test]
+fn layers_hold_over_random_architectures_in_one_step() {
+    let mut failed = Vec::new();
+    for seed in 0..40u64 {
+        let p = DecodeParams::random_architecture(seed);
+        let mut json = Vec::new();
+        let truth = write_decode_trace(&p, &mut json).unwrap();
+        let (mut doc, _) = unmarked(&json);
+        let events = doc["traceEvents"].as_array_mut().unwrap();
+        let cpu = |e: &serde_json::Value| e["ph"] == "X" && e["cat"] == "cpu_op";
+        let (t0, t1) = events
+            .iter()
+            .filter(|e| cpu(e))
+            .fold((f64::MAX, f64::MIN), |(a, b), e| {
+                let ts = e["ts"].as_f64().unwrap_or(0.0);
+                (a.min(ts), b.max(ts + e["dur"].as_f64().unwrap_or(0.0)))
+            });
+        let first = events.iter().find(|e| cpu(e)).unwrap().clone();
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0",
+            "pid": first["pid"], "tid": first["tid"], "ts": t0 - 1.0, "dur": t1 - t0 + 2.0,
+        }));
+        let t = read_trace(
+            &serde_json::to_vec(&doc).unwrap()[..],
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        let passes = s.steps_stats.source == "forward passes"
+            && s.steps.len() == truth.step_us.len()
+            && s.layers.passes as usize == truth.step_us.len()
+            && s.layers
+                .detail
+                .starts_with("the trace's one step, ProfilerStep#0, runs");
+        let step_stands =
+            s.steps.len() == 1 && s.layers.method != kinetoscope_types::LayerMethod::Repetition;
+        if s.layers.count != truth.layers as u64
+            || !kinds_hold(&s, &truth)
+            || !(passes || step_stands)
+        {
+            failed.push(format!(
+                "seed {seed}: {} layers of {}, {} steps ({}): {}",
+                s.layers.count,
+                truth.layers,
+                s.steps.len(),
+                s.steps_stats.source,
+                s.layers.detail
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
 /// A generated trace with every `ProfilerStep` taken out: its document
 /// (for further cuts) and the trace read from it.
 fn unmarked(json: &[u8]) -> (serde_json::Value, kinetoscope_trace::import::store::Trace) {

@@ -383,3 +383,107 @@ fn gpu_ops_launched_before_the_window_are_not_layers_of_an_unmarked_trace() {
         );
     }
 }
+
+/// A shared capture's events with its step marks taken out and one
+/// `ProfilerStep#0` around all its CPU work, as `model.generate()` inside
+/// one profiler step writes them; without its Python frames where
+/// `frames` is false.
+fn one_step_events(name: &str, frames: bool) -> Vec<Value> {
+    let mut all: Vec<Value> = unmarked_events(name)
+        .into_iter()
+        .filter(|e| frames || e["cat"] != "python_function")
+        .collect();
+    // The hybrid replayed as a graph has no CPU ops: its graph launches.
+    let cpu = |e: &&Value| {
+        e["ph"] == "X"
+            && ["cpu_op", "user_annotation", "cuda_runtime"]
+                .iter()
+                .any(|c| e["cat"] == *c)
+    };
+    let (t0, t1) = all
+        .iter()
+        .filter(cpu)
+        .fold((f64::MAX, f64::MIN), |(a, b), e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (a.min(ts), b.max(ts + e["dur"].as_f64().unwrap()))
+        });
+    let first = all.iter().find(cpu).unwrap().clone();
+    all.push(serde_json::json!({
+        "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0",
+        "pid": first["pid"], "tid": first["tid"], "ts": t0 - 1.0, "dur": t1 - t0 + 2.0,
+        "args": {},
+    }));
+    all
+}
+
+/// One profiler step around several forward passes (`generate()`, or a
+/// loop of decodes, inside one `ProfilerStep`): where no module frames
+/// tell the layers, the passes are the steps, as in a trace without step
+/// marks. The H200 story said 468 layers (six passes of 78), the compiled
+/// decode 32 of 8. Where the module frames tell the layers, the marked
+/// step stands.
+#[test]
+fn a_step_that_runs_its_forward_pass_several_times_has_its_passes_as_steps() {
+    for capture in [
+        "torch-h200-decode-fp8cast-78l-5xpool",
+        "torch-h200-decode-compiled-8l",
+        "torch-h200-decode-stack-memory-12l",
+        "torch-h200-decode-hybrid-graph-48l",
+    ] {
+        let name = format!("{capture}.json.gz");
+        let truth: Value = serde_json::from_slice(
+            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let layers = truth["layers"].as_u64().unwrap();
+        let marked = summary_of(&shared(&name));
+        let s = summary_of_events(one_step_events(&name, false));
+        let what = format!("{capture}: {} steps; {}", s.steps.len(), s.layers.detail);
+        assert_eq!(s.steps_stats.source, "forward passes", "{what}");
+        assert_eq!(s.steps.len(), marked.steps.len(), "{what}");
+        assert_eq!(s.layers.passes as usize, s.steps.len(), "{what}");
+        assert_eq!(s.layers.count, layers, "{what}");
+        assert!(
+            s.layers
+                .detail
+                .starts_with("the trace's one step, ProfilerStep#0, runs"),
+            "{what}"
+        );
+        let mean = s.steps_stats.mean_us / marked.steps_stats.mean_us;
+        assert!(
+            (0.98..=1.02).contains(&mean),
+            "{what}: mean {mean:.3} of the marked steps'"
+        );
+    }
+    let name = "torch-h200-decode-stack-memory-12l.json.gz";
+    let s = summary_of_events(one_step_events(name, true));
+    assert_eq!(s.steps.len(), 1, "{}", s.layers.detail);
+    assert_eq!(s.layers.count, 12, "{}", s.layers.detail);
+    assert_eq!(s.layers.passes, 0, "{}", s.layers.detail);
+}
+
+/// OWLv2's step runs its forward pass five times; each pass runs a vision
+/// tower of 24 layers, then a text tower of 12. Without its Python frames
+/// (which tell all 36), its vision layers end their MLP with `quick_gelu`,
+/// a sigmoid and two multiplies, and no MLP activation name: a sigmoid is
+/// a block's part too (`names::Role::Gate`). It said 5 layers (the
+/// passes), in one step or without step marks.
+#[test]
+fn a_step_of_five_owlv2_passes_without_frames_has_the_vision_layers_of_each() {
+    let name = "tracelens-h100-owlv2-large-infer.json.gz";
+    let marked: Vec<Value> = events(name)
+        .into_iter()
+        .filter(|e| e["cat"] != "python_function")
+        .collect();
+    let unmarked: Vec<Value> = unmarked_events(name)
+        .into_iter()
+        .filter(|e| e["cat"] != "python_function")
+        .collect();
+    for (what, events) in [("marked", marked), ("unmarked", unmarked)] {
+        let s = summary_of_events(events);
+        let what = format!("{what}: {} steps; {}", s.steps.len(), s.layers.detail);
+        assert_eq!(s.steps_stats.source, "forward passes", "{what}");
+        assert_eq!(s.steps.len(), 5, "{what}");
+        assert_eq!(s.layers.count, 24, "{what}");
+    }
+}
