@@ -418,19 +418,39 @@ fn sequences(cx: &Context) -> (Sequences, bool) {
     (seqs, cpu)
 }
 
-/// Whether a trace's one marked step may run its forward pass several
-/// times: its sequence's first ops run again ([`restarts`]) or a name cuts
-/// it into alike pieces ([`anchored`]), as the pass finders ask, without
-/// the layer search. A prologue that cuts the layers ([`prologue_passes`])
-/// holds a name run once a pass, so its passes restart. On
-/// `tracelens-mi300x-xdit-sd3.5-infer` (one step, no passes) trying the
-/// passes took 26 ms of 100 without this test.
+/// Least share of each marked step's sequence that the pieces [`anchored`]
+/// cuts must cover for [`may_hold_passes`] to search a trace of several
+/// steps for passes: whole passes cover a step but for its prologue (the
+/// H200 story's six passes in two steps: 7,822 of 7,824 items; the hybrid
+/// graph's, three steps of two: 2,919 of 2,928), where a name run a few
+/// times at a step's end cuts crumbs (`torch-h200-train-gpt6`'s optimizer:
+/// 5 items of 562, and the search it set off cost 28% of the analysis).
+/// With its first pass not told whole, a step of three passes covers 2/3.
+const MIN_PASSES_SHARE: f64 = 0.5;
+
+/// Whether a trace's marked steps may each run the forward pass several
+/// times, without the layer search: one step where its sequence's first
+/// ops run again ([`restarts`]) or a name cuts it into alike pieces
+/// ([`anchored`]), as the pass finders ask; several where such a name cuts
+/// every step's sequence into alike pieces that cover most of it
+/// ([`MIN_PASSES_SHARE`]; a step of one decode pass has no such name, so
+/// a marked trace of such steps pays a scan of its first step, no
+/// search). A prologue that cuts the layers ([`prologue_passes`]) holds a
+/// name run once a pass, so its passes restart. On `tracelens-mi300x-xdit-sd3.5-infer` (one step, no passes)
+/// trying the passes took 26 ms of 100 without this test.
 pub(crate) fn may_hold_passes(cx: &Context) -> bool {
     let (seqs, cpu) = sequences(cx);
-    let [seq] = seqs.items.as_slice() else {
-        return false;
-    };
-    restarts(seq).is_some() || anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some()
+    match seqs.items.as_slice() {
+        [] => false,
+        [seq] => {
+            restarts(seq).is_some() || anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some()
+        }
+        all => all.iter().all(|seq| {
+            anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some_and(|(starts, end)| {
+                (end - starts[0]) as f64 >= MIN_PASSES_SHARE * seq.len() as f64
+            })
+        }),
+    }
 }
 
 /// Finds the layers, and where each lies in each step.
@@ -864,11 +884,18 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
     if passes > 0 && layers.method != LayerMethod::None {
         layers.passes = passes as u64;
         let held = match cx.passes_in {
-            Some(step) => format!("the trace's one step, {},", cx.t.name(step)),
-            None => "the trace has no step marks and".to_string(),
+            Some((step, 1)) => format!(
+                "the trace's one step, {}, runs its forward pass {passes} times",
+                cx.t.name(step)
+            ),
+            Some((step, n)) => format!(
+                "the trace's {n} steps ({}, ...) run the forward pass {passes} times, several times each",
+                cx.t.name(step)
+            ),
+            None => format!("the trace has no step marks and runs its forward pass {passes} times"),
         };
         layers.detail = format!(
-            "{held} runs its forward pass {passes} times: each pass is a step, figures per pass; {}",
+            "{held}: each pass is a step, figures per pass; {}",
             layers.detail
         );
     }

@@ -115,9 +115,9 @@ pub(crate) struct Context<'a> {
     /// Per GPU slice: the graph replay context (an op, annotation or Python
     /// frame name) it is attributed to, or [`NO`](links::NO).
     pub replay: links::RowIds,
-    /// The one marked step whose forward passes became the steps
-    /// ([`passes_in_one_step`]).
-    pub passes_in: Option<crate::import::store::Sym>,
+    /// The first marked step whose forward passes became the steps, and
+    /// how many marked steps there were ([`passes_in_steps`]).
+    pub passes_in: Option<(crate::import::store::Sym, usize)>,
 }
 
 impl Context<'_> {
@@ -363,35 +363,43 @@ fn passes_as_steps(
     (found, false)
 }
 
-/// A trace whose one marked step runs the forward pass several times
-/// (`model.generate()` inside one `ProfilerStep`): where no layer
-/// annotations or module frames tell the layers, the step's passes become
-/// the steps, as in a trace without step marks (`passes_as_steps`). Its
-/// six decode passes made the H200 story's 78 layers 468; the passes must
-/// lie inside the step. The layers found with the passes (else `None`:
-/// the step stands, and its layers are found beside the tables).
-fn passes_in_one_step(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::Placed> {
-    let [step] = cx.steps[..] else {
-        return None;
-    };
-    if step.pass.is_some() || !layers::may_hold_passes(cx) {
+/// A trace whose marked steps each run the forward pass several times
+/// (`model.generate()` inside each `ProfilerStep`): where no layer
+/// annotations or module frames tell the layers, the passes become the
+/// steps, as in a trace without step marks (`passes_as_steps`). The H200
+/// story's six decode passes in one step made its 78 layers 468, in two
+/// steps 234. Every pass must start inside a marked step, and every
+/// marked step hold two passes or more (a training step, or a step of one
+/// pass, is no pass). The layers found with the passes (else `None`: the
+/// marked steps stand, and their layers are found beside the tables).
+fn passes_in_steps(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::Placed> {
+    if cx.steps.iter().any(|s| s.pass.is_some()) || !layers::may_hold_passes(cx) {
         return None;
     }
     let t = cx.t;
-    cx.steps.clear();
+    let marked = std::mem::take(&mut cx.steps);
     (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
     let (placed, passes) = passes_as_steps(cx, opts, NamesStand::Yes);
-    if passes && cx.steps.iter().all(|p| p.ts >= step.ts && p.ts < step.end) {
-        cx.passes_in = Some(step.name);
+    let step_of = |ts: i64| marked.iter().position(|s| s.ts <= ts && ts < s.end);
+    let mut held = vec![0usize; marked.len()];
+    let inside = cx.steps.iter().all(|p| match step_of(p.ts) {
+        Some(i) => {
+            held[i] += 1;
+            true
+        }
+        None => false,
+    });
+    if passes && inside && held.iter().all(|&n| n >= 2) {
+        cx.passes_in = Some((marked[0].name, marked.len()));
         return Some(placed);
     }
-    cx.steps = vec![step];
+    cx.steps = marked;
     (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
     None
 }
 
 /// Whether layers that names told (annotations, module frames) stand
-/// without looking for passes ([`passes_in_one_step`]: its step stands
+/// without looking for passes ([`passes_in_steps`]: the marked steps stand
 /// then), or are found again per pass (a trace without step marks).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NamesStand {
@@ -477,7 +485,7 @@ fn summarize<R>(
         }
         Some(placed)
     } else if opts.step_marker.is_none() {
-        let placed = passes_in_one_step(&mut cx, opts);
+        let placed = passes_in_steps(&mut cx, opts);
         if placed.is_some() {
             steps.source = Some(steps::FORWARD_PASSES.to_string());
         }

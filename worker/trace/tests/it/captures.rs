@@ -232,15 +232,70 @@ fn a_forward_pass_run_again_without_step_marks_is_one_pass() {
     assert_eq!(names.len(), 5);
 }
 
+/// A capture's events with its step marks taken out and new ones put
+/// around its passes: one `ProfilerStep#0` around all its CPU work
+/// (`per` = `None`), or one around every `per` of its marked steps; its
+/// Python frames taken out unless `frames`.
+fn regrouped(doc: &Value, per: Option<usize>, frames: bool) -> Value {
+    let all = doc["traceEvents"].as_array().unwrap();
+    let is_step = |e: &Value| {
+        e["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("ProfilerStep#"))
+    };
+    let mut events: Vec<Value> = all
+        .iter()
+        .filter(|e| !is_step(e) && (frames || e["cat"] != "python_function"))
+        .cloned()
+        .collect();
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap();
+        (ts, ts + e["dur"].as_f64().unwrap())
+    };
+    let cpu = |e: &&Value| e["ph"] == "X" && e["cat"] == "cpu_op";
+    let groups: Vec<(f64, f64)> = match per {
+        None => vec![events
+            .iter()
+            .filter(cpu)
+            .map(span)
+            .fold((f64::MAX, f64::MIN), |(a, b), (s, e)| {
+                (a.min(s - 1.0), b.max(e + 1.0))
+            })],
+        Some(k) => {
+            let mut marks: Vec<(f64, f64)> = all
+                .iter()
+                .filter(|e| is_step(e) && e["cat"] == "user_annotation")
+                .map(span)
+                .collect();
+            marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+            marks
+                .chunks(k)
+                .map(|g| (g[0].0, g[g.len() - 1].1))
+                .collect()
+        }
+    };
+    let first = events.iter().find(cpu).unwrap().clone();
+    for (n, (ts, end)) in groups.into_iter().enumerate() {
+        events.push(serde_json::json!({
+            "ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"),
+            "pid": first["pid"], "tid": first["tid"], "ts": ts, "dur": end - ts,
+        }));
+    }
+    serde_json::json!({ "traceEvents": events })
+}
+
 /// Every capture of the family with its step marks taken out and one
 /// `ProfilerStep#0` around all its CPU work (`generate()`, or a loop of
-/// steps, inside one profiler step), with and without its Python frames:
-/// the passes are the steps, each with the model's layers. The layers of
-/// the one step said 4x the model's on 138 of 168 (24 of 6 layers).
-/// [`family::KNOWN`]'s layer failures are left out: they fail with their
-/// step marks too.
+/// steps, inside one profiler step), and with one mark around every two of
+/// its steps (`generate()` of two tokens in each), without its Python
+/// frames (and one step with them, seed 41's draw): the passes are the
+/// steps, each with the model's layers, unless module frames tell the
+/// layers (the step stands then). The layers of the one step said 4x the
+/// model's on 138 of 168 (24 of 6 layers); two passes a step, 2x on 84 of
+/// 84. [`family::KNOWN`]'s layer failures are left out: they fail with
+/// their step marks too.
 #[test]
-fn one_step_around_every_pass_has_the_passes_as_steps() {
+fn steps_around_several_passes_have_the_passes_as_steps() {
     let mut bad = Vec::new();
     for name in family::names() {
         let truth: Value = serde_json::from_slice(
@@ -257,39 +312,13 @@ fn one_step_around_every_pass_has_the_passes_as_steps() {
             std::fs::File::open(family::dir().join(format!("{name}.json.gz"))).unwrap(),
         );
         let doc: Value = serde_json::from_reader(&mut gz).unwrap();
-        // With frames, only seed 41's draw (the test's time).
-        let variants: &[bool] = if name.contains('/') {
-            &[false]
+        let variants: &[(Option<usize>, bool)] = if name.contains('/') {
+            &[(None, false)]
         } else {
-            &[true, false]
+            &[(None, true), (None, false), (Some(2), false)]
         };
-        for &frames in variants {
-            let mut events: Vec<Value> = doc["traceEvents"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| {
-                    !e["name"]
-                        .as_str()
-                        .is_some_and(|n| n.starts_with("ProfilerStep#"))
-                        && (frames || e["cat"] != "python_function")
-                })
-                .cloned()
-                .collect();
-            let cpu = |e: &&Value| e["ph"] == "X" && e["cat"] == "cpu_op";
-            let (t0, t1) = events
-                .iter()
-                .filter(cpu)
-                .fold((f64::MAX, f64::MIN), |(a, b), e| {
-                    let ts = e["ts"].as_f64().unwrap();
-                    (a.min(ts), b.max(ts + e["dur"].as_f64().unwrap()))
-                });
-            let first = events.iter().find(cpu).unwrap().clone();
-            events.push(serde_json::json!({
-                "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0",
-                "pid": first["pid"], "tid": first["tid"], "ts": t0 - 1.0, "dur": t1 - t0 + 2.0,
-            }));
-            let doc = serde_json::json!({ "traceEvents": events });
+        for &(per, frames) in variants {
+            let doc = regrouped(&doc, per, frames);
             let t = kinetoscope_trace::import::read_trace(
                 &serde_json::to_vec(&doc).unwrap()[..],
                 &ReadOptions::default(),
@@ -303,7 +332,7 @@ fn one_step_around_every_pass_has_the_passes_as_steps() {
                 s.steps.len() == 1 && s.layers.method == kinetoscope_types::LayerMethod::Module;
             if s.layers.count != truth["layers"].as_u64().unwrap() || !(passes || step_stands) {
                 bad.push(format!(
-                    "{name} (frames: {frames}): {} layers of {}, {} steps ({}): {}",
+                    "{name} (per: {per:?}, frames: {frames}): {} layers of {}, {} steps ({}): {}",
                     s.layers.count,
                     truth["layers"],
                     s.steps.len(),

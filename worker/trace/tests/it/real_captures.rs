@@ -384,11 +384,27 @@ fn gpu_ops_launched_before_the_window_are_not_layers_of_an_unmarked_trace() {
     }
 }
 
-/// A shared capture's events with its step marks taken out and one
-/// `ProfilerStep#0` around all its CPU work, as `model.generate()` inside
-/// one profiler step writes them; without its Python frames where
-/// `frames` is false.
-fn one_step_events(name: &str, frames: bool) -> Vec<Value> {
+/// A shared capture's events with its step marks taken out and new ones
+/// put around its passes, as `model.generate()` inside a profiler step
+/// writes them: one `ProfilerStep#0` around all its CPU work (`per` =
+/// `None`), or one around every `per` of its marked steps; without its
+/// Python frames where `frames` is false.
+fn regrouped_events(name: &str, per: Option<usize>, frames: bool) -> Vec<Value> {
+    let is_step = |e: &Value| {
+        e["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("ProfilerStep#"))
+    };
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap();
+        (ts, ts + e["dur"].as_f64().unwrap())
+    };
+    let mut marks: Vec<(f64, f64)> = events(name)
+        .iter()
+        .filter(|e| is_step(e) && e["cat"] == "user_annotation")
+        .map(span)
+        .collect();
+    marks.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut all: Vec<Value> = unmarked_events(name)
         .into_iter()
         .filter(|e| frames || e["cat"] != "python_function")
@@ -400,35 +416,45 @@ fn one_step_events(name: &str, frames: bool) -> Vec<Value> {
                 .iter()
                 .any(|c| e["cat"] == *c)
     };
-    let (t0, t1) = all
-        .iter()
-        .filter(cpu)
-        .fold((f64::MAX, f64::MIN), |(a, b), e| {
-            let ts = e["ts"].as_f64().unwrap();
-            (a.min(ts), b.max(ts + e["dur"].as_f64().unwrap()))
-        });
+    let groups: Vec<(f64, f64)> = match per {
+        None => vec![all
+            .iter()
+            .filter(cpu)
+            .map(span)
+            .fold((f64::MAX, f64::MIN), |(a, b), (s, e)| {
+                (a.min(s - 1.0), b.max(e + 1.0))
+            })],
+        Some(k) => marks
+            .chunks(k)
+            .map(|g| (g[0].0, g[g.len() - 1].1))
+            .collect(),
+    };
     let first = all.iter().find(cpu).unwrap().clone();
-    all.push(serde_json::json!({
-        "ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0",
-        "pid": first["pid"], "tid": first["tid"], "ts": t0 - 1.0, "dur": t1 - t0 + 2.0,
-        "args": {},
-    }));
+    for (n, (ts, end)) in groups.into_iter().enumerate() {
+        all.push(serde_json::json!({
+            "ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"),
+            "pid": first["pid"], "tid": first["tid"], "ts": ts, "dur": end - ts, "args": {},
+        }));
+    }
     all
 }
 
-/// One profiler step around several forward passes (`generate()`, or a
-/// loop of decodes, inside one `ProfilerStep`): where no module frames
+/// Profiler steps around several forward passes each (`generate()`, or a
+/// loop of decodes, inside each `ProfilerStep`): where no module frames
 /// tell the layers, the passes are the steps, as in a trace without step
-/// marks. The H200 story said 468 layers (six passes of 78), the compiled
-/// decode 32 of 8. Where the module frames tell the layers, the marked
-/// step stands.
+/// marks. In one step, the H200 story said 468 layers (six passes of 78),
+/// the compiled decode 32 of 8; in two steps of three passes, the story
+/// said 234. Where the module frames tell the layers, the marked step
+/// stands; a training step, one a mark, stands.
 #[test]
-fn a_step_that_runs_its_forward_pass_several_times_has_its_passes_as_steps() {
-    for capture in [
-        "torch-h200-decode-fp8cast-78l-5xpool",
-        "torch-h200-decode-compiled-8l",
-        "torch-h200-decode-stack-memory-12l",
-        "torch-h200-decode-hybrid-graph-48l",
+fn steps_that_run_the_forward_pass_several_times_have_their_passes_as_steps() {
+    for (capture, per) in [
+        ("torch-h200-decode-fp8cast-78l-5xpool", None),
+        ("torch-h200-decode-fp8cast-78l-5xpool", Some(3)),
+        ("torch-h200-decode-compiled-8l", None),
+        ("torch-h200-decode-stack-memory-12l", None),
+        ("torch-h200-decode-hybrid-graph-48l", None),
+        ("torch-h200-decode-hybrid-graph-48l", Some(2)),
     ] {
         let name = format!("{capture}.json.gz");
         let truth: Value = serde_json::from_slice(
@@ -437,18 +463,24 @@ fn a_step_that_runs_its_forward_pass_several_times_has_its_passes_as_steps() {
         .unwrap();
         let layers = truth["layers"].as_u64().unwrap();
         let marked = summary_of(&shared(&name));
-        let s = summary_of_events(one_step_events(&name, false));
-        let what = format!("{capture}: {} steps; {}", s.steps.len(), s.layers.detail);
+        let s = summary_of_events(regrouped_events(&name, per, false));
+        let what = format!(
+            "{capture} ({per:?} a step): {} steps; {}",
+            s.steps.len(),
+            s.layers.detail
+        );
         assert_eq!(s.steps_stats.source, "forward passes", "{what}");
         assert_eq!(s.steps.len(), marked.steps.len(), "{what}");
         assert_eq!(s.layers.passes as usize, s.steps.len(), "{what}");
         assert_eq!(s.layers.count, layers, "{what}");
-        assert!(
-            s.layers
-                .detail
-                .starts_with("the trace's one step, ProfilerStep#0, runs"),
-            "{what}"
-        );
+        let told = match per {
+            None => "the trace's one step, ProfilerStep#0, runs".to_string(),
+            Some(k) => format!(
+                "the trace's {} steps (ProfilerStep#0, ...) run",
+                marked.steps.len() / k
+            ),
+        };
+        assert!(s.layers.detail.starts_with(&told), "{what}");
         let mean = s.steps_stats.mean_us / marked.steps_stats.mean_us;
         assert!(
             (0.98..=1.02).contains(&mean),
@@ -456,10 +488,19 @@ fn a_step_that_runs_its_forward_pass_several_times_has_its_passes_as_steps() {
         );
     }
     let name = "torch-h200-decode-stack-memory-12l.json.gz";
-    let s = summary_of_events(one_step_events(name, true));
+    let s = summary_of_events(regrouped_events(name, None, true));
     assert_eq!(s.steps.len(), 1, "{}", s.layers.detail);
     assert_eq!(s.layers.count, 12, "{}", s.layers.detail);
     assert_eq!(s.layers.passes, 0, "{}", s.layers.detail);
+    let name = "torch-h200-train-gpt6.json.gz";
+    let s = summary_of_events(regrouped_events(name, Some(1), false));
+    assert_eq!(s.steps.len(), 3, "{}", s.layers.detail);
+    assert_eq!(s.layers.passes, 0, "{}", s.layers.detail);
+    assert_ne!(
+        s.steps_stats.source, "forward passes",
+        "{}",
+        s.layers.detail
+    );
 }
 
 /// OWLv2's step runs its forward pass five times; each pass runs a vision
