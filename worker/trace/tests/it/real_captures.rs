@@ -38,6 +38,18 @@ fn summary_of_events(events: Vec<Value>) -> Summary {
     analyze(&t, &AnalysisOptions::default())
 }
 
+/// A shared H200 capture's file name, its model's layers (its truth
+/// beside it) and its summary with its step marks.
+fn with_truth(capture: &str) -> (String, u64, Summary) {
+    let name = format!("{capture}.json.gz");
+    let truth: Value = serde_json::from_slice(
+        &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
+    )
+    .unwrap();
+    let marked = summary_of(&shared(&name));
+    (name, truth["layers"].as_u64().unwrap(), marked)
+}
+
 fn events(name: &str) -> Vec<Value> {
     let mut json = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(shared(name)).unwrap())
@@ -304,13 +316,7 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
         ("torch-h200-decode-stack-memory-12l", &[0.15, 0.4]),
         ("torch-h200-decode-hybrid-graph-48l", &[]),
     ] {
-        let name = format!("{capture}.json.gz");
-        let truth: Value = serde_json::from_slice(
-            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
-        )
-        .unwrap();
-        let layers = truth["layers"].as_u64().unwrap();
-        let marked = summary_of(&shared(&name));
+        let (name, layers, marked) = with_truth(capture);
         let all = unmarked_events(&name);
         let s = summary_of_events(all.clone());
         let what = |s: &Summary| format!("{capture}: {} steps; {}", s.steps.len(), s.layers.detail);
@@ -386,57 +392,11 @@ fn gpu_ops_launched_before_the_window_are_not_layers_of_an_unmarked_trace() {
 
 /// A shared capture's events with its step marks taken out and new ones
 /// put around its passes, as `model.generate()` inside a profiler step
-/// writes them: one `ProfilerStep#0` around all its CPU work (`per` =
-/// `None`), or one around every `per` of its marked steps; without its
-/// Python frames where `frames` is false.
+/// writes them ([`crate::captures::regrouped`]).
 fn regrouped_events(name: &str, per: Option<usize>, frames: bool) -> Vec<Value> {
-    let is_step = |e: &Value| {
-        e["name"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("ProfilerStep#"))
-    };
-    let span = |e: &Value| {
-        let ts = e["ts"].as_f64().unwrap();
-        (ts, ts + e["dur"].as_f64().unwrap())
-    };
-    let mut marks: Vec<(f64, f64)> = events(name)
-        .iter()
-        .filter(|e| is_step(e) && e["cat"] == "user_annotation")
-        .map(span)
-        .collect();
-    marks.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut all: Vec<Value> = unmarked_events(name)
-        .into_iter()
-        .filter(|e| frames || e["cat"] != "python_function")
-        .collect();
-    // The hybrid replayed as a graph has no CPU ops: its graph launches.
-    let cpu = |e: &&Value| {
-        e["ph"] == "X"
-            && ["cpu_op", "user_annotation", "cuda_runtime"]
-                .iter()
-                .any(|c| e["cat"] == *c)
-    };
-    let groups: Vec<(f64, f64)> = match per {
-        None => vec![all
-            .iter()
-            .filter(cpu)
-            .map(span)
-            .fold((f64::MAX, f64::MIN), |(a, b), (s, e)| {
-                (a.min(s - 1.0), b.max(e + 1.0))
-            })],
-        Some(k) => marks
-            .chunks(k)
-            .map(|g| (g[0].0, g[g.len() - 1].1))
-            .collect(),
-    };
-    let first = all.iter().find(cpu).unwrap().clone();
-    for (n, (ts, end)) in groups.into_iter().enumerate() {
-        all.push(serde_json::json!({
-            "ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{n}"),
-            "pid": first["pid"], "tid": first["tid"], "ts": ts, "dur": end - ts, "args": {},
-        }));
-    }
-    all
+    let doc = serde_json::json!({ "traceEvents": events(name) });
+    let mut doc = crate::captures::regrouped(&doc, per, frames);
+    std::mem::take(doc["traceEvents"].as_array_mut().unwrap())
 }
 
 /// Profiler steps around several forward passes each (`generate()`, or a
@@ -456,13 +416,7 @@ fn steps_that_run_the_forward_pass_several_times_have_their_passes_as_steps() {
         ("torch-h200-decode-hybrid-graph-48l", None),
         ("torch-h200-decode-hybrid-graph-48l", Some(2)),
     ] {
-        let name = format!("{capture}.json.gz");
-        let truth: Value = serde_json::from_slice(
-            &std::fs::read(shared(&format!("torch/{capture}.truth.json"))).unwrap(),
-        )
-        .unwrap();
-        let layers = truth["layers"].as_u64().unwrap();
-        let marked = summary_of(&shared(&name));
+        let (name, layers, marked) = with_truth(capture);
         let s = summary_of_events(regrouped_events(&name, per, false));
         let what = format!(
             "{capture} ({per:?} a step): {} steps; {}",
