@@ -434,10 +434,12 @@ const MIN_PASSES_SHARE: f64 = 0.5;
 /// ([`anchored`]), as the pass finders ask; several where such a name cuts
 /// every step's sequence into alike pieces that cover most of it
 /// ([`MIN_PASSES_SHARE`]; a step of one decode pass has no such name, so
-/// a marked trace of such steps pays a scan of its first step, no
-/// search). A prologue that cuts the layers ([`prologue_passes`]) holds a
-/// name run once a pass, so its passes restart. On `tracelens-mi300x-xdit-sd3.5-infer` (one step, no passes)
-/// trying the passes took 26 ms of 100 without this test.
+/// a marked trace of such steps pays for building its steps' sequences and
+/// scanning the first, and no search: no change beyond noise on the
+/// generated 30-step story, BENCHMARKS.md). A prologue that cuts the
+/// layers ([`prologue_passes`]) holds a name run once a pass, so its
+/// passes restart. On `tracelens-mi300x-xdit-sd3.5-infer` (one step, no
+/// passes) trying the passes took 26 ms of 100 without this test.
 pub(crate) fn may_hold_passes(cx: &Context) -> bool {
     let (seqs, cpu) = sequences(cx);
     match seqs.items.as_slice() {
@@ -742,11 +744,6 @@ fn pieces_alike(seq: &[Item], starts: &[usize]) -> Option<hashbrown::HashSet<Sym
 /// 0.18-0.39 (`generate-moe-4l` opened 10% and 25% into it).
 const STABLE_SHARE: f64 = 0.5;
 
-/// Whether the layers found in each of a trace's would-be passes, taken
-/// as steps, say that they are passes: two or more layers in every pass.
-/// Layers told by their module's name are numbered by it, not by pass: a
-/// piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer` (Python
-/// frames kept, step mark taken out) still numbered 24 layers, one a pass.
 impl Found {
     /// Whether names told the layers (annotations, module frames, the
     /// user's marker) rather than a repeat of the GPU ops, or nothing did.
@@ -757,6 +754,11 @@ impl Found {
     }
 }
 
+/// Whether the layers found in each of a trace's would-be passes, taken
+/// as steps, say that they are passes: two or more layers in every pass.
+/// Layers told by their module's name are numbered by it, not by pass: a
+/// piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer` (Python
+/// frames kept, step mark taken out) still numbered 24 layers, one a pass.
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
     let found = &placed.layers;
     found.assignment.as_ref().is_some_and(|a| {
