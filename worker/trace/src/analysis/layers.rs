@@ -445,11 +445,13 @@ pub(crate) fn may_hold_passes(cx: &Context) -> bool {
     match seqs.items.as_slice() {
         [] => false,
         [seq] => {
-            restarts(seq).is_some() || anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some()
+            restarts(seq).is_some()
+                || anchored(seq, |it| item_row(cx, cpu, it).is_some())
+                    .is_some_and(|(starts, _)| starts.len() >= 2)
         }
         all => all.iter().all(|seq| {
             anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some_and(|(starts, end)| {
-                (end - starts[0]) as f64 >= MIN_PASSES_SHARE * seq.len() as f64
+                starts.len() >= 2 && (end - starts[0]) as f64 >= MIN_PASSES_SHARE * seq.len() as f64
             })
         }),
     }
@@ -589,6 +591,30 @@ fn restarts(seq: &[Item]) -> Option<Vec<usize>> {
     best.map(|b| b.2)
 }
 
+/// [`anchored_passes`] but the last, where it runs to the end of the
+/// sequence and holds fewer items than the one before: the profile may
+/// have closed inside it. A pass cut short by the end of the
+/// profile has fewer layers than the others (`unmarked/generate-dense-6l`
+/// kept from 50% to 95% of its span, one whole pass and then 70% of one,
+/// made 15 layers of 6). One pass is left alone only where what comes
+/// before it is a pass's tail ([`tail_of`]).
+pub(crate) fn anchored_but_last(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
+    let found = &placed.layers;
+    let [seq] = found.seqs.as_slice() else {
+        return None;
+    };
+    let (mut starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    // Only a last piece that runs to the end, shorter than the one before.
+    let last = starts.pop().filter(|_| end == seq.len() && !starts.is_empty())?;
+    let before = starts[starts.len() - 1];
+    if end - last >= last - before
+        || (starts.len() == 1 && !tail_of(&seq[..starts[0]], &seq[starts[0]..last]))
+    {
+        return None;
+    }
+    pass_spans(cx, &seq[..last], found.cpu, &starts)
+}
+
 /// The forward passes of a trace without step marks whose profile opened
 /// inside a pass ([`PassesFrom::Anchor`]): each pass's first op name and
 /// CPU span, from the first whole pass on. `None` where no name cuts the
@@ -652,9 +678,23 @@ fn anchored(seq: &[Item], launched: impl Fn(&Item) -> bool) -> Option<(Vec<usize
         if whole_before(&seq[..starts[0]], first, &stable, &launched) {
             starts.insert(0, 0);
         }
-        return (starts.len() >= 2).then_some((starts, end));
+        let lone = starts.len() == 1 && end < seq.len() && tail_of(&seq[..starts[0]], first);
+        return (starts.len() >= 2 || lone).then_some((starts, end));
     }
     None
+}
+
+/// Whether `part`, before a lone whole pass `pass` (the profile opened
+/// inside the pass before it and closed inside the one after), is the tail
+/// of a pass: no name of its own (a model run once runs its embedding
+/// before the piece a name that runs twice in it cuts, and that is no
+/// pass), nor any name more often than `pass` runs it.
+fn tail_of(part: &[Item], pass: &[Item]) -> bool {
+    let (have, want) = (name_counts(part), name_counts(pass));
+    !part.is_empty()
+        && have
+            .iter()
+            .all(|(k, &n)| want.get(k).is_some_and(|&w| n <= w))
 }
 
 /// How often each name runs in `items`.
@@ -755,21 +795,44 @@ impl Found {
 }
 
 /// Whether the layers found in each of a trace's would-be passes, taken
-/// as steps, say that they are passes: two or more layers in every pass.
-/// Layers told by their module's name are numbered by it, not by pass: a
-/// piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer` (Python
-/// frames kept, step mark taken out) still numbered 24 layers, one a pass.
+/// as steps, say that they are passes: the same two or more layers in
+/// every pass. Layers told by their module's name are numbered by it, not
+/// by pass: a piece per layer of `tracelens-h100-qwen1.5-0.5b-chat-infer`
+/// (Python frames kept, step mark taken out) still numbered 24 layers, one
+/// a pass; cut where a layer's name runs, each piece held two layers, the
+/// end of one and the start of the next (23 pieces, once the last one,
+/// the last layer and the head, was dropped as cut short).
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
     let found = &placed.layers;
     found.assignment.as_ref().is_some_and(|a| {
         // Passes left out of the search for their length are empty.
-        found.seqs.iter().filter(|seq| !seq.is_empty()).all(|seq| {
+        let mut sets = found.seqs.iter().filter(|seq| !seq.is_empty()).map(|seq| {
             let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
             seen.sort_unstable();
             seen.dedup();
-            seen.len() >= 2
-        })
+            seen
+        });
+        let Some(first) = sets.next() else {
+            return true;
+        };
+        first.len() >= 2 && sets.all(|s| s == first)
     })
+}
+
+/// Layers a pass, where the passes are the steps ([`holds_passes`]: the
+/// same in every pass): those of the first pass searched.
+pub(crate) fn per_pass(placed: &Placed) -> usize {
+    let found = &placed.layers;
+    let (Some(a), Some(seq)) = (
+        found.assignment.as_ref(),
+        found.seqs.iter().find(|seq| !seq.is_empty()),
+    ) else {
+        return 0;
+    };
+    let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.len()
 }
 
 /// An item's CPU row: the op itself, or its GPU op's launch (`None` where
@@ -808,7 +871,9 @@ fn pass_spans(
     let launched = |w: &[usize]| seq[w[0]..w[1]].iter().any(|it| row(it).is_some());
     let unlaunched = cuts.windows(2).take_while(|w| !launched(w)).count();
     cuts.drain(..unlaunched);
-    if cuts.len() < 3 {
+    // Two passes or more; one where the finder found one alone
+    // ([`anchored`]'s lone pass between two cut short).
+    if cuts.len() < 2 || (unlaunched > 0 && cuts.len() < 3) {
         return None;
     }
     let passes: Vec<&[Item]> = cuts.windows(2).map(|w| &seq[w[0]..w[1]]).collect();
@@ -894,10 +959,14 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
                 "the trace's {n} steps ({}, ...) run the forward pass {passes} times, several times each",
                 cx.t.name(step)
             ),
+            None if passes == 1 => {
+                "the trace has no step marks and holds one whole forward pass, between two the profile opened and closed inside".to_string()
+            }
             None => format!("the trace has no step marks and runs its forward pass {passes} times"),
         };
+        let each = if passes == 1 { "the pass" } else { "each pass" };
         layers.detail = format!(
-            "{held}: each pass is a step, figures per pass; {}",
+            "{held}: {each} is a step, figures per pass; {}",
             layers.detail
         );
     }

@@ -356,11 +356,40 @@ fn passes_as_steps(
         let Some(passes) = passes(cx, &found) else {
             continue;
         };
-        if let Some(again) = with_passes(cx, opts, &passes, from) {
+        let again = match from {
+            Anchor => anchored_steps(cx, opts, &found, &passes),
+            _ => with_passes(cx, opts, &passes, from),
+        };
+        if let Some(again) = again {
             return (again, true);
         }
     }
     (found, false)
+}
+
+/// The passes a name cuts ([`layers::anchored_passes`]) as steps, with the
+/// layers found again. The last may be a pass the profile closed inside,
+/// which the name cuts as it cuts a whole one: the layers found with it
+/// are then fewer (the story opened 60% into its window, one whole pass
+/// and 61% of the next, said 3 layers a pass of 78), or none. The passes
+/// but the last ([`layers::anchored_but_last`]) stand where their layers
+/// are more a pass; else all of them.
+fn anchored_steps(
+    cx: &mut Context,
+    opts: &AnalysisOptions,
+    found: &layers::Placed,
+    passes: &[layers::PassSpan],
+) -> Option<layers::Placed> {
+    use layers::PassesFrom::Anchor;
+    let Some(but_last) = layers::anchored_but_last(cx, found) else {
+        return with_passes(cx, opts, passes, Anchor);
+    };
+    let fewer = with_passes(cx, opts, &but_last, Anchor).map(|p| layers::per_pass(&p));
+    match with_passes(cx, opts, passes, Anchor) {
+        Some(all) if fewer.is_none_or(|n| layers::per_pass(&all) >= n) => Some(all),
+        _ if fewer.is_some() => with_passes(cx, opts, &but_last, Anchor),
+        _ => None,
+    }
 }
 
 /// A trace whose marked steps each run the forward pass several times

@@ -161,6 +161,47 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
     }
 }
 
+/// The real captures of a model run without step marks, in windows that
+/// hold one whole pass between two the profile cut (opened inside one,
+/// closed inside the next: [`crate::real_captures::window`]): the whole
+/// pass is the one step, with the model's layers and kinds. The dense
+/// generation said 15 and 9 layers of 6, the MoE one 11 of 4: the layers
+/// alike across the cut passes.
+#[test]
+fn a_window_of_one_whole_pass_between_cut_ones_is_that_pass() {
+    let dir = family::dir().join("unmarked");
+    for (name, from, to) in [
+        ("generate-dense-6l", 0.5, 0.95),
+        ("generate-dense-6l", 0.1, 0.6),
+        ("generate-moe-4l", 0.35, 0.7),
+    ] {
+        let truth: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
+                .unwrap();
+        let mut gz = flate2::read::GzDecoder::new(
+            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
+        );
+        let doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let events = crate::real_captures::window(doc["traceEvents"].as_array().unwrap(), from, to);
+        let doc = serde_json::json!({ "traceEvents": events });
+        let t = kinetoscope_trace::import::read_trace(
+            &serde_json::to_vec(&doc).unwrap()[..],
+            &ReadOptions::default(),
+        )
+        .unwrap();
+        let s = analyze(&t, &AnalysisOptions::default());
+        let l = &s.layers;
+        let what = format!(
+            "{name} from {from} to {to}: {} steps; {}",
+            s.steps.len(),
+            l.detail
+        );
+        assert_eq!((s.steps.len(), l.passes), (1, 1), "{what}");
+        assert_eq!(l.count, truth["layers"].as_u64().unwrap(), "{what}");
+        assert_eq!(found_kinds(l), truth_kinds(&truth), "{what}");
+    }
+}
+
 /// Real captures of a model run without step marks
 /// (`python/captures/unmarked.py`): a prefill and four decodes in one
 /// profile, as `model.generate()` profiled without a schedule writes them,

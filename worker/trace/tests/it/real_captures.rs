@@ -361,6 +361,76 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
     }
 }
 
+/// A trace's events inside a window of its CPU ops' span, from `from` to
+/// `to` (fractions), with its step marks and Python frames taken out: a
+/// profile opened and closed inside passes writes no event that began
+/// before it opened or ended after it closed.
+pub(crate) fn window(events: &[Value], from: f64, to: f64) -> Vec<Value> {
+    let (ts, dur) = (
+        |e: &Value| e["ts"].as_f64(),
+        |e: &Value| e["dur"].as_f64().unwrap_or(0.0),
+    );
+    let kept: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep"))
+                && e["cat"] != "python_function"
+        })
+        .collect();
+    let (t0, t1) = kept
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op")
+        .fold((f64::MAX, f64::MIN), |(a, b), e| {
+            let s = ts(e).unwrap_or(a);
+            (a.min(s), b.max(s + dur(e)))
+        });
+    let (lo, hi) = (t0 + from * (t1 - t0), t0 + to * (t1 - t0));
+    kept.into_iter()
+        .filter(|e| e["ph"] == "M" || ts(e).is_none_or(|s| s >= lo && s + dur(e) <= hi))
+        .cloned()
+        .collect()
+}
+
+/// A profile without step marks opened inside a pass and closed inside
+/// the next one, with one whole pass between: that pass is the one step,
+/// with the model's layers, as long as a marked step (within 2%: it is
+/// one of them). The story said 111 and 157 layers, and 3 layers in 2
+/// passes where it closed at its end; the 12-layer capture without its
+/// frames 23 and 24 (`layers::anchored`'s lone pass).
+#[test]
+fn a_window_holding_one_whole_pass_has_that_pass_as_its_step() {
+    for (capture, from, to) in [
+        ("torch-h200-decode-fp8cast-78l-5xpool", 0.1, 0.4),
+        ("torch-h200-decode-fp8cast-78l-5xpool", 0.55, 0.9),
+        ("torch-h200-decode-fp8cast-78l-5xpool", 0.6, 1.0),
+        ("torch-h200-decode-gathercast-78l-5xpool", 0.1, 0.4),
+        ("torch-h200-decode-stack-memory-12l", 0.2, 0.6),
+        ("torch-h200-decode-stack-memory-12l", 0.3, 0.8),
+    ] {
+        let (name, layers, marked) = with_truth(capture);
+        let s = summary_of_events(window(&events(&name), from, to));
+        let what = format!(
+            "{capture} from {from} to {to}: {} steps; {}",
+            s.steps.len(),
+            s.layers.detail
+        );
+        assert_eq!(s.steps.len(), 1, "{what}");
+        assert_eq!(s.layers.passes, 1, "{what}");
+        assert_eq!(s.steps_stats.source, "forward passes", "{what}");
+        assert_eq!(s.layers.count, layers, "{what}");
+        let step = s.steps[0].time_us;
+        assert!(
+            marked
+                .steps
+                .iter()
+                .any(|m| (step / m.time_us - 1.0).abs() <= 0.02),
+            "{what}: a step of {step:.0} µs"
+        );
+    }
+}
+
 /// Without its step mark, a trace whose first GPU ops were launched before
 /// the profile opened (436 kernels, about 10 layers, of Qwen1.5-0.5B's
 /// step before the window) has the layers of the pass it saw whole: its
