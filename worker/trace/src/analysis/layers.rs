@@ -605,7 +605,9 @@ pub(crate) fn anchored_but_last(cx: &Context, placed: &Placed) -> Option<Vec<Pas
     };
     let (mut starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
     // Only a last piece that runs to the end, shorter than the one before.
-    let last = starts.pop().filter(|_| end == seq.len() && !starts.is_empty())?;
+    let last = starts
+        .pop()
+        .filter(|_| end == seq.len() && !starts.is_empty())?;
     let before = starts[starts.len() - 1];
     if end - last >= last - before
         || (starts.len() == 1 && !tail_of(&seq[..starts[0]], &seq[starts[0]..last]))

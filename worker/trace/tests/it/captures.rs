@@ -183,13 +183,7 @@ fn a_window_of_one_whole_pass_between_cut_ones_is_that_pass() {
         );
         let doc: Value = serde_json::from_reader(&mut gz).unwrap();
         let events = crate::real_captures::window(doc["traceEvents"].as_array().unwrap(), from, to);
-        let doc = serde_json::json!({ "traceEvents": events });
-        let t = kinetoscope_trace::import::read_trace(
-            &serde_json::to_vec(&doc).unwrap()[..],
-            &ReadOptions::default(),
-        )
-        .unwrap();
-        let s = analyze(&t, &AnalysisOptions::default());
+        let s = crate::real_captures::summary_of_events(events);
         let l = &s.layers;
         let what = format!(
             "{name} from {from} to {to}: {} steps; {}",

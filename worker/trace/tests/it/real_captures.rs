@@ -28,7 +28,7 @@ fn unmarked_events(name: &str) -> Vec<Value> {
 }
 
 /// The summary of a trace made of `events`.
-fn summary_of_events(events: Vec<Value>) -> Summary {
+pub(crate) fn summary_of_events(events: Vec<Value>) -> Summary {
     let doc = serde_json::json!({ "traceEvents": events });
     let t = kinetoscope_trace::import::read_trace(
         &serde_json::to_vec(&doc).unwrap()[..],
