@@ -162,18 +162,26 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
 }
 
 /// The real captures of a model run without step marks, in windows that
-/// hold one whole pass between two the profile cut (opened inside one,
-/// closed inside the next: [`crate::real_captures::window`]): the whole
-/// pass is the one step, with the model's layers and kinds. The dense
-/// generation said 15 and 9 layers of 6, the MoE one 11 of 4: the layers
-/// alike across the cut passes.
+/// hold whole passes between two the profile cut (opened inside one,
+/// closed inside another: [`crate::real_captures::window`]): the whole
+/// passes are the steps, with the model's layers and kinds. Before, the
+/// layers were alike across the cut passes: the dense generation said 15,
+/// 9, 11, 11 and 14 layers of 6, the MoE one 11, 9 and 6 of 4. Some
+/// windows open or close inside an op, whose children are then top-level
+/// ops of their own (`layers::without_cut_parents`), or open on the last
+/// items of a pass (`layers::stray_before`).
 #[test]
-fn a_window_of_one_whole_pass_between_cut_ones_is_that_pass() {
+fn a_window_of_whole_passes_between_cut_ones_has_them_as_steps() {
     let dir = family::dir().join("unmarked");
-    for (name, from, to) in [
-        ("generate-dense-6l", 0.5, 0.95),
-        ("generate-dense-6l", 0.1, 0.6),
-        ("generate-moe-4l", 0.35, 0.7),
+    for (name, from, to, passes) in [
+        ("generate-dense-6l", 0.5, 0.95, 1),
+        ("generate-dense-6l", 0.1, 0.6, 1),
+        ("generate-dense-6l", 0.35, 0.7, 1),
+        ("generate-dense-6l", 0.25, 0.6, 1),
+        ("generate-dense-6l", 0.45, 0.9, 2),
+        ("generate-moe-4l", 0.35, 0.7, 1),
+        ("generate-moe-4l", 0.1, 0.6, 1),
+        ("generate-moe-4l", 0.55, 0.85, 1),
     ] {
         let truth: Value =
             serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
@@ -190,11 +198,90 @@ fn a_window_of_one_whole_pass_between_cut_ones_is_that_pass() {
             s.steps.len(),
             l.detail
         );
-        assert_eq!((s.steps.len(), l.passes), (1, 1), "{what}");
+        assert_eq!((s.steps.len(), l.passes), (passes, passes as u64), "{what}");
         assert_eq!(l.count, truth["layers"].as_u64().unwrap(), "{what}");
         assert_eq!(found_kinds(l), truth_kinds(&truth), "{what}");
     }
 }
+
+/// The real captures of a model run without step marks, in every window
+/// of 5% steps of their span that holds a whole pass (a pass starts at
+/// its `aten::randint`, the token drawn, and ends with its last op): at
+/// least [`WINDOWS_RIGHT`] of them have the model's layers. Before the
+/// passes but the last were tried (`analysis::anchored_steps`), with the
+/// ops of a cut parent (`layers::without_cut_parents`) and a pass's stray
+/// last items (`layers::stray_before`) left out, 28 of 119 windows of the
+/// dense generation and 37 of 118 of the MoE one did; now 113 and 104.
+/// What is left: a window that ends with its one whole pass (no name then
+/// runs twice to cut the passes), and MoE windows where the pass cut short
+/// routes to more experts than the whole one.
+#[test]
+fn windows_that_hold_a_whole_pass_mostly_have_the_models_layers() {
+    let dir = family::dir().join("unmarked");
+    for name in ["generate-dense-6l", "generate-moe-4l"] {
+        let truth: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
+                .unwrap();
+        let mut gz = flate2::read::GzDecoder::new(
+            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
+        );
+        let doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let ops: Vec<(&str, f64, f64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op")
+            .map(|e| {
+                let ts = e["ts"].as_f64().unwrap();
+                (
+                    e["name"].as_str().unwrap(),
+                    ts,
+                    ts + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        let t0 = ops.iter().map(|o| o.1).fold(f64::MAX, f64::min);
+        let t1 = ops.iter().map(|o| o.2).fold(f64::MIN, f64::max);
+        let mut starts: Vec<f64> = ops
+            .iter()
+            .filter(|o| o.0 == "aten::randint")
+            .map(|o| o.1)
+            .collect();
+        starts.sort_by(f64::total_cmp);
+        let passes: Vec<(f64, f64)> = starts
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| {
+                let next = starts.get(k + 1).copied().unwrap_or(f64::MAX);
+                let end = ops.iter().filter(|o| o.1 >= s && o.1 < next).map(|o| o.2);
+                (s, end.fold(s, f64::max))
+            })
+            .collect();
+        let (mut right, mut all) = (0, 0);
+        for a in 0..19 {
+            for b in a + 2..=20 {
+                let (from, to) = (a as f64 * 0.05, b as f64 * 0.05);
+                let (lo, hi) = (t0 + from * (t1 - t0), t0 + to * (t1 - t0));
+                if !passes.iter().any(|&(s, e)| s >= lo && e <= hi) {
+                    continue;
+                }
+                let s = crate::real_captures::summary_of_events(crate::real_captures::window(
+                    events, from, to,
+                ));
+                all += 1;
+                right += usize::from(s.layers.count == truth["layers"].as_u64().unwrap());
+            }
+        }
+        assert!(
+            right as f64 >= WINDOWS_RIGHT * all as f64,
+            "{name}: {right} of {all} windows have the model's layers"
+        );
+    }
+}
+
+/// Least share of the windows of [`windows_that_hold_a_whole_pass_mostly_have_the_models_layers`]
+/// with the model's layers: this session's rules reach 0.95 (dense) and
+/// 0.88 (MoE), the rules before 0.24 and 0.31.
+const WINDOWS_RIGHT: f64 = 0.85;
 
 /// Real captures of a model run without step marks
 /// (`python/captures/unmarked.py`): a prefill and four decodes in one

@@ -397,8 +397,9 @@ pub(crate) fn window(events: &[Value], from: f64, to: f64) -> Vec<Value> {
 /// the next one, with one whole pass between: that pass is the one step,
 /// with the model's layers, as long as a marked step (within 2%: it is
 /// one of them). The story said 111 and 157 layers, and 3 layers in 2
-/// passes where it closed at its end; the 12-layer capture without its
-/// frames 23 and 24 (`layers::anchored`'s lone pass).
+/// passes where it closed at its end, the gather-then-cast patch 127, and
+/// 3 layers in 2 passes; the 12-layer capture without its frames 23 and
+/// 24 (`layers::anchored`'s lone pass, `analysis::anchored_steps`).
 #[test]
 fn a_window_holding_one_whole_pass_has_that_pass_as_its_step() {
     for (capture, from, to) in [
@@ -406,6 +407,7 @@ fn a_window_holding_one_whole_pass_has_that_pass_as_its_step() {
         ("torch-h200-decode-fp8cast-78l-5xpool", 0.55, 0.9),
         ("torch-h200-decode-fp8cast-78l-5xpool", 0.6, 1.0),
         ("torch-h200-decode-gathercast-78l-5xpool", 0.1, 0.4),
+        ("torch-h200-decode-gathercast-78l-5xpool", 0.3, 0.7),
         ("torch-h200-decode-stack-memory-12l", 0.2, 0.6),
         ("torch-h200-decode-stack-memory-12l", 0.3, 0.8),
     ] {
