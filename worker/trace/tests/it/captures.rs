@@ -106,13 +106,7 @@ fn steps_that_compile_are_said_to() {
 fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
     let dir = family::dir().join("unmarked");
     for name in family::names_in(&dir) {
-        let truth: Value =
-            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
-                .unwrap();
-        let mut gz = flate2::read::GzDecoder::new(
-            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
-        );
-        let mut doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let (truth, mut doc) = unmarked(&name);
         let events = doc["traceEvents"].as_array().unwrap().clone();
         let ts = |e: &Value| e["ts"].as_f64();
         let (t0, t1) =
@@ -161,6 +155,19 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
     }
 }
 
+/// A capture of a model run without step marks (`unmarked/`): its truth
+/// and its trace.
+fn unmarked(name: &str) -> (Value, Value) {
+    let dir = family::dir().join("unmarked");
+    let truth: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
+            .unwrap();
+    let mut gz = flate2::read::GzDecoder::new(
+        std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
+    );
+    (truth, serde_json::from_reader(&mut gz).unwrap())
+}
+
 /// The real captures of a model run without step marks, in windows that
 /// hold whole passes between two the profile cut (opened inside one,
 /// closed inside another: [`crate::real_captures::window`]): the whole
@@ -172,7 +179,6 @@ fn a_profile_opened_inside_a_pass_has_the_whole_passes_after_it() {
 /// items of a pass (`layers::stray_before`).
 #[test]
 fn a_window_of_whole_passes_between_cut_ones_has_them_as_steps() {
-    let dir = family::dir().join("unmarked");
     for (name, from, to, passes) in [
         ("generate-dense-6l", 0.5, 0.95, 1),
         ("generate-dense-6l", 0.1, 0.6, 1),
@@ -183,13 +189,7 @@ fn a_window_of_whole_passes_between_cut_ones_has_them_as_steps() {
         ("generate-moe-4l", 0.1, 0.6, 1),
         ("generate-moe-4l", 0.55, 0.85, 1),
     ] {
-        let truth: Value =
-            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
-                .unwrap();
-        let mut gz = flate2::read::GzDecoder::new(
-            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
-        );
-        let doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let (truth, doc) = unmarked(name);
         let events = crate::real_captures::window(doc["traceEvents"].as_array().unwrap(), from, to);
         let s = crate::real_captures::summary_of_events(events);
         let l = &s.layers;
@@ -217,15 +217,8 @@ fn a_window_of_whole_passes_between_cut_ones_has_them_as_steps() {
 /// routes to more experts than the whole one.
 #[test]
 fn windows_that_hold_a_whole_pass_mostly_have_the_models_layers() {
-    let dir = family::dir().join("unmarked");
     for name in ["generate-dense-6l", "generate-moe-4l"] {
-        let truth: Value =
-            serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
-                .unwrap();
-        let mut gz = flate2::read::GzDecoder::new(
-            std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
-        );
-        let doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let (truth, doc) = unmarked(name);
         let events = doc["traceEvents"].as_array().unwrap();
         let ops: Vec<(&str, f64, f64)> = events
             .iter()
