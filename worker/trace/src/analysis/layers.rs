@@ -359,7 +359,9 @@ fn without_cut_parents(cx: &Context, nested: impl Fn(usize) -> bool, seq: &mut V
     // What runs before such an op ran inside the op the profile cut too
     // (`aten::reshape`, then the `aten::mm` of a cut `aten::matmul`): the
     // sequence starts after the last within the first few items, and ends
-    // before the first within the last few.
+    // before the first within the last few: a prologue's bound of them
+    // (borrowed, not chosen by a trace: a cut op's children were 1 to 4
+    // in the generations' windows, and a layer's names run all along).
     let near = Passes::MAX_PROLOGUE.min(seq.len());
     let head = seq[..near]
         .iter()
@@ -759,7 +761,9 @@ fn anchored(seq: &[Item], launched: impl Fn(&Item) -> bool) -> Option<(Vec<usize
 /// prologue (its first items, each run once in it). A profile opened at the
 /// end of a pass caught its last items (`unmarked/generate-dense-6l` kept
 /// from 45% to 90% of its span: a `select` and a `view`, then a whole
-/// pass, 14 layers of 6 without this).
+/// pass, 14 layers of 6 without this); at most a prologue's bound of them
+/// ([`Passes::MAX_PROLOGUE`], borrowed, not chosen by a trace: this
+/// window's were 2).
 fn stray_before(
     seq: &[Item],
     at: usize,
