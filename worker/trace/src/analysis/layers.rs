@@ -907,36 +907,36 @@ impl Found {
 /// end of one and the start of the next (23 pieces, once the last one,
 /// the last layer and the head, was dropped as cut short).
 pub(crate) fn holds_passes(placed: &Placed) -> bool {
-    let found = &placed.layers;
-    found.assignment.as_ref().is_some_and(|a| {
-        // Passes left out of the search for their length are empty.
-        let mut sets = found.seqs.iter().filter(|seq| !seq.is_empty()).map(|seq| {
-            let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
-            seen.sort_unstable();
-            seen.dedup();
-            seen
-        });
-        let Some(first) = sets.next() else {
-            return true;
-        };
-        first.len() >= 2 && sets.all(|s| s == first)
-    })
+    let mut sets = pass_layers(placed);
+    let Some(first) = sets.next() else {
+        return placed.layers.any();
+    };
+    first.len() >= 2 && sets.all(|s| s == first)
 }
 
 /// Layers a pass, where the passes are the steps ([`holds_passes`]: the
 /// same in every pass): those of the first pass searched.
 pub(crate) fn per_pass(placed: &Placed) -> usize {
+    pass_layers(placed).next().map_or(0, |s| s.len())
+}
+
+/// The layer numbers in each searched pass (the steps), in order; none
+/// where no layers were found. Passes left out of the search for their
+/// length are empty, and skipped.
+fn pass_layers(placed: &Placed) -> impl Iterator<Item = Vec<i64>> + '_ {
     let found = &placed.layers;
-    let (Some(a), Some(seq)) = (
-        found.assignment.as_ref(),
-        found.seqs.iter().find(|seq| !seq.is_empty()),
-    ) else {
-        return 0;
-    };
-    let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    seen.len()
+    found.assignment.iter().flat_map(move |a| {
+        found
+            .seqs
+            .iter()
+            .filter(|seq| !seq.is_empty())
+            .map(move |seq| {
+                let mut seen: Vec<i64> = seq.iter().filter_map(|it| a.layer.get(it.at)).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                seen
+            })
+    })
 }
 
 /// An item's CPU row: the op itself, or its GPU op's launch (`None` where
