@@ -1093,13 +1093,15 @@ impl Clock {
 /// The sentence on an op and its share: led by the input signature that
 /// carries most of its time, never by an average over unlike calls.
 fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
-    let (clock, has_steps, steps) = (&f.clock, f.has_steps, f.s.steps_stats.count);
-    let per_step = |calls: u64| {
-        if has_steps && steps > 0 {
-            format!("{} calls per step", count(calls as f64 / steps as f64))
-        } else {
-            format!("{calls} calls")
-        }
+    let (clock, has_steps) = (&f.clock, f.has_steps);
+    // Calls per step count the calls inside the steps only: a window that
+    // cut passes before and after its steps has calls outside them (the
+    // H200 story windowed to one whole pass: 112 calls, 78 in the step;
+    // `real_captures::a_window_holding_one_whole_pass_has_that_pass_as_its_step`).
+    let in_steps = |per_step: Option<f64>| per_step.filter(|_| has_steps);
+    let per_step = |calls: u64, per_step: Option<f64>| match in_steps(per_step) {
+        Some(n) => format!("{} calls per step", count(n)),
+        None => format!("{calls} calls"),
     };
     let time = clock.basis.words();
     let op_pct = clock.op_pct(op);
@@ -1113,7 +1115,7 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
             "{} takes {} of {time}: {}",
             op.name,
             pct(op_pct),
-            per_step(op.calls)
+            per_step(op.calls, op.calls_per_step)
         );
         match op.input_shapes.first() {
             Some(big) => text.push_str(&format!(
@@ -1148,7 +1150,7 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     text.push_str(&format!(
         " takes {} of {time}: {}",
         pct(g_pct),
-        per_step(g.calls)
+        per_step(g.calls, g.calls_per_step)
     ));
     match (g.bytes_per_call, g.achieved_gbps, clock.basis) {
         (Some(b), Some(r), TimeBasis::Device) => text.push_str(&format!(
@@ -1217,15 +1219,17 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     // Other inputs are named only where they add a share worth reading
     // (not "add 0.0%").
     if others > 0 && rest >= 0.05 {
+        let per_step_others = in_steps(op.calls_per_step)
+            .zip(in_steps(g.calls_per_step))
+            .map(|(all, these)| (all - these).max(0.0));
         text.push_str(&format!(
             "; {} other {} calls{} with other inputs add {}",
-            if has_steps && steps > 0 {
-                count(others as f64 / steps as f64)
-            } else {
-                others.to_string()
+            match per_step_others {
+                Some(n) => count(n),
+                None => others.to_string(),
             },
             op.name,
-            if has_steps && steps > 0 {
+            if per_step_others.is_some() {
                 " per step"
             } else {
                 ""
@@ -1312,7 +1316,12 @@ fn whole_tensor(f: &Facts, out: &mut Vec<Finding>) {
                 continue;
             }
             let unused = 1.0 - p.used_rows as f64 / p.rows as f64;
-            let per_step = clock.group_us(g) / f.s.steps_stats.count.max(1) as f64;
+            // Per step: a call's time by the calls inside the steps, not
+            // every call over the steps (a window's cut passes lie outside).
+            let per_step = match g.calls_per_step {
+                Some(n) => clock.group_us(g) / g.calls.max(1) as f64 * n,
+                None => clock.group_us(g),
+            };
             let what = match &g.conversion {
                 Some(c) => format!("{} ({c}, {})", op.name, g.shapes),
                 None => format!("{} ({})", op.name, g.shapes),

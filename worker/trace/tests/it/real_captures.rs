@@ -433,6 +433,30 @@ fn a_window_holding_one_whole_pass_has_that_pass_as_its_step() {
     }
 }
 
+/// A window holding one whole pass between two cut ones: the cast runs 78
+/// times in its step, as in the marked trace, though the window holds 112
+/// casts in all (the cut passes' are outside the step). The findings said
+/// "112 calls per step".
+#[test]
+fn a_windows_calls_per_step_count_the_calls_inside_its_steps() {
+    let capture = "torch-h200-decode-fp8cast-78l-5xpool";
+    let (name, _, _) = with_truth(capture);
+    let all = events(&name);
+    for (from, to) in [(0.1, 0.4), (0.55, 0.9)] {
+        let s = summary_of_events(window(&all, from, to));
+        let cast = s
+            .findings
+            .iter()
+            .find(|f| f.text.starts_with("aten::copy_"))
+            .unwrap_or_else(|| panic!("{capture} from {from} to {to}: no cast finding"));
+        assert!(
+            cast.text.contains(": 78 calls per step,"),
+            "{capture} from {from} to {to}: {}",
+            cast.text
+        );
+    }
+}
+
 /// Without its step mark, a trace whose first GPU ops were launched before
 /// the profile opened (436 kernels, about 10 layers, of Qwen1.5-0.5B's
 /// step before the window) has the layers of the pass it saw whole: its
