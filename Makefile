@@ -17,7 +17,7 @@ WASM_BINDGEN_VERSION := $(shell awk '/^name = "wasm-bindgen"$$/{getline; gsub(/v
 export PATH := $(TOOLS_DIR)/binaryen/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 export CHROMEDRIVER ?= /usr/bin/chromedriver
 
-.PHONY: captures captures-seeds captures-unseen torch-tool run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
+.PHONY: captures captures-hf captures-seeds captures-unseen torch-tool run test gates rust-parts tools trunk-tool wasm-bindgen-tool wasm-opt-tool browser s3-emulator app app-build server debug-bin wasm-test bench bench-scale bench-ui soak clean fuzz fuzz-smoke fuzz-build fuzz-runs fuzz-tools fuzz-seeds api-fuzz api-fuzz-tools
 
 ## Build the app and the server, start one process serving both (embedded SQLite, blobs, worker).
 ## The server is built with the `serve` profile (Cargo.toml): a third of the
@@ -122,6 +122,12 @@ captures: torch-tool
 	  --out $(CAPTURE_OUT) $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
 	$(TOOLS_DIR)/torch/bin/python python/captures/recompile.py --out worker/trace/tests/captures/compiling
 	$(TOOLS_DIR)/torch/bin/python python/captures/unmarked.py --out worker/trace/tests/captures/unmarked
+## Hugging Face transformers models profiled on the CPU (other people's model
+## code; `captures::hugging_face_models_hold` checks them).
+captures-hf: torch-tool
+	$(TOOLS_DIR)/torch/bin/python -c 'import transformers' 2>/dev/null || \
+	  $(TOOLS_DIR)/torch/bin/pip install -q transformers
+	$(TOOLS_DIR)/torch/bin/python python/captures/hf.py --out worker/trace/tests/captures/hf
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
 ## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,

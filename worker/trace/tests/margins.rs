@@ -1,8 +1,9 @@
 //! The margin test: each limit of the pattern rules
 //! (`kinetoscope_trace::analysis::limits`) moved down and then up by the
 //! margin its table states, one at a time, and the real-capture family
-//! (three seeds: every architecture and execution mode, `common/family.rs`)
-//! and the six shared H200 captures must still come out right: their
+//! (three seeds: every architecture and execution mode, `common/family.rs`),
+//! the Hugging Face models (`tests/captures/hf/`) and the six shared H200
+//! captures must still come out right: their
 //! steps, step kinds, layers and layer kinds, casts per step, and no share
 //! over 100%. The shared third-party traces (other models, engines and
 //! GPUs, with no truth of their own) must keep the steps, step kinds,
@@ -23,6 +24,8 @@ use kinetoscope_trace::analysis::limits::{self, LIMITS};
 /// limits at their values decide on the third-party ones.
 struct Corpus {
     family: Vec<family::Capture>,
+    /// Hugging Face models (`tests/captures/hf/`).
+    hf: Vec<family::Capture>,
     h200: Vec<family::Capture>,
     others: Vec<family::Capture>,
     decided: Vec<String>,
@@ -33,6 +36,10 @@ impl Corpus {
         let others = family::third_party();
         Corpus {
             family: family::names().iter().map(|n| family::read(n)).collect(),
+            hf: family::names_in(&family::dir().join("hf"))
+                .iter()
+                .map(|n| family::read_from(&family::dir().join("hf"), n))
+                .collect(),
             h200: family::H200.iter().map(|c| family::read_h200(c)).collect(),
             decided: others.iter().map(family::decided).collect(),
             others,
@@ -42,6 +49,7 @@ impl Corpus {
     /// What comes out wrong under the limits as they are now set.
     fn wrong(&self) -> Vec<String> {
         let mut bad = family::wrong(&self.family, false);
+        bad.extend(family::wrong_in(&family::dir().join("hf"), &self.hf));
         bad.extend(family::h200_wrong(&self.h200));
         for (c, was) in self.others.iter().zip(&self.decided) {
             let now = family::decided(c);

@@ -259,6 +259,10 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("rwkv", None, Some(R::Linear)),
     ("retention", None, Some(R::Linear)),
     ("short_conv", None, Some(R::Linear)),
+    // A decoder's one-dimensional convolution is its mixer's short
+    // convolution (`aten::conv1d` of Mamba's and Gated DeltaNet's
+    // reference code on the CPU, Hugging Face's Jamba, Mamba, Qwen3-Next).
+    ("conv1d", None, Some(R::Linear)),
     ("chunk_scan", None, Some(R::Linear)),
     ("state_passing", None, Some(R::Linear)),
     // Matrix multiply and convolution (`cijk_`: rocBLAS/Tensile).
@@ -281,10 +285,17 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("norm", Some(C::Norm), Some(R::Norm)),
     ("bn_fw", Some(C::Norm), Some(R::Norm)),
     ("bn_bw", Some(C::Norm), Some(R::Norm)),
+    // A norm written out op by op (`pow`, `mean`, `add`, `rsqrt`, `mul`:
+    // the RMSNorm of Hugging Face's models in eager mode, on the CPU and
+    // on the GPU) says itself only by its reciprocal square root.
+    ("rsqrt", None, Some(R::Norm)),
     // MoE routing and experts, and combining their rows.
     ("moe", None, Some(R::Moe)),
     ("expert", None, Some(R::Moe)),
     ("router", None, Some(R::Moe)),
+    // Grouped GEMMs run the experts (`aten::_grouped_mm` of Hugging Face's
+    // MoE layers since transformers 5).
+    ("grouped_mm", None, Some(R::Moe)),
     ("index_add", None, Some(R::Combine)),
     ("scatter_add", None, Some(R::Combine)),
     ("scatter_reduce", None, Some(R::Combine)),
@@ -355,7 +366,9 @@ fn says(lower: &str, word: &str) -> bool {
 /// speaks of one) and its role.
 fn classify(name: &str) -> (Option<KernelCategory>, Role) {
     let lower = name.to_ascii_lowercase();
-    // Attention's backward runs in no decoder block's forward.
+    // Attention's backward runs in no decoder block's forward; nor does a
+    // written-out norm's (`RsqrtBackward0`: its norm pairs cut a training
+    // step's backward run across layers, seed23/dsa-train-6l).
     let backward = lower.contains("backward") || lower.contains("bwd");
     let mut category: Option<KernelCategory> = None;
     let mut role = Role::Other;
@@ -369,7 +382,7 @@ fn classify(name: &str) -> (Option<KernelCategory>, Role) {
             }
         }
         if let Some(r) = r {
-            if r < role && !(r == Role::Attention && backward) {
+            if r < role && !(backward && (r == Role::Attention || word == "rsqrt")) {
                 role = r;
             }
         }

@@ -174,8 +174,20 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
     }
 }
 
-/// The first norm after the first MLP item in `seq[from..to]`.
-fn input_norm(seq: &[Item], from: usize, to: usize, need_ffn: bool) -> Option<usize> {
+/// The input norm of a block that starts at `to`: the first norm after the
+/// last MLP item in `seq[from..to]` (from the previous block's end). The
+/// last, not the first: a Mamba mixer gates with a SiLU after its
+/// convolution and before its own norms (Hugging Face's Jamba on the CPU),
+/// which the first MLP item after the previous block would take for that
+/// layer's MLP.
+fn input_norm(seq: &[Item], from: usize, to: usize) -> Option<usize> {
+    let last_ffn = (from..to).rev().find(|&k| seq[k].role.is_ffn())?;
+    (last_ffn + 1..to).find(|&k| seq[k].role == Role::Norm)
+}
+
+/// The first norm in `seq[from..to]` after its first MLP item (after
+/// `from` where `need_ffn` is false).
+fn norm_after_ffn(seq: &[Item], from: usize, to: usize, need_ffn: bool) -> Option<usize> {
     let mut ffn_seen = !need_ffn;
     for (k, it) in seq.iter().enumerate().take(to).skip(from) {
         if it.role.is_ffn() {
@@ -185,6 +197,27 @@ fn input_norm(seq: &[Item], from: usize, to: usize, need_ffn: bool) -> Option<us
         }
     }
     None
+}
+
+/// The model's final norm, where the last layer ends: as far after the
+/// last block as the latest earlier layer with the same mixer ends after
+/// its own, where a norm stands there (a Jamba whose last layer is a Mamba
+/// layer: its gate's SiLU and its own norms come before the MLP); else the
+/// first norm after the first MLP item after the block. Not the last MLP
+/// item of the step: a training step's backward run follows.
+fn final_norm(seq: &[Item], blocks: &[(usize, usize)], starts: &[usize]) -> Option<usize> {
+    let n = blocks.len();
+    let last = blocks[n - 1];
+    let like = (0..n - 1)
+        .rev()
+        .find(|&j| seq[blocks[j].0].name == seq[last.0].name);
+    if let Some(j) = like {
+        let e = last.0 + (starts[j + 1] - blocks[j].0);
+        if seq.get(e).is_some_and(|it| it.role == Role::Norm) {
+            return Some(e);
+        }
+    }
+    norm_after_ffn(seq, last.1 + 1, seq.len(), true)
 }
 
 /// Where the layers a key's positions imply lie in one step.
@@ -253,10 +286,12 @@ fn at_input_norms(seq: &[Item], blocks: &[(usize, usize)]) -> Option<(Vec<usize>
     let n = blocks.len();
     let mut starts = Vec::with_capacity(n);
     for (i, b) in blocks.iter().enumerate() {
-        let from = if i == 0 { 0 } else { blocks[i - 1].1 + 1 };
-        starts.push(input_norm(seq, from, b.0, i > 0)?);
+        starts.push(match i {
+            0 => norm_after_ffn(seq, 0, b.0, false)?,
+            _ => input_norm(seq, blocks[i - 1].1 + 1, b.0)?,
+        });
     }
-    let end = input_norm(seq, blocks[n - 1].1 + 1, seq.len(), true)?;
+    let end = final_norm(seq, blocks, &starts)?;
     // Items before each start that every layer has in common (a cast
     // before the norm) belong to the layer, but not back past the previous
     // layer's MLP.

@@ -156,6 +156,19 @@ pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
     bad
 }
 
+/// The checks of the captures of folder `dir` (key_averages included),
+/// with no known failures: what failed.
+pub fn wrong_in(dir: &std::path::Path, captures: &[Capture]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for c in captures {
+        let s = analyze(&c.trace, &AnalysisOptions::default());
+        for (what, why) in check(&c.name, &c.truth, &s, Some(dir)) {
+            bad.push(format!("{}: {what}: {why}", c.name));
+        }
+    }
+    bad
+}
+
 /// A draw's checks, sorted by [`KNOWN_CLASSES`]: (what failed that is not
 /// of a known class, what failed that is).
 pub fn unseen_wrong(dir: &std::path::Path, captures: &[Capture]) -> (Vec<String>, Vec<String>) {

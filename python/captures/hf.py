@@ -1,0 +1,248 @@
+"""Real torch.profiler captures of Hugging Face transformers models.
+
+The family of `capture.py` is our own code; these are other people's:
+the model classes of `transformers` (tiny random configurations, built
+from their config, nothing downloaded), profiled on the CPU as a user
+profiles them. They were first run after the layer rules had been written,
+and found what our family did not (2026-12-06): a norm written out op by op
+(`pow`, `mean`, `add`, `rsqrt`, `mul`, Hugging Face's RMSNorm in eager
+mode), eager attention without an attention op (`matmul`, `softmax`:
+Gemma 2), a Mamba mixer with no name but its `conv1d` (Mamba, Jamba), a
+Gated DeltaNet hybrid (Qwen3-Next) and experts run by `aten::_grouped_mm`.
+
+For each capture NAME, into the output folder (as `capture.py` writes):
+
+  NAME.json.gz           the Chrome trace torch wrote
+  NAME.key_averages.json torch's key_averages()
+  NAME.truth.json        layers, each layer's kind, steps and their kinds
+
+Two modes: `marked` (ProfilerStep around each forward: a prefill of
+PROMPT tokens, then decodes from the cache) and `generate`
+(`model.generate()` profiled whole, without step marks: each forward pass
+is a step). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
+(`hugging_face_models_hold`) checks them without torch.
+"""
+
+import argparse
+import gzip
+import json
+import os
+
+# A prefill's tokens: past the analysis's least prefill (256 tokens,
+# `Limit::PrefillTokens`) and its margin (1.25x: 320), as a user's prompt is.
+PROMPT = 400
+# Steps of a marked capture: the prefill, then decodes.
+STEPS = 3
+
+
+def models(T):
+    """(name, modes, constructor, layer kinds) of each model."""
+    common = dict(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+    )
+    both = ("marked", "generate")
+    return [
+        # Eager attention (no attention op: matmul, softmax), four norms
+        # a layer, local and global layers alternating.
+        (
+            "gemma2-6l",
+            both,
+            lambda: T.Gemma2ForCausalLM(
+                T.Gemma2Config(num_hidden_layers=6, head_dim=16, sliding_window=16, **common)
+            ),
+            ["dense"] * 6,
+        ),
+        # Qwen3-Next: Gated DeltaNet in three layers of four, full attention
+        # in the fourth, experts (`_grouped_mm`) in every layer.
+        (
+            "qwen3next-8l",
+            both,
+            lambda: T.Qwen3NextForCausalLM(
+                T.Qwen3NextConfig(
+                    num_hidden_layers=8,
+                    full_attention_interval=4,
+                    head_dim=16,
+                    linear_num_value_heads=4,
+                    linear_num_key_heads=2,
+                    linear_key_head_dim=16,
+                    linear_value_head_dim=16,
+                    num_experts=4,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=32,
+                    shared_expert_intermediate_size=32,
+                    **common,
+                )
+            ),
+            ["linear", "linear", "linear", "moe"] * 2,
+        ),
+        # Jamba: Mamba mixers (the slow path: no kernels on the CPU), full
+        # attention in layer 2 of every four, experts in every other layer.
+        (
+            "jamba-4l",
+            ("marked",),
+            lambda: T.JambaForCausalLM(
+                T.JambaConfig(
+                    num_hidden_layers=4,
+                    attn_layer_period=4,
+                    attn_layer_offset=2,
+                    expert_layer_period=2,
+                    expert_layer_offset=1,
+                    num_experts=4,
+                    use_mamba_kernels=False,
+                    **common,
+                )
+            ),
+            ["linear", "linear", "dense", "linear"],
+        ),
+        # Mamba: no attention, no MLP; a norm and a mixer a layer.
+        (
+            "mamba-4l",
+            ("marked",),
+            lambda: T.MambaForCausalLM(
+                T.MambaConfig(num_hidden_layers=4, hidden_size=64, vocab_size=512)
+            ),
+            ["linear"] * 4,
+        ),
+        # Qwen2-MoE: routed experts by `_grouped_mm`, a shared expert.
+        (
+            "qwen2moe-4l",
+            ("marked",),
+            lambda: T.Qwen2MoeForCausalLM(
+                T.Qwen2MoeConfig(
+                    num_hidden_layers=4,
+                    num_experts=4,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=64,
+                    shared_expert_intermediate_size=64,
+                    **common,
+                )
+            ),
+            ["moe"] * 4,
+        ),
+        # DeepSeek-V3: MLA, two dense layers, then experts.
+        (
+            "deepseekv3-5l",
+            ("generate",),
+            lambda: T.DeepseekV3ForCausalLM(
+                T.DeepseekV3Config(
+                    num_hidden_layers=5,
+                    first_k_dense_replace=2,
+                    n_routed_experts=8,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=32,
+                    n_group=2,
+                    topk_group=1,
+                    kv_lora_rank=16,
+                    q_lora_rank=32,
+                    qk_rope_head_dim=8,
+                    qk_nope_head_dim=8,
+                    v_head_dim=16,
+                    **common,
+                )
+            ),
+            ["dense", "dense", "moe", "moe", "moe"],
+        ),
+    ]
+
+
+def write(out, name, path_json, events, truth):
+    with open(path_json, "rb") as src, gzip.open(
+        os.path.join(out, name + ".json.gz"), "wb", compresslevel=9
+    ) as dst:
+        dst.write(src.read())
+    os.remove(path_json)
+    rows = [
+        {
+            "name": e.key,
+            "calls": e.count,
+            "self_cpu_us": e.self_cpu_time_total,
+            "cpu_us": e.cpu_time_total,
+            "self_device_us": getattr(e, "self_device_time_total", 0.0),
+            "device_us": getattr(e, "device_time_total", 0.0),
+        }
+        for e in events
+    ]
+    with open(os.path.join(out, name + ".key_averages.json"), "w") as f:
+        json.dump(rows, f, indent=0)
+    with open(os.path.join(out, name + ".truth.json"), "w") as f:
+        json.dump(truth, f, indent=1)
+
+
+def capture(torch, T, out, name, mode, make, kinds):
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = make().eval()
+    ids = torch.randint(1, 500, (1, PROMPT))
+    full = f"{name}-{mode}"
+    path = os.path.join(out, full + ".json")
+    done = {}
+
+    def ready(p):
+        p.export_chrome_trace(path)
+        done["events"] = p.key_averages()
+
+    opts = dict(activities=[ProfilerActivity.CPU], record_shapes=True)
+    with torch.no_grad():
+        # Warm-up outside the profile.
+        model.generate(ids[:, :8], max_new_tokens=2, do_sample=False, pad_token_id=0)
+        if mode == "marked":
+            plan = schedule(wait=0, warmup=1, active=STEPS, repeat=1)
+            with profile(schedule=plan, on_trace_ready=ready, **opts) as p:
+                past, tok = None, None
+                for k in range(STEPS + 1):
+                    if k == 0:
+                        model(input_ids=ids[:, :8], use_cache=False)
+                    elif past is None:
+                        o = model(input_ids=ids, use_cache=True)
+                        past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
+                    else:
+                        o = model(input_ids=tok, past_key_values=past, use_cache=True)
+                        past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
+                    p.step()
+        else:
+            with profile(**opts) as p:
+                model.generate(ids, max_new_tokens=STEPS, do_sample=False, pad_token_id=0)
+            ready(p)
+    truth = {
+        "name": full,
+        "model": type(model).__name__,
+        "mode": mode,
+        "layers": len(kinds),
+        "layer_kinds": kinds,
+        "steps": STEPS,
+        "step_kinds": ["prefill"] + ["decode"] * (STEPS - 1),
+        "prompt_tokens": PROMPT,
+        "casts_per_step": None,
+        "profiler_step": mode == "marked",
+        "torch": torch.__version__,
+        "transformers": T.__version__,
+        "device": "cpu",
+    }
+    write(out, full, path, done["events"], truth)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=[])
+    args = ap.parse_args()
+    import torch
+    import transformers as T
+
+    os.makedirs(args.out, exist_ok=True)
+    for name, modes, make, kinds in models(T):
+        if args.only and name not in args.only:
+            continue
+        for mode in modes:
+            capture(torch, T, args.out, name, mode, make, kinds)
+            print("captured", f"{name}-{mode}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
