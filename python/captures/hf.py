@@ -36,7 +36,8 @@ STEPS = 3
 
 
 def models(T):
-    """(name, modes, constructor, layer kinds) of each model."""
+    """(name, modes, constructor, layer kinds[, prompt tokens, steps]) of
+    each model: PROMPT and STEPS where not given."""
     common = dict(
         vocab_size=512,
         hidden_size=64,
@@ -102,11 +103,35 @@ def models(T):
         # Mamba: no attention, no MLP; a norm and a mixer a layer.
         (
             "mamba-4l",
-            ("marked",),
+            both,
             lambda: T.MambaForCausalLM(
                 T.MambaConfig(num_hidden_layers=4, hidden_size=64, vocab_size=512)
             ),
             ["linear"] * 4,
+        ),
+        # Mamba again, six layers, a short prompt and six passes under
+        # generate(): 70 ops check the inputs before the first pass, more
+        # than a prologue's bound, so the passes after it repeat only the
+        # prologue's end (`layers::Passes::find`: it said 36 layers, no
+        # steps).
+        (
+            "mamba-6l-short",
+            ("generate",),
+            lambda: T.MambaForCausalLM(
+                T.MambaConfig(num_hidden_layers=6, hidden_size=64, vocab_size=512)
+            ),
+            ["linear"] * 6,
+            24,
+            6,
+        ),
+        # GPT-2: `Conv1D` projections (`addmm`), LayerNorm, two embeddings.
+        (
+            "gpt2-6l",
+            ("generate",),
+            lambda: T.GPT2LMHeadModel(
+                T.GPT2Config(n_layer=6, n_embd=64, n_head=4, vocab_size=512, n_positions=1024)
+            ),
+            ["dense"] * 6,
         ),
         # Qwen2-MoE: routed experts by `_grouped_mm`, a shared expert.
         (
@@ -173,12 +198,12 @@ def write(out, name, path_json, events, truth):
         json.dump(truth, f, indent=1)
 
 
-def capture(torch, T, out, name, mode, make, kinds):
+def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.manual_seed(0)
     model = make().eval()
-    ids = torch.randint(1, 500, (1, PROMPT))
+    ids = torch.randint(1, 500, (1, prompt))
     full = f"{name}-{mode}"
     path = os.path.join(out, full + ".json")
     done = {}
@@ -192,10 +217,10 @@ def capture(torch, T, out, name, mode, make, kinds):
         # Warm-up outside the profile.
         model.generate(ids[:, :8], max_new_tokens=2, do_sample=False, pad_token_id=0)
         if mode == "marked":
-            plan = schedule(wait=0, warmup=1, active=STEPS, repeat=1)
+            plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
             with profile(schedule=plan, on_trace_ready=ready, **opts) as p:
                 past, tok = None, None
-                for k in range(STEPS + 1):
+                for k in range(steps + 1):
                     if k == 0:
                         model(input_ids=ids[:, :8], use_cache=False)
                     elif past is None:
@@ -207,7 +232,7 @@ def capture(torch, T, out, name, mode, make, kinds):
                     p.step()
         else:
             with profile(**opts) as p:
-                model.generate(ids, max_new_tokens=STEPS, do_sample=False, pad_token_id=0)
+                model.generate(ids, max_new_tokens=steps, do_sample=False, pad_token_id=0)
             ready(p)
     truth = {
         "name": full,
@@ -215,9 +240,9 @@ def capture(torch, T, out, name, mode, make, kinds):
         "mode": mode,
         "layers": len(kinds),
         "layer_kinds": kinds,
-        "steps": STEPS,
-        "step_kinds": ["prefill"] + ["decode"] * (STEPS - 1),
-        "prompt_tokens": PROMPT,
+        "steps": steps,
+        "step_kinds": ["prefill"] + ["decode"] * (steps - 1),
+        "prompt_tokens": prompt,
         "casts_per_step": None,
         "profiler_step": mode == "marked",
         "torch": torch.__version__,
@@ -236,11 +261,12 @@ def main():
     import transformers as T
 
     os.makedirs(args.out, exist_ok=True)
-    for name, modes, make, kinds in models(T):
+    for name, modes, make, kinds, *sizes in models(T):
         if args.only and name not in args.only:
             continue
+        prompt, steps = sizes if sizes else (PROMPT, STEPS)
         for mode in modes:
-            capture(torch, T, args.out, name, mode, make, kinds)
+            capture(torch, T, args.out, name, mode, make, kinds, prompt, steps)
             print("captured", f"{name}-{mode}", flush=True)
 
 

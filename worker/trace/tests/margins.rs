@@ -49,7 +49,11 @@ impl Corpus {
     /// What comes out wrong under the limits as they are now set.
     fn wrong(&self) -> Vec<String> {
         let mut bad = family::wrong(&self.family, false);
-        bad.extend(family::wrong_in(&family::dir().join("hf"), &self.hf));
+        bad.extend(family::wrong_in(
+            &family::dir().join("hf"),
+            &self.hf,
+            family::KNOWN_HF,
+        ));
         bad.extend(family::h200_wrong(&self.h200));
         for (c, was) in self.others.iter().zip(&self.decided) {
             let now = family::decided(c);

@@ -1576,24 +1576,60 @@ impl Passes {
     /// scan for it linear in practice.
     const MAX_PROLOGUE: usize = 64;
 
-    fn find(seq: &[Item], (starts, end): &(Vec<usize>, usize)) -> Option<Passes> {
-        let (n, first, end) = (starts.len(), *starts.first()?, *end);
-        if n < 2 || first == 0 || first > Self::MAX_PROLOGUE {
+    fn find(seq: &[Item], bounds: &(Vec<usize>, usize)) -> Option<Passes> {
+        let (n, first) = (bounds.0.len(), *bounds.0.first()?);
+        if n < 2 || first == 0 {
             return None;
         }
+        if first <= Self::MAX_PROLOGUE {
+            if let Some(p) = Self::from_prologue(seq, bounds, 0) {
+                return Some(p);
+            }
+        }
+        // What a generation runs before its first pass (checks of its
+        // inputs, its cache) runs once: the prologue the passes after it
+        // repeat is its end, from a rare name on (the embedding). Its
+        // names are tried rarest first (a check of the inputs may run
+        // again once, where a pass's embedding runs in every pass; Hugging
+        // Face's OPT and GPT-2 under generate()), at most
+        // [`ANCHOR_COUNTS`] of them, each a scan of the sequence.
+        let from = first.saturating_sub(Self::MAX_PROLOGUE);
+        let runs = name_counts(seq);
+        let mut heads: Vec<(u32, usize)> = (from..first)
+            .map(|k| (runs[&{ seq[k].name }], k))
+            .filter(|&(r, _)| r >= 2)
+            .collect();
+        heads.sort_unstable();
+        let mut tried: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
+        heads
+            .into_iter()
+            .filter(|&(_, k)| tried.insert(seq[k].name))
+            .take(ANCHOR_COUNTS)
+            .find_map(|(_, head)| Self::from_prologue(seq, bounds, head))
+    }
+
+    /// [`Passes::find`] where the first pass's prologue starts at `head`:
+    /// `seq[head..first]`, run again where each later pass starts.
+    fn from_prologue(
+        seq: &[Item],
+        (starts, end): &(Vec<usize>, usize),
+        head: usize,
+    ) -> Option<Passes> {
+        let (n, first, end) = (starts.len(), *starts.first()?, *end);
+        let len = first - head;
         let is_prologue = |q: usize| {
-            q + first <= end
-                && seq[q..q + first]
+            q + len <= end
+                && seq[q..q + len]
                     .iter()
-                    .zip(&seq[..first])
+                    .zip(&seq[head..first])
                     .all(|(x, y)| x.name == y.name)
         };
         let mut again = Vec::new();
         let mut q = first;
-        while q + first <= end {
+        while q + len <= end {
             if is_prologue(q) {
                 again.push(q);
-                q += first;
+                q += len;
             } else {
                 q += 1;
             }
@@ -1616,7 +1652,7 @@ impl Passes {
             out
         };
         let ranges: Vec<(usize, usize)> = std::iter::once(first)
-            .chain(again.iter().map(|&q| q + first))
+            .chain(again.iter().map(|&q| q + len))
             .zip(again.iter().copied().chain(std::iter::once(end)))
             .collect();
         let passes: Vec<Vec<(usize, usize, bool)>> = ranges.into_iter().map(pieces).collect();
@@ -1629,10 +1665,10 @@ impl Passes {
         let mut from = first;
         for &q in again.iter().chain(std::iter::once(&end)) {
             elsewhere.extend(seq[from..q].iter().map(|it| it.name));
-            from = q + first;
+            from = q + len;
         }
         if per_pass < 2
-            || seq[..first]
+            || seq[head..first]
                 .iter()
                 .all(|it| elsewhere.contains(&{ it.name }))
         {
