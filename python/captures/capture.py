@@ -252,6 +252,24 @@ def build(d, torch):
     return Model()
 
 
+def write_key_averages(path, events):
+    """torch's key_averages() as the tests read it: a row per key, calls,
+    self and total CPU and device microseconds (`hf.py` writes the same)."""
+    rows = [
+        {
+            "name": e.key,
+            "calls": e.count,
+            "self_cpu_us": e.self_cpu_time_total,
+            "cpu_us": e.cpu_time_total,
+            "self_device_us": getattr(e, "self_device_time_total", 0.0),
+            "device_us": getattr(e, "device_time_total", 0.0),
+        }
+        for e in events
+    ]
+    with open(path, "w") as f:
+        json.dump(rows, f, indent=0)
+
+
 def capture(d, out_dir, torch, device="cpu"):
     """Runs one capture and writes its three files."""
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -350,20 +368,7 @@ def capture(d, out_dir, torch, device="cpu"):
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
         dst.write(src.read())
     os.remove(path)
-    rows = []
-    for e in done["events"]:
-        rows.append(
-            {
-                "name": e.key,
-                "calls": e.count,
-                "self_cpu_us": e.self_cpu_time_total,
-                "cpu_us": e.cpu_time_total,
-                "self_device_us": getattr(e, "self_device_time_total", 0.0),
-                "device_us": getattr(e, "device_time_total", 0.0),
-            }
-        )
-    with open(os.path.join(out_dir, name + ".key_averages.json"), "w") as f:
-        json.dump(rows, f, indent=0)
+    write_key_averages(os.path.join(out_dir, name + ".key_averages.json"), done["events"])
     kinds = layer_kinds(d)
     attention = sum(1 for k in kinds if k != "linear")
     truth = {

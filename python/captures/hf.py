@@ -28,6 +28,8 @@ import gzip
 import json
 import os
 
+from capture import write_key_averages
+
 # A prefill's tokens: past the analysis's least prefill (256 tokens,
 # `Limit::PrefillTokens`) and its margin (1.25x: 320), as a user's prompt is.
 PROMPT = 400
@@ -133,6 +135,38 @@ def models(T):
             ),
             ["dense"] * 6,
         ),
+        # OPT: learned positions, ReLU, a short prompt and six passes under
+        # generate(): its prefill makes cache tensors in every layer, after
+        # 45 ops that check the inputs (`layers::anchored_with_head`: it
+        # said five steps, the prefill lost).
+        (
+            "opt-4l-short",
+            ("generate",),
+            lambda: T.OPTForCausalLM(
+                T.OPTConfig(
+                    num_hidden_layers=4,
+                    hidden_size=64,
+                    ffn_dim=128,
+                    num_attention_heads=4,
+                    vocab_size=512,
+                    max_position_embeddings=1024,
+                    word_embed_proj_dim=64,
+                )
+            ),
+            ["dense"] * 4,
+            24,
+            6,
+        ),
+        # GPT-BigCode: multi-query attention, GPT-2's prefill (two steps of
+        # three before `layers::anchored_with_head`).
+        (
+            "gptbigcode-4l",
+            ("generate",),
+            lambda: T.GPTBigCodeForCausalLM(
+                T.GPTBigCodeConfig(n_layer=4, n_embd=64, n_head=4, vocab_size=512, n_positions=1024)
+            ),
+            ["dense"] * 4,
+        ),
         # Qwen2-MoE: routed experts by `_grouped_mm`, a shared expert.
         (
             "qwen2moe-4l",
@@ -181,19 +215,7 @@ def write(out, name, path_json, events, truth):
     ) as dst:
         dst.write(src.read())
     os.remove(path_json)
-    rows = [
-        {
-            "name": e.key,
-            "calls": e.count,
-            "self_cpu_us": e.self_cpu_time_total,
-            "cpu_us": e.cpu_time_total,
-            "self_device_us": getattr(e, "self_device_time_total", 0.0),
-            "device_us": getattr(e, "device_time_total", 0.0),
-        }
-        for e in events
-    ]
-    with open(os.path.join(out, name + ".key_averages.json"), "w") as f:
-        json.dump(rows, f, indent=0)
+    write_key_averages(os.path.join(out, name + ".key_averages.json"), events)
     with open(os.path.join(out, name + ".truth.json"), "w") as f:
         json.dump(truth, f, indent=1)
 

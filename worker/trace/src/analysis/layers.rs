@@ -691,6 +691,35 @@ pub(crate) fn anchored_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassS
     pass_spans(cx, &seq[..end], found.cpu, &starts)
 }
 
+/// [`anchored_passes`] with what comes before the first as one more pass,
+/// where that is no pass by [`anchored`]'s own rules (neither whole nor
+/// whole but for a few stray items) and is as long as a pass or longer: a
+/// generation's first pass, its prefill, which may run more ops than the
+/// passes after it (Hugging Face's GPT-2, OPT and GPT-BigCode make their
+/// cache's tensors in every layer of the prefill alone, and check their
+/// inputs before it: 338 items before the first anchor, 276 a pass after
+/// it). A pass's tail, where the profile opened inside one, is shorter
+/// than a pass (as long as half one, the compiled H200 capture opened 15%
+/// into its window holds every layer, the first cut short, and the MoE
+/// CPU capture's windows as many; `real_captures::
+/// traces_without_step_marks_have_their_passes_as_steps`,
+/// `captures::windows_that_hold_a_whole_pass_mostly_have_the_models_layers`).
+/// A pass only where its layers are those of every other pass
+/// ([`holds_passes`], which the caller asks).
+pub(crate) fn anchored_with_head(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
+    let found = &placed.layers;
+    let [seq] = found.seqs.as_slice() else {
+        return None;
+    };
+    let (mut starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    let (first, next) = (starts[0], *starts.get(1)?);
+    if first == 0 || first < next - first {
+        return None;
+    }
+    starts.insert(0, 0);
+    pass_spans(cx, &seq[..end], found.cpu, &starts)
+}
+
 /// Most run counts [`anchored`] tries, fewest runs first: the names run once
 /// a pass have the fewest runs but for a name run in only some passes (a
 /// cache grown now and then), which rarely makes more than a few counts.

@@ -368,13 +368,37 @@ fn passes_as_steps(
 }
 
 /// The passes a name cuts ([`layers::anchored_passes`]) as steps, with the
-/// layers found again. The last may be a pass the profile closed inside,
-/// which the name cuts as it cuts a whole one: the layers found with it
-/// are then fewer (the story opened 60% into its window, one whole pass
-/// and 61% of the next, said 3 layers a pass of 78), or none. The passes
-/// but the last ([`layers::anchored_but_last`]) stand where their layers
-/// are more a pass; else all of them.
+/// layers found again. What runs before the first pass is one more (a
+/// generation's prefill, other ops than its decodes:
+/// [`layers::anchored_with_head`]) where its layers are every pass's and
+/// no fewer than without it: a pass's tail taken for one made the passes
+/// of windows of `unmarked/generate-moe-4l` 3 layers of 4.
 fn anchored_steps(
+    cx: &mut Context,
+    opts: &AnalysisOptions,
+    found: &layers::Placed,
+    passes: &[layers::PassSpan],
+) -> Option<layers::Placed> {
+    use layers::PassesFrom::Anchor;
+    let Some(headed) = layers::anchored_with_head(cx, found) else {
+        return anchored_alone(cx, opts, found, passes);
+    };
+    let more = with_passes(cx, opts, &headed, Anchor).map(|p| layers::per_pass(&p));
+    let rest = anchored_alone(cx, opts, found, passes);
+    match (more, &rest) {
+        (Some(m), Some(r)) if m >= layers::per_pass(r) => with_passes(cx, opts, &headed, Anchor),
+        (Some(_), None) => with_passes(cx, opts, &headed, Anchor),
+        _ => rest,
+    }
+}
+
+/// [`anchored_steps`] without a pass before the first. The last may be a
+/// pass the profile closed inside, which the name cuts as it cuts a whole
+/// one: the layers found with it are then fewer (the story opened 60% into
+/// its window, one whole pass and 61% of the next, said 3 layers a pass of
+/// 78), or none. The passes but the last ([`layers::anchored_but_last`])
+/// stand where their layers are more a pass; else all of them.
+fn anchored_alone(
     cx: &mut Context,
     opts: &AnalysisOptions,
     found: &layers::Placed,
