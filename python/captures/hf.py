@@ -16,10 +16,11 @@ For each capture NAME, into the output folder (as `capture.py` writes):
   NAME.key_averages.json torch's key_averages()
   NAME.truth.json        layers, each layer's kind, steps and their kinds
 
-Two modes: `marked` (ProfilerStep around each forward: a prefill of
-PROMPT tokens, then decodes from the cache) and `generate`
+Three modes: `marked` (ProfilerStep around each forward: a prefill of
+PROMPT tokens, then decodes from the cache), `generate`
 (`model.generate()` profiled whole, without step marks: each forward pass
-is a step). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
+is a step) and `train` (ProfilerStep around each training step: forward,
+loss, backward, SGD). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
 (`hugging_face_models_hold`) checks them without torch.
 """
 
@@ -33,8 +34,22 @@ from capture import write_key_averages
 # A prefill's tokens: past the analysis's least prefill (256 tokens,
 # `Limit::PrefillTokens`) and its margin (1.25x: 320), as a user's prompt is.
 PROMPT = 400
-# Steps of a marked capture: the prefill, then decodes.
+# Steps of a marked capture: the prefill, then decodes (or training steps).
 STEPS = 3
+# Tokens of a training step's sequence.
+TRAIN_TOKENS = 64
+
+
+def eager(make):
+    """`make`, with Hugging Face's `eager` attention (`matmul`, `softmax`,
+    `matmul`: no attention op) in place of SDPA."""
+
+    def made():
+        model = make()
+        model.config._attn_implementation = "eager"
+        return model
+
+    return made
 
 
 def models(T):
@@ -167,6 +182,19 @@ def models(T):
             ),
             ["dense"] * 4,
         ),
+        # GPT-2 with eager attention, marked and in training (SGD, a
+        # sequence of 64 tokens a step): no name says attention, only
+        # the scores' softmax (`names::Role::Scores`: both had 0 layers).
+        (
+            "gpt2-eager-4l",
+            ("marked", "train"),
+            eager(
+                lambda: T.GPT2LMHeadModel(
+                    T.GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=512, n_positions=1024)
+                )
+            ),
+            ["dense"] * 4,
+        ),
         # Qwen2-MoE: routed experts by `_grouped_mm`, a shared expert.
         (
             "qwen2moe-4l",
@@ -221,7 +249,7 @@ def write(out, name, path_json, events, truth):
 
 
 def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
-    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.profiler import ProfilerActivity
 
     torch.manual_seed(0)
     model = make().eval()
@@ -235,6 +263,53 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
         done["events"] = p.key_averages()
 
     opts = dict(activities=[ProfilerActivity.CPU], record_shapes=True)
+    if mode == "train":
+        train(torch, model, ids, steps, ready, opts)
+    else:
+        infer(torch, model, ids, mode, steps, ready, opts)
+    kinds_of_steps = (
+        ["train"] * steps if mode == "train" else ["prefill"] + ["decode"] * (steps - 1)
+    )
+    truth = {
+        "name": full,
+        "model": type(model).__name__,
+        "mode": mode,
+        "layers": len(kinds),
+        "layer_kinds": kinds,
+        "steps": steps,
+        "step_kinds": kinds_of_steps,
+        "prompt_tokens": prompt,
+        "casts_per_step": None,
+        "profiler_step": mode != "generate",
+        "torch": torch.__version__,
+        "transformers": T.__version__,
+        "device": "cpu",
+    }
+    write(out, full, path, done["events"], truth)
+
+
+def train(torch, model, ids, steps, ready, opts):
+    """Training steps, each marked: a forward of TRAIN_TOKENS tokens, the
+    loss, its backward, an SGD step."""
+    from torch.profiler import profile, schedule
+
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    batch = ids[:, :TRAIN_TOKENS]
+    plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(schedule=plan, on_trace_ready=ready, **opts) as p:
+        for _ in range(steps + 1):
+            model(input_ids=batch, labels=batch).loss.backward()
+            opt.step()
+            opt.zero_grad()
+            p.step()
+
+
+def infer(torch, model, ids, mode, steps, ready, opts):
+    """A prefill of the prompt, then decodes: marked (a step each) or as
+    one `generate()`."""
+    from torch.profiler import profile, schedule
+
     with torch.no_grad():
         # Warm-up outside the profile.
         model.generate(ids[:, :8], max_new_tokens=2, do_sample=False, pad_token_id=0)
@@ -256,22 +331,6 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
             with profile(**opts) as p:
                 model.generate(ids, max_new_tokens=steps, do_sample=False, pad_token_id=0)
             ready(p)
-    truth = {
-        "name": full,
-        "model": type(model).__name__,
-        "mode": mode,
-        "layers": len(kinds),
-        "layer_kinds": kinds,
-        "steps": steps,
-        "step_kinds": ["prefill"] + ["decode"] * (steps - 1),
-        "prompt_tokens": prompt,
-        "casts_per_step": None,
-        "profiler_step": mode == "marked",
-        "torch": torch.__version__,
-        "transformers": T.__version__,
-        "device": "cpu",
-    }
-    write(out, full, path, done["events"], truth)
 
 
 def main():

@@ -383,13 +383,20 @@ fn anchored_steps(
     let Some(headed) = layers::anchored_with_head(cx, found) else {
         return anchored_alone(cx, opts, found, passes);
     };
-    let more = with_passes(cx, opts, &headed, Anchor).map(|p| layers::per_pass(&p));
+    let Some(more) = with_passes(cx, opts, &headed, Anchor) else {
+        return anchored_alone(cx, opts, found, passes);
+    };
     let rest = anchored_alone(cx, opts, found, passes);
-    match (more, &rest) {
-        (Some(m), Some(r)) if m >= layers::per_pass(r) => with_passes(cx, opts, &headed, Anchor),
-        (Some(_), None) => with_passes(cx, opts, &headed, Anchor),
-        _ => rest,
+    if rest
+        .as_ref()
+        .is_some_and(|r| layers::per_pass(&more) < layers::per_pass(r))
+    {
+        return rest;
     }
+    // The steps back to the passes with the prefill (the layers found
+    // with them are kept: no second search).
+    set_steps(cx, &headed);
+    Some(more)
 }
 
 /// [`anchored_steps`] without a pass before the first. The last may be a
@@ -472,9 +479,8 @@ fn with_passes(
     passes: &[layers::PassSpan],
     from: layers::PassesFrom,
 ) -> Option<layers::Placed> {
+    set_steps(cx, passes);
     let t = cx.t;
-    cx.steps = steps::from_passes(t, passes);
-    (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
     let again = layers::find(cx, opts);
     let none = !again.layers.any();
     if none || (from != layers::PassesFrom::Prologue && !layers::holds_passes(&again)) {
@@ -483,6 +489,13 @@ fn with_passes(
         return None;
     }
     Some(again)
+}
+
+/// The passes as the steps, each GPU op's step with them.
+fn set_steps(cx: &mut Context, passes: &[layers::PassSpan]) {
+    let t = cx.t;
+    cx.steps = steps::from_passes(t, passes);
+    (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
 }
 
 /// The summary, what the timeline step made of the index's inputs, and

@@ -177,6 +177,12 @@ pub(crate) enum Role {
     /// ([`Role::is_block_part`]), but it ends no mixer block: a gated
     /// mixer runs one between its kernels.
     Gate,
+    /// A softmax: eager attention's scores (`matmul`, `softmax`, `matmul`:
+    /// Hugging Face's `eager` attention, GPT-2's, Gemma 2's), or an MoE
+    /// router's before its top-k. A mixer only where nothing else names
+    /// one ([`repeats`](super::repeats)' mixer blocks), and never a
+    /// router's; not a loss's `log_softmax` ([`NOT_SAID_BY`]).
+    Scores,
     /// Anything else.
     Other,
 }
@@ -303,7 +309,8 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("topk", Some(C::Reduction), Some(R::TopK)),
     ("top_k", Some(C::Reduction), Some(R::TopK)),
     ("reduce", Some(C::Reduction), None),
-    ("softmax", Some(C::Reduction), None),
+    ("softmax", Some(C::Reduction), Some(R::Scores)),
+    ("log_softmax", Some(C::Reduction), None),
     ("sum", Some(C::Reduction), None),
     ("argmax", Some(C::Reduction), None),
     ("sort", Some(C::Reduction), None),
@@ -344,9 +351,15 @@ fn category_rank(c: KernelCategory) -> usize {
 }
 
 /// Words that hold a keyword without saying it: `normal` (`aten::normal_`,
-/// `normal_kernel`: random initialization) is no norm, and `prefill`
-/// (FlashInfer's `BatchPrefillWithPagedKVCacheKernel`) no fill.
-const NOT_SAID_BY: &[(&str, &str)] = &[("norm", "normal"), ("fill", "prefill")];
+/// `normal_kernel`: random initialization) is no norm, `prefill`
+/// (FlashInfer's `BatchPrefillWithPagedKVCacheKernel`) no fill, and a
+/// loss's `log_softmax` no attention's scores (it reduces all the same:
+/// its own keyword).
+const NOT_SAID_BY: &[(&str, &str)] = &[
+    ("norm", "normal"),
+    ("fill", "prefill"),
+    ("softmax", "log_softmax"),
+];
 
 /// Whether a lower-case name says a keyword: some occurrence of it that is
 /// not part of a word in [`NOT_SAID_BY`].
@@ -562,6 +575,22 @@ mod tests {
             ("other", Role::Other)
         );
         assert_eq!(both("triton_red_fused_rms_norm_0"), ("norm", Role::Norm));
+        // Eager attention's scores; a loss's log-softmax reduces too, but
+        // is no attention's.
+        assert_eq!(both("aten::softmax"), ("reduction", Role::Scores));
+        assert_eq!(
+            both("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>"),
+            ("reduction", Role::Scores)
+        );
+        assert_eq!(both("aten::_log_softmax"), ("reduction", Role::Other));
+        assert_eq!(
+            both("aten::_log_softmax_backward_data"),
+            ("reduction", Role::Other)
+        );
+        assert_eq!(
+            both("aten::_softmax_backward_data"),
+            ("reduction", Role::Scores)
+        );
         assert_eq!(
             kernel_family("triton_red_fused__fused_rms_norm_add_12"),
             "triton_red_fused__fused_rms_norm_add"

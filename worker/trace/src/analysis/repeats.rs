@@ -131,26 +131,40 @@ const MIN_LAYER_ITEMS: usize = 2;
 fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     let mut broken = true;
+    // Eager attention's softmax, where no name says attention or a mixer.
+    let scores = !seq.iter().any(|it| it.role.is_mixer());
     for (k, it) in seq.iter().enumerate() {
         match it.role {
-            r if r.is_mixer() => match out.last_mut() {
-                Some(b)
-                    if !broken
-                        && k - b.1 <= limits::count(Limit::BlockGap)
-                        && !seq[b.0..k].iter().any(|m| m.name == it.name) =>
-                {
-                    b.1 = k
+            r if r.is_mixer() || (scores && r == Role::Scores && !routes(seq, k)) => {
+                match out.last_mut() {
+                    Some(b)
+                        if !broken
+                            && k - b.1 <= limits::count(Limit::BlockGap)
+                            && !seq[b.0..k].iter().any(|m| m.name == it.name) =>
+                    {
+                        b.1 = k
+                    }
+                    _ => {
+                        out.push((k, k));
+                        broken = false;
+                    }
                 }
-                _ => {
-                    out.push((k, k));
-                    broken = false;
-                }
-            },
+            }
             r if r == Role::Norm || r.is_ffn() => broken = true,
             _ => {}
         }
     }
     out
+}
+
+/// Whether the softmax at `k` is an MoE router's: a top-k follows it
+/// before the next norm or MLP item (Mixtral's and Qwen2-MoE's routers in
+/// Hugging Face's eager code: `softmax`, `topk`).
+fn routes(seq: &[Item], k: usize) -> bool {
+    seq[k + 1..]
+        .iter()
+        .take_while(|it| it.role != Role::Norm && !it.role.is_block_part())
+        .any(|it| it.role == Role::TopK)
 }
 
 /// The positions of a key in a step, and where the last layer ends when
