@@ -159,19 +159,20 @@ fn step_sequences(cx: &Context) -> Sequences {
         let group = *groups
             .entry((gpu.name()[g], gpu.grid(g), gpu.block(g)))
             .or_insert(next);
-        // A softmax kernel is attention's only where its op does not say
-        // otherwise: a loss's `aten::_log_softmax` runs the same kernels
+        // A softmax kernel is attention's only where its op says so: a
+        // loss's `aten::_log_softmax` runs the same kernels
         // (`softmax_warp_forward`; PARAM's ResNet, whose 30 iterations
-        // were otherwise 30 layers).
+        // were otherwise 30 layers), and a kernel whose op is not in the
+        // trace may be one (PARAM's linear model: 40 iterations, 40 layers).
         let role = match *by_kernel
             .entry(gpu.name()[g])
             .or_insert_with(|| repeats::role_of(t.name(gpu.name()[g])))
         {
-            r @ (Role::Other | Role::Scores) => match cx.owner(g) {
+            Role::Other | Role::Scores => match cx.owner(g) {
                 Some(Owner::Op(op)) => *by_op
                     .entry(op)
                     .or_insert_with(|| repeats::role_of(t.name(op))),
-                _ => r,
+                _ => Role::Other,
             },
             r => r,
         };

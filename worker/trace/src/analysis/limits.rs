@@ -98,7 +98,9 @@ pub const LIMITS: [Evidence; 10] = [
               tracelens-h100-owlv2-large-infer, whose five forward passes in one step were \
               taken for five layers (wrong at 6). Since its layers come from its \
               Owlv2EncoderLayer frames (36), no trace we have decides it: nothing goes \
-              wrong from 0.4 to 12.",
+              wrong from 0.4 to 12. A training step's backward run, whose layers its \
+              forward run counted, need not repeat as often (at 5 the family's 4-layer \
+              training captures lost theirs).",
         chosen_by: "tracelens-h100-owlv2-large-infer (before its layers came from module frames)",
         margin: [0.25, 0.25],
     },

@@ -379,9 +379,10 @@ fn says(lower: &str, word: &str) -> bool {
 /// speaks of one) and its role.
 fn classify(name: &str) -> (Option<KernelCategory>, Role) {
     let lower = name.to_ascii_lowercase();
-    // Attention's backward runs in no decoder block's forward; nor does a
-    // written-out norm's (`RsqrtBackward0`: its norm pairs cut a training
-    // step's backward run across layers, seed23/dsa-train-6l).
+    // Attention's backward runs in no decoder block's forward; nor does
+    // its scores' softmax's, nor a written-out norm's (`RsqrtBackward0`:
+    // its norm pairs cut a training step's backward run across layers,
+    // seed23/dsa-train-6l).
     let backward = lower.contains("backward") || lower.contains("bwd");
     let mut category: Option<KernelCategory> = None;
     let mut role = Role::Other;
@@ -395,7 +396,9 @@ fn classify(name: &str) -> (Option<KernelCategory>, Role) {
             }
         }
         if let Some(r) = r {
-            if r < role && !(backward && (r == Role::Attention || word == "rsqrt")) {
+            if r < role
+                && !(backward && (matches!(r, Role::Attention | Role::Scores) || word == "rsqrt"))
+            {
                 role = r;
             }
         }
@@ -589,7 +592,7 @@ mod tests {
         );
         assert_eq!(
             both("aten::_softmax_backward_data"),
-            ("reduction", Role::Scores)
+            ("reduction", Role::Other)
         );
         assert_eq!(
             kernel_family("triton_red_fused__fused_rms_norm_add_12"),

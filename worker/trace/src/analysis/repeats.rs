@@ -131,8 +131,7 @@ const MIN_LAYER_ITEMS: usize = 2;
 fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     let mut broken = true;
-    // Eager attention's softmax, where no name says attention or a mixer.
-    let scores = !seq.iter().any(|it| it.role.is_mixer());
+    let scores = eager_scores(seq);
     for (k, it) in seq.iter().enumerate() {
         match it.role {
             r if r.is_mixer() || (scores && r == Role::Scores && !routes(seq, k)) => {
@@ -157,12 +156,42 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     out
 }
 
+/// Whether a step's softmaxes are eager attention's scores, its mixers:
+/// no name says attention or a mixer, and a norm runs before each (a
+/// decoder block's, before its attention, or after the previous one's).
+/// A model's output softmax runs none between (PARAM's linear model, no
+/// step marks: its 40 training iterations were otherwise 40 layers).
+fn eager_scores(seq: &[Item]) -> bool {
+    let mut normed = false;
+    let mut any = false;
+    for (k, it) in seq.iter().enumerate() {
+        match it.role {
+            r if r.is_mixer() => return false,
+            Role::Norm => normed = true,
+            Role::Scores if !routes(seq, k) => {
+                if !normed {
+                    return false;
+                }
+                (normed, any) = (false, true);
+            }
+            _ => {}
+        }
+    }
+    any
+}
+
+/// Most items after a router's softmax before its top-k: Hugging Face's
+/// Mixtral and Qwen2-MoE run `topk` next, or after a `to` (1 to 2 items);
+/// a bound keeps a step of softmaxes without norms linear to scan.
+const ROUTER_REACH: usize = 8;
+
 /// Whether the softmax at `k` is an MoE router's: a top-k follows it
 /// before the next norm or MLP item (Mixtral's and Qwen2-MoE's routers in
 /// Hugging Face's eager code: `softmax`, `topk`).
 fn routes(seq: &[Item], k: usize) -> bool {
     seq[k + 1..]
         .iter()
+        .take(ROUTER_REACH)
         .take_while(|it| it.role != Role::Norm && !it.role.is_block_part())
         .any(|it| it.role == Role::TopK)
 }
@@ -239,7 +268,7 @@ fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Place
     if pos.len() < 2 {
         return None;
     }
-    if blocks.len() == pos.len() {
+    if blocks.len() == pos.len() && interleaved(pos, blocks) {
         // One mixer block a layer: the layers are cut around the blocks, so
         // each holds its own mixer and the MLP after it (and so its kind),
         // whichever key proposed the count.
@@ -278,6 +307,16 @@ fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Place
         end,
         by_mixers: one_each,
         at_norms: false,
+    })
+}
+
+/// Whether each key position lies between the blocks before and after
+/// its own: the key runs in the blocks' layers, not in another run of as
+/// many (a training step's backward key, where the backward runs no block:
+/// eager attention's softmax backward says no scores, `hf/gpt2-eager-4l-train`).
+fn interleaved(pos: &[usize], blocks: &[(usize, usize)]) -> bool {
+    (0..pos.len()).all(|i| {
+        (i == 0 || pos[i] > blocks[i - 1].1) && blocks.get(i + 1).is_none_or(|b| pos[i] < b.0)
     })
 }
 
@@ -398,6 +437,27 @@ impl Tried {
     /// [`Tried::holds`] but for the time the layers cover (one run of a
     /// training step may cover less than [`Limit::LayerCoverage`]).
     fn alike(&self, layers: usize) -> bool {
+        self.alike_as(layers, true)
+    }
+
+    /// [`Tried::alike`] for a training step's backward run, after a forward
+    /// run that told the blocks and their number: its layers need not show
+    /// a norm, since a norm written out op by op says itself by its
+    /// `rsqrt`, and a backward run's `RsqrtBackward0` says nothing
+    /// (Hugging Face's models trained on the CPU, `hf/gpt2-eager-4l-train`
+    /// and beyond, and 16 of the family's 21 training captures: their
+    /// forward layers alone before); nor be [`Limit::UnnamedLayers`] or
+    /// more, which keeps a loop's few iterations from passing for layers,
+    /// where the forward run already counted them (the margin test moves
+    /// it to 5: the 4-layer training captures kept their backward runs).
+    fn alike_backward(&self, layers: usize) -> bool {
+        self.alike_as(layers, false)
+    }
+
+    /// [`Tried::alike`], where `unnamed` (as a layer split on its own) or
+    /// not (as a backward run after a forward one): what a split whose
+    /// layers no mixer cuts must show.
+    fn alike_as(&self, layers: usize, unnamed: bool) -> bool {
         let hybrid = (self.by_mixers || self.norm_pairs) && self.kind_share > self.share;
         let alike = if hybrid {
             self.kind_share >= limits::get(Limit::LayerShare)
@@ -409,10 +469,10 @@ impl Tried {
         // need only be alike among themselves, as mixer blocks' do.
         alike
             && (self.by_mixers
-                || (layers >= limits::count(Limit::UnnamedLayers)
+                || ((layers >= limits::count(Limit::UnnamedLayers) || !unnamed)
                     && (self.share >= limits::get(Limit::UnnamedLayerShare)
                         || hybrid && self.norm_pairs)
-                    && self.blocks_like))
+                    && (self.blocks_like || !unnamed)))
     }
 }
 
@@ -763,7 +823,7 @@ fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
         };
         let after = f.bounds.iter().zip(&b.bounds).all(|(f, b)| f.1 <= b.0[0]);
         let mixers = b.by_mixers || st.blocks[st.first].len() != 2 * c;
-        if !(f.alike(c) && b.alike(c) && f.by_mixers && mixers && after) {
+        if !(f.alike(c) && b.alike_backward(c) && f.by_mixers && mixers && after) {
             continue;
         }
         if ((f.covered + b.covered) as f64) < limits::get(Limit::LayerCoverage) * f.total as f64 {
@@ -811,7 +871,11 @@ fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
                 c,
                 st.dur,
             )?;
-            (t.alike(c) && (t.by_mixers || !twice)).then_some((t.share, t.bounds[0].0[0], name))
+            (t.alike_backward(c) && (t.by_mixers || !twice)).then_some((
+                t.share,
+                t.bounds[0].0[0],
+                name,
+            ))
         })
         .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
         .map(|(_, _, name)| Key::Name(name))

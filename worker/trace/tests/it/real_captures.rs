@@ -295,14 +295,18 @@ fn idle_outside_the_steps_and_data_loader_waits_are_said_as_such() {
     );
 }
 
-/// A softmax is eager attention's scores only where its op says so: a
-/// classifier's loss (`aten::_log_softmax`) runs the same kernel
-/// (`softmax_warp_forward`), once an iteration of PARAM's ResNet training
-/// loop (no step marks), which its 30 iterations made 30 layers.
+/// A softmax is eager attention's scores only where its op says so and a
+/// norm runs before it: a classifier's loss (`aten::_log_softmax`) runs
+/// the same kernel (`softmax_warp_forward`), once an iteration of PARAM's
+/// ResNet training loop (no step marks), which its 30 iterations made 30
+/// layers; PARAM's linear model ends in a softmax of its own and runs no
+/// norm, and its 40 iterations made 40.
 #[test]
 fn a_loss_softmax_is_no_attention() {
-    let s = summary_of(&shared("param-resnet-rtx2080ti.json.gz"));
-    assert_eq!(s.layers.count, 0, "{}", s.layers.detail);
+    for name in ["param-resnet-rtx2080ti", "param-linear-rtx2080ti"] {
+        let s = summary_of(&shared(&format!("{name}.json.gz")));
+        assert_eq!(s.layers.count, 0, "{name}: {}", s.layers.detail);
+    }
 }
 
 /// The H200 captures with their step marks taken out (`model.generate()`
