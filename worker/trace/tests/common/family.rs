@@ -42,14 +42,14 @@ use std::path::PathBuf;
 ///   (`steps::is_compiled_region`), and one attention op per block
 ///   (`repeats::mixer_blocks`) cuts them.
 ///
-/// - `backward` of five training captures: their layers are the forward
-///   run's alone (right in number and kind), where no name that runs once
-///   a layer after the forward cuts the backward into alike layers (a
-///   DSA indexer's and a hybrid's backward run other ops in some layers;
-///   the MoE's routes its backward to other experts). The other 16 of the
-///   21, and Hugging Face's (`hf/gpt2-eager-4l-train`), hold their backward
-///   since 2026-12-06 (thirteenth session: a backward run need not show a
-///   norm, `repeats::Tried::alike_backward`); before, none of the 21 did.
+/// - `backward` of the five training captures made `with_stack`: their
+///   layers come from the `Layer` module's Python frames, right in number
+///   and kind, which only the forward run has (autograd runs the backward
+///   in its own thread, in no module's frame), so each layer is its
+///   forward alone. The other 16 of the 21, told by repetition, and
+///   Hugging Face's (`hf/gpt2-eager-4l-train`) hold their backward since
+///   2026-12-06 (thirteenth session: a backward run need not show a norm,
+///   `repeats::Tried::alike_backward`); before, none of the 21 did.
 ///
 /// Off the list since 2026-12-05 (seventh session): `key_averages` of
 /// `torch.compile`'s `## Call CompiledFxGraph ##` ranges on five compiled
