@@ -1432,13 +1432,19 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     if distinct.len() < 2 || (in_layers as f64) < 0.2 * all as f64 {
         return None;
     }
+    let numbers: Vec<i64> = distinct.into_iter().collect();
+    let backward = if backward_of_modules(cx, seqs, cpu_items, &mut layer, &numbers) {
+        "; a training step: each layer runs forward, then backward in reverse order"
+    } else {
+        ""
+    };
     Some(Assignment {
         method: LayerMethod::Module,
         confidence: 0.9,
         period: None,
         marker: Some(format!("nn.Module: {class}")),
         detail: format!(
-            "{} instances of the module {class} (Python frames)",
+            "{} instances of the module {class} (Python frames){backward}",
             insts.len()
         ),
         layer,
@@ -1446,18 +1452,67 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
     })
 }
 
-/// Method 3: a kernel (or kernel geometry, or mixer block) that cuts every
-/// step into alike layers ([`repeats`](super::repeats)).
-fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignment> {
+/// A training step's backward run where its layers came from module frames
+/// ([`by_module`]): autograd runs it in a thread of its own, in no module's
+/// frame, so the frames tell the forward layers alone (the family's five
+/// training captures made `with_stack`). Where the repetition method cuts
+/// the steps into as many layers and a backward run, that run's items not
+/// in a frame take the layer numbers `numbers` (sorted), the last first.
+/// Searched only where autograd ran (a name says `Backward`). Whether it did.
+fn backward_of_modules(
+    cx: &Context,
+    seqs: &[Vec<Item>],
+    cpu: bool,
+    layer: &mut GpuLayers,
+    numbers: &[i64],
+) -> bool {
     let t = cx.t;
+    let mut names: hashbrown::HashSet<Sym> = hashbrown::HashSet::new();
+    let autograd = seqs
+        .iter()
+        .flatten()
+        .any(|it| names.insert(it.name) && t.name(it.name).contains("Backward"));
+    if !autograd {
+        return false;
+    }
+    let Some(split) = repetition_split(t, seqs, cpu) else {
+        return false;
+    };
+    let n = numbers.len();
+    if split.layers() != n || split.backward.iter().all(|b| b.0.is_empty()) {
+        return false;
+    }
+    for (seq, (starts, end)) in seqs.iter().zip(&split.backward) {
+        for (i, &s) in starts.iter().enumerate() {
+            let e = starts.get(i + 1).copied().unwrap_or(*end);
+            for it in &seq[s..e] {
+                if layer.get(it.at).is_none() {
+                    layer.insert(it.at, numbers[n - 1 - i]);
+                }
+            }
+        }
+    }
+    true
+}
+
+/// The repetition method's split of the steps ([`repeats::find`]), kernel
+/// names counted by their family.
+fn repetition_split(t: &Tables, seqs: &[Vec<Item>], cpu: bool) -> Option<repeats::Split> {
     let times = Times::of(t, cpu);
     let mut families: HashMap<&str, u32> = HashMap::new();
-    let split = repeats::find(seqs, &|it| times.dur(it), &mut |name| {
+    repeats::find(seqs, &|it| times.dur(it), &mut |name| {
         let next = families.len() as u32;
         *families
             .entry(super::names::kernel_family(t.name(name)))
             .or_insert(next)
-    })?;
+    })
+}
+
+/// Method 3: a kernel (or kernel geometry, or mixer block) that cuts every
+/// step into alike layers ([`repeats`](super::repeats)).
+fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignment> {
+    let t = cx.t;
+    let split = repetition_split(t, seqs, cpu)?;
     let mut layer = GpuLayers::new(t, cpu);
     let unit = if cpu { "ops" } else { "GPU ops" };
     // A trace without step marks is one sequence: where it runs its forward
