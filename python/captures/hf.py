@@ -195,6 +195,20 @@ def models(T):
             ),
             ["dense"] * 4,
         ),
+        # Mixtral with eager attention: two softmaxes a layer, the scores'
+        # and the router's (a `topk` next: `Limit::RouterReach`).
+        (
+            "mixtral-eager-4l",
+            ("marked",),
+            eager(
+                lambda: T.MixtralForCausalLM(
+                    T.MixtralConfig(
+                        num_hidden_layers=4, num_local_experts=4, num_experts_per_tok=2, **common
+                    )
+                )
+            ),
+            ["moe"] * 4,
+        ),
         # Qwen2-MoE: routed experts by `_grouped_mm`, a shared expert.
         (
             "qwen2moe-4l",

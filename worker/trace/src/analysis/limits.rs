@@ -27,6 +27,9 @@ pub enum Limit {
     LayerCoverage,
     /// `repeats`: mixer items further apart than this start a new block.
     BlockGap,
+    /// `repeats`: most items after a softmax before the top-k that makes
+    /// it an MoE router's rather than eager attention's scores.
+    RouterReach,
     /// `steps`: least share of its threads' time a repeating outermost
     /// annotation holds to mark steps.
     StepCoverage,
@@ -59,7 +62,7 @@ pub struct Evidence {
 /// test's exploration (`how_far_each_limit_goes`, 2026-12-05) found when
 /// the limit alone was moved to 0.1x-3x: the nearest values on each side
 /// at which some capture came out wrong, or changed on a third-party trace.
-pub const LIMITS: [Evidence; 10] = [
+pub const LIMITS: [Evidence; 11] = [
     Evidence {
         limit: Limit::LayerShare,
         value: 0.4,
@@ -145,6 +148,19 @@ pub const LIMITS: [Evidence; 10] = [
               wrong from 1.6 to 48, so no trace tells this limit yet.",
         chosen_by: "none: the generator's split attention kernels (issue 26)",
         margin: [0.5, 0.5],
+    },
+    Evidence {
+        limit: Limit::RouterReach,
+        value: 8.0,
+        why: "An MoE router's softmax is followed by its top-k at once (Hugging Face's \
+              Mixtral and Qwen3-MoE in eager mode: `softmax`, then `topk`, \
+              1 item apart in every capture we have); eager attention's scores by a \
+              `to`, dropout and a matmul, with no top-k before the next norm. Any bound \
+              from 1 tells them apart; 8 leaves room for a cast or two between, and \
+              keeps a step of softmaxes and no norms linear to scan.",
+        chosen_by: "hf/mixtral-eager-4l-marked; uncommitted eager Qwen3-MoE captures \
+                    (BENCHMARKS.md, thirteenth session)",
+        margin: [0.75, 0.5],
     },
     Evidence {
         limit: Limit::StepCoverage,

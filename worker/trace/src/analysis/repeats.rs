@@ -180,18 +180,14 @@ fn eager_scores(seq: &[Item]) -> bool {
     any
 }
 
-/// Most items after a router's softmax before its top-k: Hugging Face's
-/// Mixtral and Qwen2-MoE run `topk` next, or after a `to` (1 to 2 items);
-/// a bound keeps a step of softmaxes without norms linear to scan.
-const ROUTER_REACH: usize = 8;
-
 /// Whether the softmax at `k` is an MoE router's: a top-k follows it
 /// before the next norm or MLP item (Mixtral's and Qwen2-MoE's routers in
-/// Hugging Face's eager code: `softmax`, `topk`).
+/// Hugging Face's eager code: `softmax`, `topk`), within
+/// [`Limit::RouterReach`] items.
 fn routes(seq: &[Item], k: usize) -> bool {
     seq[k + 1..]
         .iter()
-        .take(ROUTER_REACH)
+        .take(limits::count(Limit::RouterReach))
         .take_while(|it| it.role != Role::Norm && !it.role.is_block_part())
         .any(|it| it.role == Role::TopK)
 }
