@@ -513,13 +513,16 @@ pub(crate) fn may_hold_passes(cx: &Context) -> bool {
         [] => false,
         [seq] => {
             restarts(seq).is_some()
-                || anchored(seq, |it| item_row(cx, cpu, it).is_some())
+                || anchored(seq, |it| item_row(cx, cpu, it).is_some(), Anchoring::Marked)
                     .is_some_and(|(starts, _)| starts.len() >= 2)
         }
         all => all.iter().all(|seq| {
-            anchored(seq, |it| item_row(cx, cpu, it).is_some()).is_some_and(|(starts, end)| {
-                starts.len() >= 2 && (end - starts[0]) as f64 >= MIN_PASSES_SHARE * seq.len() as f64
-            })
+            anchored(seq, |it| item_row(cx, cpu, it).is_some(), Anchoring::Marked).is_some_and(
+                |(starts, end)| {
+                    starts.len() >= 2
+                        && (end - starts[0]) as f64 >= MIN_PASSES_SHARE * seq.len() as f64
+                },
+            )
         }),
     }
 }
@@ -670,7 +673,11 @@ pub(crate) fn anchored_but_last(cx: &Context, placed: &Placed) -> Option<Vec<Pas
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    let (mut starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    let (mut starts, end) = anchored(
+        seq,
+        |it| item_row(cx, found.cpu, it).is_some(),
+        Anchoring::Unmarked,
+    )?;
     // Only a last piece that runs to the end, shorter than the one before.
     let last = starts
         .pop()
@@ -692,7 +699,11 @@ pub(crate) fn anchored_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassS
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    let (starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    let (starts, end) = anchored(
+        seq,
+        |it| item_row(cx, found.cpu, it).is_some(),
+        Anchoring::Unmarked,
+    )?;
     pass_spans(cx, &seq[..end], found.cpu, &starts)
 }
 
@@ -716,7 +727,11 @@ pub(crate) fn anchored_with_head(cx: &Context, placed: &Placed) -> Option<Vec<Pa
     let [seq] = found.seqs.as_slice() else {
         return None;
     };
-    let (mut starts, end) = anchored(seq, |it| item_row(cx, found.cpu, it).is_some())?;
+    let (mut starts, end) = anchored(
+        seq,
+        |it| item_row(cx, found.cpu, it).is_some(),
+        Anchoring::Unmarked,
+    )?;
     let (first, next) = (starts[0], *starts.get(1)?);
     if first == 0 || first < next - first {
         return None;
@@ -731,6 +746,36 @@ pub(crate) fn anchored_with_head(cx: &Context, placed: &Placed) -> Option<Vec<Pa
 /// Each try is a scan of the sequence.
 const ANCHOR_COUNTS: usize = 16;
 
+/// Most names of one run count [`anchored`] tries, the earliest first: a
+/// name may run as often as a pass's in a prefill alone (Qwen2.5-VL's
+/// vision tower runs a `permute` four times before the first pass's
+/// embedding, the second name of four runs; `hf/qwen25vl-3v4l-generate`
+/// had no passes with one). Each try is a scan of the sequence.
+const ANCHOR_NAMES: usize = 4;
+
+/// Where [`anchored`] looks for passes: in the one sequence of a trace
+/// without step marks (a generation), or in marked steps
+/// ([`may_hold_passes`]), which look only as they did before the
+/// generations' rules ([`ANCHOR_NAMES`]; in [`pieces_alike`], a prefill
+/// first and a name run once): with them, a marked step's names cut alike pieces
+/// that hold no passes, and the search that follows cost 24% more
+/// instructions on the H200 story (`torch-h200-decode-fp8cast-78l-5xpool`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Anchoring {
+    Unmarked,
+    Marked,
+}
+
+impl Anchoring {
+    /// Names of one run count tried.
+    fn names(self) -> usize {
+        match self {
+            Anchoring::Unmarked => ANCHOR_NAMES,
+            Anchoring::Marked => 1,
+        }
+    }
+}
+
 /// Where the passes of a sequence that starts inside a pass begin, and
 /// where the last ends: at each run of the name with the fewest runs (two
 /// or more) whose runs cut the sequence, from its first run on, into alike
@@ -738,7 +783,8 @@ const ANCHOR_COUNTS: usize = 16;
 /// piece is a pass; a model run once has its head (the final norm and the
 /// logits) only after its last layer, so no piece of it is like the
 /// others. Of the names run that often, the anchor is the first to run
-/// (a kernel Inductor made for the first layer alone, in
+/// whose runs cut alike pieces, of the first [`Anchoring::names`] (a kernel
+/// Inductor made for the first layer alone, in
 /// `torch-h200-decode-compiled-8l`, runs once a pass too, inside it). What
 /// comes before the first run is a pass too where it is a whole one but
 /// for the items from the anchor on ([`whole_before`]), or but for a few
@@ -747,7 +793,11 @@ const ANCHOR_COUNTS: usize = 16;
 /// pass is left where the profile also closed inside the next: where it
 /// starts the sequence, or what comes before it is a pass's tail
 /// ([`tail_of`]).
-fn anchored(seq: &[Item], launched: impl Fn(&Item) -> bool) -> Option<(Vec<usize>, usize)> {
+fn anchored(
+    seq: &[Item],
+    launched: impl Fn(&Item) -> bool,
+    how: Anchoring,
+) -> Option<(Vec<usize>, usize)> {
     let mut runs: HashMap<Sym, (usize, usize)> = HashMap::new();
     for (i, it) in seq.iter().enumerate() {
         runs.entry(it.name).or_insert((i, 0)).1 += 1;
@@ -755,17 +805,20 @@ fn anchored(seq: &[Item], launched: impl Fn(&Item) -> bool) -> Option<(Vec<usize
     let mut counts: Vec<usize> = runs.values().map(|&(_, n)| n).filter(|&n| n >= 2).collect();
     counts.sort_unstable();
     counts.dedup();
+    // The names tried, fewest runs first, then the earliest first run.
+    let mut tries: Vec<Sym> = Vec::new();
     for &c in counts.iter().take(ANCHOR_COUNTS) {
-        let Some((_, anchor)) = runs
+        let mut names: Vec<(usize, Sym)> = runs
             .iter()
             .filter(|(_, &(_, n))| n == c)
             .map(|(&name, &(first, _))| (first, name))
-            .min_by_key(|&(first, _)| first)
-        else {
-            continue;
-        };
+            .collect();
+        names.sort_unstable();
+        tries.extend(names.into_iter().take(how.names()).map(|(_, name)| name));
+    }
+    for anchor in tries {
         let mut starts: Vec<usize> = (0..seq.len()).filter(|&i| seq[i].name == anchor).collect();
-        let Some(stable) = pieces_alike(seq, &starts) else {
+        let Some(stable) = pieces_alike(seq, &starts, how == Anchoring::Unmarked) else {
             continue;
         };
         let first = &seq[starts[0]..starts[1]];
@@ -875,14 +928,19 @@ fn whole_before(
 
 /// The pieces of `seq` that start at `starts` (two or more) are alike when
 /// no name runs more often in the last piece (where the profile may have
-/// closed inside a pass) than in every other (a model run once runs its
+/// closed inside a pass) than in any other, a name run once in them all
+/// aside (a model run once runs its
 /// final norm after its last layer, once more than in any piece of layers
 /// before it), and the names that run as often in every piece but the last
 /// make at least [`STABLE_SHARE`] of the first piece. Their order is not
 /// compared: the experts a MoE pass routes to, in the CPU capture
 /// `unmarked/generate-moe-4l`, move the same ops around from pass to pass.
 /// Those names, where the pieces are alike.
-fn pieces_alike(seq: &[Item], starts: &[usize]) -> Option<hashbrown::HashSet<Sym>> {
+fn pieces_alike(
+    seq: &[Item],
+    starts: &[usize],
+    generation: bool,
+) -> Option<hashbrown::HashSet<Sym>> {
     let last = starts.len().checked_sub(1).filter(|&l| l > 0)?;
     let pieces: Vec<&[Item]> = (0..=last)
         .map(|k| &seq[starts[k]..starts.get(k + 1).copied().unwrap_or(seq.len())])
@@ -895,19 +953,46 @@ fn pieces_alike(seq: &[Item], starts: &[usize]) -> Option<hashbrown::HashSet<Sym
                 .or_insert_with(|| vec![0; pieces.len()])[k] += 1;
         }
     }
-    let mut stable = hashbrown::HashSet::new();
-    let mut items = 0;
-    for (&name, c) in &counts {
+    for c in counts.values() {
         let most = c[..last].iter().copied().max().unwrap_or(0);
-        if c[last] > most {
+        // In a generation, a name run once in all the pieces says nothing
+        // of their likeness, wherever it runs: Hugging Face's BART forces
+        // the end token in its last step (`full_like`, `index_fill_`),
+        // which kept its generation from its passes
+        // (`hf/bart-2e3d-generate`).
+        if c[last] > most && (!generation || c[last] + c[..last].iter().sum::<u32>() > 1) {
             return None;
         }
-        if c[..last].iter().all(|&n| n == most) {
-            stable.insert(name);
-            items += c[0] as usize;
-        }
     }
-    (items as f64 >= STABLE_SHARE * pieces[0].len() as f64).then_some(stable)
+    // The names run as often in every piece from `from` on, but the last,
+    // where they make STABLE_SHARE of the piece at `from`.
+    let stable_from = |from: usize| {
+        let mut stable = hashbrown::HashSet::new();
+        let mut items = 0;
+        for (&name, c) in &counts {
+            let most = c[from..last].iter().copied().max().unwrap_or(0);
+            if c[from..last].iter().all(|&n| n == most) {
+                stable.insert(name);
+                items += c[from] as usize;
+            }
+        }
+        (items as f64 >= STABLE_SHARE * pieces[from].len() as f64).then_some(stable)
+    };
+    // The first piece may be a generation's prefill that runs every name
+    // of the others and more: an encoder-decoder's decoder makes its
+    // cache and projects the encoder's output in every layer of its first
+    // pass alone (Hugging Face's BART: 234 items, then 162 a pass, 95 of
+    // the 234 run as often in every pass). Only in a generation
+    // ([`Anchoring`]).
+    let first_more = || {
+        let more = counts
+            .values()
+            .all(|c| c[0] >= c[1..last].iter().copied().max().unwrap_or(0));
+        (generation && last >= 2 && more)
+            .then(|| stable_from(1))
+            .flatten()
+    };
+    stable_from(0).or_else(first_more)
 }
 
 /// Least share of a pass's items whose names run as often in every pass
@@ -1183,6 +1268,7 @@ fn summarize(
         acc.ns += d;
         match it.role {
             Role::Attention => acc.parts.attention = true,
+            Role::Scores => acc.parts.scores = true,
             Role::Linear => acc.parts.linear = true,
             Role::Moe => acc.parts.moe = true,
             Role::TopK => acc.parts.topk = true,
@@ -1789,6 +1875,19 @@ impl Passes {
 /// else `moe` where routing or experts run, else `dense`. Returns a note for
 /// the detail sentence.
 fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
+    // Eager attention (`matmul`, `softmax`, `matmul`) names none: where no
+    // layer names attention, a softmax in a layer without a linear mixer
+    // is its attention (Hugging Face's GPT-2 and BART in eager mode had
+    // no kinds).
+    let eager = !parts.iter().any(|p| p.attention);
+    let parts: Vec<Parts> = parts
+        .iter()
+        .map(|&p| Parts {
+            attention: p.attention || (eager && p.scores && !p.linear),
+            ..p
+        })
+        .collect();
+    let parts = parts.as_slice();
     let any_attention = parts.iter().any(|p| p.attention);
     let topk_everywhere = parts.iter().all(|p| p.topk);
     let named = any_attention || parts.iter().any(|p| p.is_moe(topk_everywhere) || p.linear);
@@ -1824,6 +1923,9 @@ fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
 #[derive(Clone, Copy, Default)]
 struct Parts {
     attention: bool,
+    /// A softmax: eager attention's scores where no layer names attention
+    /// ([`label_kinds`]).
+    scores: bool,
     linear: bool,
     moe: bool,
     /// A top-k, and rows added back by index: routed experts, when both.

@@ -153,6 +153,43 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
             _ => {}
         }
     }
+    cross_attention(seq, out)
+}
+
+/// The blocks with a decoder's cross-attention joined to the self-attention
+/// before it: where some gaps between blocks run an MLP item and others do
+/// not, an attention block followed, past a norm and no MLP item, by
+/// another is one layer's two (an encoder-decoder's decoder: self-attention,
+/// then over the encoder's output, then the MLP; Hugging Face's BART and
+/// T5, whose decoder layers were each two, eager attention's scores too; a
+/// diffusion UNet's transformer blocks). Where no gap runs an MLP item (a Mamba model: a norm and a
+/// mixer a layer), every block stays a layer.
+fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let gap_has = |i: usize, f: &dyn Fn(Role) -> bool| {
+        seq[blocks[i].1 + 1..blocks[i + 1].0]
+            .iter()
+            .any(|it| f(it.role))
+    };
+    let n = blocks.len();
+    if !(0..n.saturating_sub(1)).any(|i| gap_has(i, &|r| r.is_ffn())) {
+        return blocks;
+    }
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(n);
+    let mut joined = false;
+    for i in 0..n {
+        let attention = |b: (usize, usize)| matches!(seq[b.0].role, Role::Attention | Role::Scores);
+        let cross = i > 0
+            && !joined
+            && attention(blocks[i - 1])
+            && attention(blocks[i])
+            && !gap_has(i - 1, &|r| r.is_ffn())
+            && gap_has(i - 1, &|r| r == Role::Norm);
+        match out.last_mut() {
+            Some(b) if cross => b.1 = blocks[i].1,
+            _ => out.push(blocks[i]),
+        }
+        joined = cross;
+    }
     out
 }
 
@@ -260,7 +297,14 @@ fn final_norm(seq: &[Item], blocks: &[(usize, usize)], starts: &[usize]) -> Opti
 }
 
 /// Where the layers a key's positions imply lie in one step.
-fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Placed> {
+/// `before` is the block before the first (where a step runs more blocks
+/// before its layers: `Steps::lead`).
+fn place(
+    seq: &[Item],
+    pos: &[usize],
+    blocks: &[(usize, usize)],
+    before: Option<(usize, usize)>,
+) -> Option<Placed> {
     if pos.len() < 2 {
         return None;
     }
@@ -268,7 +312,7 @@ fn place(seq: &[Item], pos: &[usize], blocks: &[(usize, usize)]) -> Option<Place
         // One mixer block a layer: the layers are cut around the blocks, so
         // each holds its own mixer and the MLP after it (and so its kind),
         // whichever key proposed the count.
-        if let Some((starts, end)) = at_input_norms(seq, blocks) {
+        if let Some((starts, end)) = at_input_norms(seq, blocks, before) {
             return Some(Placed {
                 starts,
                 end,
@@ -331,13 +375,18 @@ struct Placed {
 /// Names: each layer from its input norm (the first norm after the
 /// previous block's MLP), if every block has one, and the last layer up to
 /// the final norm.
-fn at_input_norms(seq: &[Item], blocks: &[(usize, usize)]) -> Option<(Vec<usize>, usize)> {
+fn at_input_norms(
+    seq: &[Item],
+    blocks: &[(usize, usize)],
+    before: Option<(usize, usize)>,
+) -> Option<(Vec<usize>, usize)> {
     let n = blocks.len();
     let mut starts = Vec::with_capacity(n);
     for (i, b) in blocks.iter().enumerate() {
-        starts.push(match i {
-            0 => norm_after_ffn(seq, 0, b.0, false)?,
-            _ => input_norm(seq, blocks[i - 1].1 + 1, b.0)?,
+        let prev = if i == 0 { before } else { Some(blocks[i - 1]) };
+        starts.push(match prev {
+            None => norm_after_ffn(seq, 0, b.0, false)?,
+            Some(p) => input_norm(seq, p.1 + 1, b.0)?,
         });
     }
     let end = final_norm(seq, blocks, &starts)?;
@@ -345,16 +394,15 @@ fn at_input_norms(seq: &[Item], blocks: &[(usize, usize)]) -> Option<(Vec<usize>
     // before the norm) belong to the layer, but not back past the previous
     // layer's MLP.
     let floor: Vec<usize> = (0..n)
-        .map(|i| {
-            if i == 0 {
-                0
-            } else {
-                (blocks[i - 1].1 + 1..starts[i])
+        .map(
+            |i| match if i == 0 { before } else { Some(blocks[i - 1]) } {
+                None => 0,
+                Some(p) => (p.1 + 1..starts[i])
                     .rev()
                     .find(|&k| seq[k].role.is_ffn())
-                    .map_or(blocks[i - 1].1 + 1, |k| k + 1)
-            }
-        })
+                    .map_or(p.1 + 1, |k| k + 1),
+            },
+        )
         .collect();
     let mut k = 0;
     while starts.iter().zip(&floor).all(|(&s, &f)| s > f + k)
@@ -517,15 +565,9 @@ fn ids(steps: &[&[Item]], family: &mut dyn FnMut(Sym) -> u32) -> Ids {
 
 /// The layers `key` makes in `steps` (indices into `all`), if it makes
 /// layers in every one of them.
-fn try_key(
-    all: &[&[Item]],
-    blocks: &[Vec<(usize, usize)>],
-    ids: &Ids,
-    steps: &[usize],
-    key: Key,
-    count: usize,
-    dur: DurOf,
-) -> Option<Tried> {
+fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried> {
+    let (all, blocks, ids, dur) = (st.all, st.blocks, st.ids, st.dur);
+    let mut led = 0;
     let mut bounds = Vec::with_capacity(steps.len());
     let (mut by_mixers, mut at_norms) = (true, true);
     let (mut covered, mut total) = (0i64, 0i64);
@@ -535,21 +577,34 @@ fn try_key(
     let mut layers = 0u32;
     // The same, per kind of mixer block (attention, linear), where the
     // layers are cut by blocks.
-    // Kinds: with attention or not, with a top-k (routed experts) or not.
-    let mut kinds: [KindSeen; 4] = std::array::from_fn(|_| KindSeen::new(ids.count));
+    // Kinds: with attention or not, with a top-k (routed experts) or not,
+    // with a cross-attention or not.
+    let mut kinds: [KindSeen; 8] = std::array::from_fn(|_| KindSeen::new(ids.count));
     let mut blocks_like = true;
     for &s in steps {
         let seq = all[s];
         let (pos, final_norm) = positions(seq, key, &blocks[s]);
-        if pos.len() != count {
+        // Runs before the step's layers (`Steps::lead`): their blocks are
+        // no layer's.
+        let extra = pos.len().checked_sub(count)?;
+        if extra > 0 && !(st.lead && s != st.first) {
             return None;
         }
+        led += usize::from(extra > 0);
+        let skip = match extra {
+            0 => 0,
+            _ => blocks[s]
+                .iter()
+                .take_while(|b| b.0 <= pos[extra - 1])
+                .count(),
+        };
+        let before = skip.checked_sub(1).map(|k| blocks[s][k]);
         let Placed {
             starts,
             mut end,
             by_mixers: mixers,
             at_norms: norms,
-        } = place(seq, &pos, &blocks[s])?;
+        } = place(seq, &pos[extra..], &blocks[s][skip..], before)?;
         if let Some(e) = final_norm.filter(|&e| e > starts[starts.len() - 1]) {
             end = e;
         }
@@ -563,8 +618,24 @@ fn try_key(
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_block_part());
+            // A step that runs more before its layers (`Steps::lead`) is
+            // a prefill, whose layers run more than the decodes' (BART's
+            // make their cache and project the encoder's output: 45% of
+            // their names in every layer with them, at a limit of 40%):
+            // the decodes say how alike the layers are.
+            if extra > 0 {
+                continue;
+            }
+            // A block with a norm inside is a self- and a cross-attention
+            // joined ([`cross_attention`]): a decoder's layer beside an
+            // encoder's.
+            let cross = blocks[s].iter().any(|b| {
+                (starts[i]..e).contains(&b.0)
+                    && seq[b.0..=b.1].iter().any(|it| it.role == Role::Norm)
+            });
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
-                + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))];
+                + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))
+                + 4 * usize::from(cross)];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
                 if last[id] != layers {
@@ -579,6 +650,9 @@ fn try_key(
         covered += seq[starts[0]..end].iter().map(dur).sum::<i64>();
         total += seq.iter().map(dur).sum::<i64>();
         bounds.push((starts, end));
+    }
+    if led > 0 && led * 2 >= steps.len() {
+        return None;
     }
     let share = core_share(&seen, layers);
     let norm_pairs = matches!(key, Key::NormPairs(_));
@@ -640,6 +714,42 @@ pub(crate) fn find(
     let &first = nonempty.first()?;
     let blocks: Vec<Vec<(usize, usize)>> = all.iter().map(|s| mixer_blocks(s)).collect();
     let ids = ids(&all, family);
+    let st = Steps {
+        all: &all,
+        blocks: &blocks,
+        ids: &ids,
+        nonempty: &nonempty,
+        first,
+        dur,
+        lead: false,
+    };
+    search(&st).or_else(|| {
+        // Where no key cuts every step alike: the keys of the shortest
+        // step, which the others may run more often before its layers (a
+        // prefill that runs an encoder, or a vision tower, before the
+        // decoder's layers, named as them: Hugging Face's BART, T5,
+        // Whisper and Qwen2.5-VL, steps marked, had no layers). Steps that
+        // do are fewer than half: two passes, one cut short by the end of
+        // the profile, are no prefill and a decode (`unmarked/
+        // generate-dense-6l` kept from 25% to 60% of its span said 5
+        // layers of 6 at half). Only where the first step runs more mixer
+        // blocks than the shortest, as such a prefill does: a search costs
+        // as much again (+29% instructions on `hta-a100-train-rank3of8`,
+        // whose six like steps no key cuts).
+        let &least = nonempty.iter().min_by_key(|&&s| (all[s].len(), s))?;
+        let more = blocks[first].len() > blocks[least].len() && blocks[least].len() >= 2;
+        let st = Steps {
+            first: least,
+            lead: true,
+            ..st
+        };
+        more.then(|| search(&st)).flatten()
+    })
+}
+
+/// [`find`] with the keys of `st.first`.
+fn search(st: &Steps) -> Option<Split> {
+    let (all, blocks, first) = (st.all, st.blocks, st.first);
     // Candidates: keys that occur at least twice in the first step.
     let mut counts: HashMap<Key, usize> = HashMap::new();
     for it in all[first] {
@@ -683,7 +793,7 @@ pub(crate) fn find(
     // blocks, named or not, come after): a forward run.
     let mut runs: Vec<Run> = Vec::new();
     for &(key, c) in &cands {
-        if let Some(t) = try_key(&all, &blocks, &ids, &[first], key, c, dur) {
+        if let Some(t) = try_key(st, &[first], key, c) {
             if t.holds(c) {
                 passed.push((c, t.share, t.bounds[0].0[0], key));
             }
@@ -700,15 +810,7 @@ pub(crate) fn find(
         }
     }
     let most = passed.iter().map(|p| p.0).max().unwrap_or(0);
-    let steps = Steps {
-        all: &all,
-        blocks: &blocks,
-        ids: &ids,
-        nonempty: &nonempty,
-        first,
-        dur,
-    };
-    if let Some(split) = training(&steps, &runs, most) {
+    if let Some(split) = training(st, &runs, most) {
         return Some(split);
     }
     // The most layers; then the most alike; then the earliest first layer
@@ -720,7 +822,7 @@ pub(crate) fn find(
             .then(a.3.cmp(&b.3))
     });
     for &(c, _, _, key) in passed.iter().take(MAX_CHECKED) {
-        let Some(t) = try_key(&all, &blocks, &ids, &nonempty, key, c, dur) else {
+        let Some(t) = try_key(st, st.nonempty, key, c) else {
             continue;
         };
         // A forward run whose layers cover too little of the steps: a
@@ -728,10 +830,10 @@ pub(crate) fn find(
         // `forward_alone`), before a split with fewer layers.
         let run = runs.iter().any(|r| r.key == key && r.count == c);
         if t.holds(c) || (run && t.alike(c) && t.by_mixers) {
-            return Some(split_of(&steps, key, t, None));
+            return Some(split_of(st, key, t, None));
         }
     }
-    forward_alone(&steps, &runs)
+    forward_alone(st, &runs)
 }
 
 /// The steps as [`find`] reads them.
@@ -742,6 +844,9 @@ struct Steps<'a> {
     nonempty: &'a [usize],
     first: usize,
     dur: DurOf<'a>,
+    /// Whether a step may run a key more often than the first step, its
+    /// layers then being the last runs (fewer than half the steps may).
+    lead: bool,
 }
 
 /// A key whose layers could be a training step's forward run, on the first
@@ -812,8 +917,8 @@ fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
             continue;
         };
         let (Some(f), Some(b)) = (
-            try_key(st.all, st.blocks, st.ids, st.nonempty, fwd.key, c, st.dur),
-            try_key(st.all, st.blocks, st.ids, st.nonempty, bwd, c, st.dur),
+            try_key(st, st.nonempty, fwd.key, c),
+            try_key(st, st.nonempty, bwd, c),
         ) else {
             continue;
         };
@@ -858,15 +963,7 @@ fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
     keys.into_iter()
         .take(MAX_BACKWARD_KEYS)
         .filter_map(|(_, name)| {
-            let t = try_key(
-                st.all,
-                st.blocks,
-                st.ids,
-                &[st.first],
-                Key::Name(name),
-                c,
-                st.dur,
-            )?;
+            let t = try_key(st, &[st.first], Key::Name(name), c)?;
             (t.alike_backward(c) && (t.by_mixers || !twice)).then_some((
                 t.share,
                 t.bounds[0].0[0],
@@ -889,7 +986,7 @@ fn forward_alone(st: &Steps, runs: &[Run]) -> Option<Split> {
     counts.dedup();
     counts.into_iter().find_map(|c| {
         let fwd = best_run(runs, c)?;
-        let f = try_key(st.all, st.blocks, st.ids, st.nonempty, fwd.key, c, st.dur)?;
+        let f = try_key(st, st.nonempty, fwd.key, c)?;
         (f.alike(c) && f.by_mixers).then(|| split_of(st, fwd.key, f, None))
     })
 }

@@ -116,7 +116,13 @@ pub fn read_from(dir: &std::path::Path, name: &str) -> Capture {
     let truth: Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
             .unwrap();
-    let path = dir.join(format!("{name}.json.gz"));
+    // The Hugging Face captures are zstd's (`hf.py`: 38% smaller), the
+    // others gzip's.
+    let zst = dir.join(format!("{name}.json.zst"));
+    let path = match zst.exists() {
+        true => zst,
+        false => dir.join(format!("{name}.json.gz")),
+    };
     let trace = read_trace_file(&path, &ReadOptions::default()).unwrap();
     Capture {
         name: name.to_string(),

@@ -23,8 +23,12 @@ fn the_real_capture_family_holds() {
 /// Qwen3-Next 2 of 8; Qwen2-MoE's experts called dense), and a Mamba
 /// `generate()` whose inputs' checks outrun a prologue's bound had 36 of
 /// 6 and no steps; GPT-2's, OPT's and GPT-BigCode's `generate()` lost
-/// their prefill (a step short). What does not hold yet is in
-/// [`family::KNOWN_HF`].
+/// their prefill (a step short). Encoder-decoders (BART, T5) and a
+/// vision-language model (Qwen2.5-VL), whose prefills run an encoder or a
+/// vision tower named as the decoder's layers, had no layers or no steps
+/// in every mode: their decoder layers ran two attention blocks each, and
+/// their prefills more blocks than their decodes. What does not hold yet
+/// is in [`family::KNOWN_HF`].
 #[test]
 fn hugging_face_models_hold() {
     let dir = family::dir().join("hf");
