@@ -332,6 +332,29 @@ def models(T):
             ),
             ["dense"] * 2,
         ),
+        # T5 v1.1's gated GELU, its tanh approximation written out (`mul`,
+        # `pow`, `tanh`): the MLP names no activation.
+        (
+            "t5gated-3e3d",
+            both,
+            encoder_decoder(
+                lambda: T.T5ForConditionalGeneration(
+                    T.T5Config(
+                        vocab_size=512,
+                        d_model=64,
+                        d_kv=16,
+                        d_ff=128,
+                        num_layers=3,
+                        num_decoder_layers=3,
+                        num_heads=4,
+                        decoder_start_token_id=0,
+                        feed_forward_proj="gated-gelu",
+                    )
+                ),
+                ["dense"] * 3,
+            ),
+            ["dense"] * 3,
+        ),
         # Qwen2.5-VL: a vision tower of SDPA, RMS norm and SiLU blocks (the
         # language model's names) before the language model's layers.
         (

@@ -332,7 +332,10 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("pointwise", Some(C::Elementwise), None),
     ("triton_poi", Some(C::Elementwise), None),
     ("sigmoid", Some(C::Elementwise), Some(R::Gate)),
-    ("tanh", Some(C::Elementwise), None),
+    // GELU's tanh approximation written out (`mul`, `pow`, `tanh`: T5
+    // v1.1's gated GELU, Hugging Face's `gelu_new`), as a written-out
+    // SiLU's sigmoid.
+    ("tanh", Some(C::Elementwise), Some(R::Gate)),
     ("rotary", Some(C::Elementwise), None),
     ("rope", Some(C::Elementwise), None),
     ("add", Some(C::Elementwise), None),

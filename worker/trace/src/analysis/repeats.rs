@@ -157,13 +157,14 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
 }
 
 /// The blocks with a decoder's cross-attention joined to the self-attention
-/// before it: where some gaps between blocks run an MLP item and others do
-/// not, an attention block followed, past a norm and no MLP item, by
-/// another is one layer's two (an encoder-decoder's decoder: self-attention,
-/// then over the encoder's output, then the MLP; Hugging Face's BART and
-/// T5, whose decoder layers were each two, eager attention's scores too; a
-/// diffusion UNet's transformer blocks). Where no gap runs an MLP item (a Mamba model: a norm and a
-/// mixer a layer), every block stays a layer.
+/// before it: where some gaps between blocks run an MLP item (or an
+/// activation written out: [`Role::is_block_part`]) and others do not, an
+/// attention block followed, past a norm and no MLP item, by another is
+/// one layer's two (an encoder-decoder's decoder: self-attention, then
+/// over the encoder's output, then the MLP; Hugging Face's BART and T5,
+/// whose decoder layers were each two, eager attention's scores too; a
+/// diffusion UNet's transformer blocks). Where no gap runs an MLP item (a
+/// Mamba model: a norm and a mixer a layer), every block stays a layer.
 fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     let gap_has = |i: usize, f: &dyn Fn(Role) -> bool| {
         seq[blocks[i].1 + 1..blocks[i + 1].0]
@@ -171,7 +172,7 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
             .any(|it| f(it.role))
     };
     let n = blocks.len();
-    if !(0..n.saturating_sub(1)).any(|i| gap_has(i, &|r| r.is_ffn())) {
+    if !(0..n.saturating_sub(1)).any(|i| gap_has(i, &|r| r.is_block_part())) {
         return blocks;
     }
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(n);
@@ -182,7 +183,7 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
             && !joined
             && attention(blocks[i - 1])
             && attention(blocks[i])
-            && !gap_has(i - 1, &|r| r.is_ffn())
+            && !gap_has(i - 1, &|r| r.is_block_part())
             && gap_has(i - 1, &|r| r == Role::Norm);
         match out.last_mut() {
             Some(b) if cross => b.1 = blocks[i].1,
