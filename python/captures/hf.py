@@ -75,6 +75,27 @@ def vision(make, image):
     return make
 
 
+def t5(T, encoder, decoder, **more):
+    """A small T5 of `encoder` and `decoder` layers (`more`: other
+    settings), as `encoder_decoder` makes it."""
+    return encoder_decoder(
+        lambda: T.T5ForConditionalGeneration(
+            T.T5Config(
+                vocab_size=512,
+                d_model=64,
+                d_kv=16,
+                d_ff=128,
+                num_layers=encoder,
+                num_decoder_layers=decoder,
+                num_heads=4,
+                decoder_start_token_id=0,
+                **more,
+            )
+        ),
+        ["dense"] * encoder,
+    )
+
+
 def qwen25vl_image(torch, ids):
     """A 112x112 image as Qwen2.5-VL takes it: 64 patches of 14x14 (two
     frames), merged 2x2 into 16 tokens after the vision start token."""
@@ -312,49 +333,10 @@ def models(T):
         ),
         # T5: eager attention (`matmul`, `softmax`), relative position
         # biases in each stack's first layer, RMS norms written out.
-        (
-            "t5-3e2d",
-            both + ("train",),
-            encoder_decoder(
-                lambda: T.T5ForConditionalGeneration(
-                    T.T5Config(
-                        vocab_size=512,
-                        d_model=64,
-                        d_kv=16,
-                        d_ff=128,
-                        num_layers=3,
-                        num_decoder_layers=2,
-                        num_heads=4,
-                        decoder_start_token_id=0,
-                    )
-                ),
-                ["dense"] * 3,
-            ),
-            ["dense"] * 2,
-        ),
+        ("t5-3e2d", both + ("train",), t5(T, 3, 2), ["dense"] * 2),
         # T5 v1.1's gated GELU, its tanh approximation written out (`mul`,
         # `pow`, `tanh`): the MLP names no activation.
-        (
-            "t5gated-3e3d",
-            both,
-            encoder_decoder(
-                lambda: T.T5ForConditionalGeneration(
-                    T.T5Config(
-                        vocab_size=512,
-                        d_model=64,
-                        d_kv=16,
-                        d_ff=128,
-                        num_layers=3,
-                        num_decoder_layers=3,
-                        num_heads=4,
-                        decoder_start_token_id=0,
-                        feed_forward_proj="gated-gelu",
-                    )
-                ),
-                ["dense"] * 3,
-            ),
-            ["dense"] * 3,
-        ),
+        ("t5gated-3e3d", both, t5(T, 3, 3, feed_forward_proj="gated-gelu"), ["dense"] * 3),
         # Qwen2.5-VL: a vision tower of SDPA, RMS norm and SiLU blocks (the
         # language model's names) before the language model's layers.
         (
