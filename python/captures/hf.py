@@ -11,7 +11,9 @@ Gemma 2), a Mamba mixer with no name but its `conv1d` (Mamba, Jamba), a
 Gated DeltaNet hybrid (Qwen3-Next) and experts run by `aten::_grouped_mm`.
 Later (the same day): encoder-decoders (BART, T5), whose decoder layers
 run two attention blocks, and a vision-language model (Qwen2.5-VL), whose
-prefill runs a vision tower of the language model's names first.
+prefill runs a vision tower of the language model's names first. Then
+T5 v1.1 trained (an MLP of one gate), Qwen2.5-VL's tower as deep as its
+language model and with eager window attention, and Whisper.
 
 For each capture NAME, into the output folder (as `capture.py` writes):
 
@@ -94,6 +96,52 @@ def t5(T, encoder, decoder, **more):
         ),
         ["dense"] * encoder,
     )
+
+
+def speech(make, features):
+    """`make`, a speech model (Whisper): `features(torch)` gives its
+    audio features, which its `generate()` takes in place of a prompt (and
+    its warm-up too); `generate` mode only."""
+    make.features = features
+    return make
+
+
+def qwen25vl(T, common, text_layers, depth, attention=None):
+    """A small Qwen2.5-VL of `text_layers` language-model layers and a
+    vision tower `depth` layers deep, its last layer's attention full, the
+    others' by window (`attention`: Hugging Face's implementation, SDPA
+    where not given), as `vision` makes it."""
+
+    def make():
+        model = T.Qwen2_5_VLForConditionalGeneration(
+            T.Qwen2_5_VLConfig(
+                text_config=dict(
+                    num_hidden_layers=text_layers,
+                    rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                    **{**common, "max_position_embeddings": 2048},
+                ),
+                vision_config=dict(
+                    depth=depth,
+                    hidden_size=32,
+                    intermediate_size=64,
+                    num_heads=4,
+                    out_hidden_size=64,
+                    patch_size=14,
+                    spatial_merge_size=2,
+                    temporal_patch_size=2,
+                    window_size=56,
+                    fullatt_block_indexes=[depth - 1],
+                ),
+                image_token_id=511,
+                video_token_id=510,
+                vision_start_token_id=509,
+            )
+        )
+        if attention:
+            model.config._attn_implementation = attention
+        return model
+
+    return vision(make, qwen25vl_image)
 
 
 def qwen25vl_image(torch, ids):
@@ -336,40 +384,55 @@ def models(T):
         ("t5-3e2d", both + ("train",), t5(T, 3, 2), ["dense"] * 2),
         # T5 v1.1's gated GELU, its tanh approximation written out (`mul`,
         # `pow`, `tanh`): the MLP names no activation.
-        ("t5gated-3e3d", both, t5(T, 3, 3, feed_forward_proj="gated-gelu"), ["dense"] * 3),
+        (
+            "t5gated-3e3d",
+            both + ("train",),
+            t5(T, 3, 3, feed_forward_proj="gated-gelu"),
+            ["dense"] * 3,
+        ),
         # Qwen2.5-VL: a vision tower of SDPA, RMS norm and SiLU blocks (the
         # language model's names) before the language model's layers.
+        ("qwen25vl-3v4l", both, qwen25vl(T, common, 4, 3), ["dense"] * 4),
+        # A vision tower as deep as the language model: its layers before the
+        # prefill's are no pass of their own (`generate()`: 4 passes before).
+        ("qwen25vl-6v6l", ("generate",), qwen25vl(T, common, 6, 6), ["dense"] * 6),
+        # Eager attention: the tower's window attention runs a softmax a
+        # window, four between two norms.
+        ("qwen25vl-eager-3v4l", ("marked",), qwen25vl(T, common, 4, 3, "eager"), ["dense"] * 4),
+        # Whisper: an encoder over audio features (two convolutions, then its
+        # layers), a decoder of BART's shape; `generate()` reads its output
+        # over after the last pass.
         (
-            "qwen25vl-3v4l",
-            both,
-            vision(
-                lambda: T.Qwen2_5_VLForConditionalGeneration(
-                    T.Qwen2_5_VLConfig(
-                        text_config=dict(
-                            num_hidden_layers=4,
-                            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-                            **{**common, "max_position_embeddings": 2048},
-                        ),
-                        vision_config=dict(
-                            depth=3,
-                            hidden_size=32,
-                            intermediate_size=64,
-                            num_heads=4,
-                            out_hidden_size=64,
-                            patch_size=14,
-                            spatial_merge_size=2,
-                            temporal_patch_size=2,
-                            window_size=56,
-                            fullatt_block_indexes=[2],
-                        ),
-                        image_token_id=511,
-                        video_token_id=510,
-                        vision_start_token_id=509,
-                    )
+            "whisper-2e3d",
+            ("generate",),
+            speech(
+                encoder_decoder(
+                    lambda: T.WhisperForConditionalGeneration(
+                        T.WhisperConfig(
+                            vocab_size=512,
+                            d_model=64,
+                            encoder_layers=2,
+                            decoder_layers=3,
+                            encoder_attention_heads=4,
+                            decoder_attention_heads=4,
+                            encoder_ffn_dim=128,
+                            decoder_ffn_dim=128,
+                            num_mel_bins=16,
+                            max_source_positions=100,
+                            max_target_positions=64,
+                            decoder_start_token_id=1,
+                            pad_token_id=0,
+                            eos_token_id=2,
+                            bos_token_id=1,
+                            begin_suppress_tokens=None,
+                            suppress_tokens=None,
+                        )
+                    ),
+                    ["dense"] * 2,
                 ),
-                qwen25vl_image,
+                lambda torch: dict(input_features=torch.randn(1, 16, 200)),
             ),
-            ["dense"] * 4,
+            ["dense"] * 3,
         ),
     ]
 
@@ -460,13 +523,17 @@ def infer(torch, model, ids, mode, steps, ready, opts, make):
 
     encdec = hasattr(make, "encoder_kinds")
     image = getattr(make, "image", None)
+    features = getattr(make, "features", None)
     first = image(torch, ids) if image else dict(input_ids=ids)
+    warm = dict(input_ids=ids[:, :8])
+    if features:
+        first = warm = features(torch)
     # Every pass runs, even past an end token (encoder-decoders and
     # vision models only: the others' captures were made without it).
     more = dict(min_new_tokens=steps) if encdec or image else {}
     with torch.no_grad():
         # Warm-up outside the profile.
-        model.generate(ids[:, :8], max_new_tokens=2, do_sample=False, pad_token_id=0)
+        model.generate(**warm, max_new_tokens=2, do_sample=False, pad_token_id=0)
         if mode == "marked":
             start = torch.tensor([[getattr(model.config, "decoder_start_token_id", 0) or 0]])
             dec = dict(decoder_input_ids=start) if encdec else {}

@@ -818,11 +818,15 @@ fn anchored(
     }
     for anchor in tries {
         let mut starts: Vec<usize> = (0..seq.len()).filter(|&i| seq[i].name == anchor).collect();
-        let Some(stable) = pieces_alike(seq, &starts, how == Anchoring::Unmarked) else {
+        let generation = how == Anchoring::Unmarked;
+        let mut end = match generation {
+            true => after_passes(seq, &starts),
+            false => seq.len(),
+        };
+        let Some(stable) = pieces_alike(&seq[..end], &starts, generation) else {
             continue;
         };
         let first = &seq[starts[0]..starts[1]];
-        let mut end = seq.len();
         if let [.., from] = starts[..] {
             if (end - from) * 2 < first.len() {
                 end = from;
@@ -840,6 +844,44 @@ fn anchored(
         return (starts.len() >= 2 || lone).then_some((starts, end));
     }
     None
+}
+
+/// Where the last of the pieces of `seq` that start at `starts` ends in a
+/// generation: where a name runs more often in it than in any other piece,
+/// and twice or more (a name run once says nothing: BART forces its end
+/// token in its last pass); else the sequence's end. A generation reads
+/// its output over after its last pass (Hugging Face's Whisper: `unbind`,
+/// then a `select`, an `eq` and an `is_nonzero` a token, then `pad` and
+/// `stack`), which no pass runs; its passes were no passes with it, and
+/// the generation had no steps. Only where what follows is shorter than
+/// any pass: a name run twice early in the sequence cuts pieces of a
+/// few items, whose last runs past them the rest of the sequence (Whisper's
+/// two convolutions, before its encoder's layers).
+fn after_passes(seq: &[Item], starts: &[usize]) -> usize {
+    let Some((&last, before)) = starts.split_last().filter(|(_, b)| !b.is_empty()) else {
+        return seq.len();
+    };
+    let mut most: HashMap<Sym, u32> = HashMap::new();
+    for (k, &from) in before.iter().enumerate() {
+        for (name, n) in name_counts(&seq[from..starts[k + 1]]) {
+            let m = most.entry(name).or_default();
+            *m = (*m).max(n);
+        }
+    }
+    let mut runs: HashMap<Sym, u32> = HashMap::new();
+    for (i, it) in seq.iter().enumerate().skip(last) {
+        let n = runs.entry(it.name).or_default();
+        *n += 1;
+        if *n >= 2 && *n > most.get(&{ it.name }).copied().unwrap_or(0) {
+            // Shorter than any pass: the output read over, not a pass.
+            let shortest = before.iter().zip(&starts[1..]).map(|(a, b)| b - a).min();
+            return match shortest.is_some_and(|p| seq.len() - i < p) {
+                true => i,
+                false => seq.len(),
+            };
+        }
+    }
+    seq.len()
 }
 
 /// Where a whole pass before `piece` (which starts at `at`) starts, where

@@ -386,10 +386,18 @@ fn anchored_steps(
     let Some(more) = with_passes(cx, opts, &headed, Anchor) else {
         return anchored_alone(cx, opts, found, passes);
     };
+    // A generation runs one prefill: where the pass after the head feeds
+    // the prompt's tokens, the head ran before the prefill, and is no pass
+    // (Qwen2.5-VL's vision tower, as many layers as the language model's
+    // in `qwen25vl-6v6l`: 4 passes of 3, the first two prefills).
+    let prefill_after = cx
+        .steps
+        .get(1)
+        .is_some_and(|s| s.kind == Some(StepKind::Prefill));
     let rest = anchored_alone(cx, opts, found, passes);
     if rest
         .as_ref()
-        .is_some_and(|r| layers::per_pass(&more) < layers::per_pass(r))
+        .is_some_and(|r| prefill_after || layers::per_pass(&more) < layers::per_pass(r))
     {
         return rest;
     }

@@ -135,11 +135,15 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
     for (k, it) in seq.iter().enumerate() {
         match it.role {
             r if r.is_mixer() || (scores && r == Role::Scores && !routes(seq, k)) => {
+                // Eager scores with no norm or MLP item between are one
+                // attention's windows ([`eager_scores`]), however many.
+                let windows = |b: &(usize, usize)| r == Role::Scores && seq[b.0].role == r;
                 match out.last_mut() {
                     Some(b)
                         if !broken
-                            && k - b.1 <= limits::count(Limit::BlockGap)
-                            && !seq[b.0..k].iter().any(|m| m.name == it.name) =>
+                            && (windows(b)
+                                || k - b.1 <= limits::count(Limit::BlockGap)
+                                    && !seq[b.0..k].iter().any(|m| m.name == it.name)) =>
                     {
                         b.1 = k
                     }
@@ -176,9 +180,9 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
         return blocks;
     }
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(n);
+    let attention = |b: (usize, usize)| matches!(seq[b.0].role, Role::Attention | Role::Scores);
     let mut joined = false;
     for i in 0..n {
-        let attention = |b: (usize, usize)| matches!(seq[b.0].role, Role::Attention | Role::Scores);
         let cross = i > 0
             && !joined
             && attention(blocks[i - 1])
@@ -196,22 +200,28 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
 
 /// Whether a step's softmaxes are eager attention's scores, its mixers:
 /// no name says attention or a mixer, and a norm runs before each (a
-/// decoder block's, before its attention, or after the previous one's).
+/// decoder block's, before its attention, or after the previous one's),
+/// or only other scores since the last norm (one attention's windows:
+/// Qwen2.5-VL's vision tower, eager, runs a softmax a window, four in a
+/// block, and its prefill had no blocks, so no layers).
 /// A model's output softmax runs none between (PARAM's linear model, no
 /// step marks: its 40 training iterations were otherwise 40 layers).
 fn eager_scores(seq: &[Item]) -> bool {
     let mut normed = false;
+    // A softmax seen, and no norm or MLP item since.
+    let mut open = false;
     let mut any = false;
     for (k, it) in seq.iter().enumerate() {
         match it.role {
             r if r.is_mixer() => return false,
-            Role::Norm => normed = true,
+            Role::Norm => (normed, open) = (true, false),
             Role::Scores if !routes(seq, k) => {
-                if !normed {
+                if !normed && !open {
                     return false;
                 }
-                (normed, any) = (false, true);
+                (normed, open, any) = (false, true, true);
             }
+            r if r.is_block_part() => open = false,
             _ => {}
         }
     }
@@ -256,9 +266,15 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
 /// last, not the first: a Mamba mixer gates with a SiLU after its
 /// convolution and before its own norms (Hugging Face's Jamba on the CPU),
 /// which the first MLP item after the previous block would take for that
-/// layer's MLP.
+/// layer's MLP. Where no MLP item runs there, its last gate: an activation
+/// written out (T5 v1.1's gated GELU, whose `tanh` is the MLP's one
+/// telling name: Hugging Face's T5 of 6 and 6 such layers had no input
+/// norms, and its training step only its forward layers). Not a gate
+/// first: Gemma 2 caps its attention's scores with a `tanh` after the
+/// input norm.
 fn input_norm(seq: &[Item], from: usize, to: usize) -> Option<usize> {
-    let last_ffn = (from..to).rev().find(|&k| seq[k].role.is_ffn())?;
+    let last = |f: fn(Role) -> bool| (from..to).rev().find(|&k| f(seq[k].role));
+    let last_ffn = last(Role::is_ffn).or_else(|| last(|r| r == Role::Gate))?;
     (last_ffn + 1..to).find(|&k| seq[k].role == Role::Norm)
 }
 
@@ -382,10 +398,13 @@ fn at_input_norms(
     before: Option<(usize, usize)>,
 ) -> Option<(Vec<usize>, usize)> {
     let n = blocks.len();
+    // The block before each layer's: the previous layer's, or `before`.
+    let prev: Vec<Option<(usize, usize)>> = std::iter::once(before)
+        .chain(blocks[..n.saturating_sub(1)].iter().copied().map(Some))
+        .collect();
     let mut starts = Vec::with_capacity(n);
-    for (i, b) in blocks.iter().enumerate() {
-        let prev = if i == 0 { before } else { Some(blocks[i - 1]) };
-        starts.push(match prev {
+    for (b, p) in blocks.iter().zip(&prev) {
+        starts.push(match p {
             None => norm_after_ffn(seq, 0, b.0, false)?,
             Some(p) => input_norm(seq, p.1 + 1, b.0)?,
         });
@@ -394,16 +413,16 @@ fn at_input_norms(
     // Items before each start that every layer has in common (a cast
     // before the norm) belong to the layer, but not back past the previous
     // layer's MLP.
-    let floor: Vec<usize> = (0..n)
-        .map(
-            |i| match if i == 0 { before } else { Some(blocks[i - 1]) } {
-                None => 0,
-                Some(p) => (p.1 + 1..starts[i])
-                    .rev()
-                    .find(|&k| seq[k].role.is_ffn())
-                    .map_or(p.1 + 1, |k| k + 1),
-            },
-        )
+    let floor: Vec<usize> = prev
+        .iter()
+        .zip(&starts)
+        .map(|(p, &start)| match p {
+            None => 0,
+            Some(p) => (p.1 + 1..start)
+                .rev()
+                .find(|&k| seq[k].role.is_ffn())
+                .map_or(p.1 + 1, |k| k + 1),
+        })
         .collect();
     let mut k = 0;
     while starts.iter().zip(&floor).all(|(&s, &f)| s > f + k)
@@ -611,6 +630,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         }
         by_mixers &= mixers;
         at_norms &= norms;
+        let cross = crossing(seq, &blocks[s], &starts, end);
         for i in 0..starts.len() {
             let e = starts.get(i + 1).copied().unwrap_or(end);
             if e < starts[i] + MIN_LAYER_ITEMS {
@@ -627,16 +647,9 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             if extra > 0 {
                 continue;
             }
-            // A block with a norm inside is a self- and a cross-attention
-            // joined ([`cross_attention`]): a decoder's layer beside an
-            // encoder's.
-            let cross = blocks[s].iter().any(|b| {
-                (starts[i]..e).contains(&b.0)
-                    && seq[b.0..=b.1].iter().any(|it| it.role == Role::Norm)
-            });
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
                 + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))
-                + 4 * usize::from(cross)];
+                + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
                 if last[id] != layers {
@@ -678,6 +691,21 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         covered,
         total,
     })
+}
+
+/// Per layer, whether it holds a block with a norm inside: a self- and a
+/// cross-attention joined ([`cross_attention`]), a decoder's layer beside
+/// an encoder's.
+fn crossing(seq: &[Item], blocks: &[(usize, usize)], starts: &[usize], end: usize) -> Vec<bool> {
+    (0..starts.len())
+        .map(|i| {
+            let e = starts.get(i + 1).copied().unwrap_or(end);
+            blocks.iter().any(|b| {
+                (starts[i]..e).contains(&b.0)
+                    && seq[b.0..=b.1].iter().any(|it| it.role == Role::Norm)
+            })
+        })
+        .collect()
 }
 
 /// Per name, in how many layers of one kind it was seen.

@@ -286,6 +286,13 @@ fn tokens_of(name: &str, shapes: &str) -> Option<u64> {
     (keep > 0 && rows > 0).then_some(rows)
 }
 
+/// Whether an op embeds one token a sequence: an embedding whose indices
+/// are `[sequences, 1]` (a decode's; a prefill's are `[1, prompt]`).
+fn one_a_sequence(name: &str, shapes: &str) -> bool {
+    name == "aten::embedding"
+        && input_dims(shapes, 1).is_some_and(|d| d.len() >= 2 && d[d.len() - 1] == 1)
+}
+
 /// Which input of an op holds its tokens, and whether all its dims count
 /// (the embedding's indices) or all but the last (a GEMM's rows).
 fn token_input(name: &str) -> Option<(usize, bool)> {
@@ -349,8 +356,9 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
         return;
     }
     let cpu = &t.cpu;
-    // Per step: the first telling op's start and its tokens.
-    let mut first: Vec<Option<(i64, u64)>> = vec![None; steps.len()];
+    // Per step: the first telling op's start, its tokens, and whether it
+    // embeds one token a sequence.
+    let mut first: Vec<Option<(i64, u64, bool)>> = vec![None; steps.len()];
     let mut telling: HashMap<Sym, bool> = HashMap::new();
     let mut cursor = StepCursor::new(steps);
     for i in 0..cpu.len() {
@@ -367,24 +375,36 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
         }
         let ts = cpu.ts().get(i);
         let Some(s) = cursor.at(ts) else { continue };
-        if first[s].is_some_and(|(at, _)| at <= ts) {
+        if first[s].is_some_and(|(at, _, _)| at <= ts) {
             continue;
         }
-        if let Some(n) = tokens_of(t.name(name), t.name(cpu.shapes(i))) {
-            first[s] = Some((ts, n));
+        let (name, shapes) = (t.name(name), t.name(cpu.shapes(i)));
+        if let Some(n) = tokens_of(name, shapes) {
+            first[s] = Some((ts, n, one_a_sequence(name, shapes)));
         }
     }
     let tokens: Vec<u64> = first.iter().flatten().map(|f| f.1).collect();
     let (Some(&lo), Some(&hi)) = (tokens.iter().min(), tokens.iter().max()) else {
         return;
     };
+    // Forward passes that each embed one token a sequence are decodes: an
+    // encoder-decoder's generation runs its encoder before the first pass,
+    // which decodes the start token (Hugging Face's BART: its passes had
+    // no kind; T5's and Marian's still have none, their passes cut after
+    // the embedding).
+    if min_tokens == 0.0 && first.iter().all(|f| f.is_some_and(|f| f.2)) {
+        steps
+            .iter_mut()
+            .for_each(|s| s.kind = Some(StepKind::Decode));
+        return;
+    }
     // Prefills hold many more tokens than a decode's batch.
     if (hi as f64) < limits::get(Limit::PrefillRatio) * lo as f64 || (hi as f64) < min_tokens {
         return;
     }
     let cut = ((hi as f64) * (lo as f64)).sqrt();
     for (s, f) in steps.iter_mut().zip(&first) {
-        s.kind = f.map(|(_, n)| {
+        s.kind = f.map(|(_, n, _)| {
             if n as f64 >= cut {
                 StepKind::Prefill
             } else {
