@@ -98,6 +98,28 @@ def t5(T, encoder, decoder, **more):
     )
 
 
+def bart(T, model, config, encoder, decoder):
+    """A small model of BART's shape (`model` of `config`: BART,
+    Blenderbot) of `encoder` and `decoder` layers, as `encoder_decoder`
+    makes it."""
+    return encoder_decoder(
+        lambda: model(
+            config(
+                vocab_size=512,
+                d_model=64,
+                encoder_layers=encoder,
+                decoder_layers=decoder,
+                encoder_attention_heads=4,
+                decoder_attention_heads=4,
+                encoder_ffn_dim=128,
+                decoder_ffn_dim=128,
+                max_position_embeddings=1024,
+            )
+        ),
+        ["dense"] * encoder,
+    )
+
+
 def speech(make, features):
     """`make`, a speech model (Whisper): `features(torch)` gives its
     audio features, which its `generate()` takes in place of a prompt (and
@@ -361,23 +383,16 @@ def models(T):
         (
             "bart-2e3d",
             both + ("train",),
-            encoder_decoder(
-                lambda: T.BartForConditionalGeneration(
-                    T.BartConfig(
-                        vocab_size=512,
-                        d_model=64,
-                        encoder_layers=2,
-                        decoder_layers=3,
-                        encoder_attention_heads=4,
-                        decoder_attention_heads=4,
-                        encoder_ffn_dim=128,
-                        decoder_ffn_dim=128,
-                        max_position_embeddings=1024,
-                    )
-                ),
-                ["dense"] * 2,
-            ),
+            bart(T, T.BartForConditionalGeneration, T.BartConfig, 2, 3),
             ["dense"] * 3,
+        ),
+        # Blenderbot: BART's shape, its norms before each block; `generate()`
+        # ran its encoder as a prefill pass before (the first pass's kind).
+        (
+            "blenderbot-2e4d",
+            ("generate",),
+            bart(T, T.BlenderbotForConditionalGeneration, T.BlenderbotConfig, 2, 4),
+            ["dense"] * 4,
         ),
         # T5: eager attention (`matmul`, `softmax`), relative position
         # biases in each stack's first layer, RMS norms written out.

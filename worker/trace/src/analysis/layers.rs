@@ -1299,7 +1299,8 @@ fn summarize(
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
-    for it in seqs.iter().flatten() {
+    for (seq, k) in seqs.iter().flat_map(|s| (0..s.len()).map(move |k| (s, k))) {
+        let it = &seq[k];
         let idx = a.layer.get(it.at).unwrap_or(-1);
         let acc = if idx >= 0 {
             layers.entry(idx).or_default()
@@ -1310,6 +1311,9 @@ fn summarize(
         acc.ns += d;
         match it.role {
             Role::Attention => acc.parts.attention = true,
+            // A top-1 router's softmax (Switch Transformers: no top-k, no
+            // expert named).
+            Role::Scores if repeats::router(seq, k) == Some(Role::Top1) => acc.parts.moe = true,
             Role::Scores => acc.parts.scores = true,
             Role::Linear => acc.parts.linear = true,
             Role::Moe => acc.parts.moe = true,

@@ -166,6 +166,10 @@ pub(crate) enum Role {
     /// A top-k selection: an MoE router's, or a sparse-attention indexer's
     /// (DeepSeek's DSA, GLM-5): no MoE on its own.
     TopK,
+    /// An argmax: greedy sampling's, or a top-1 router's after its softmax
+    /// (Switch Transformers: `softmax`, `argmax`, `one_hot`); no MoE on its
+    /// own ([`repeats`](super::repeats)' routers).
+    Top1,
     /// Adding rows back by index (`index_add_`, `scatter_add`): how experts'
     /// outputs are combined.
     Combine,
@@ -312,7 +316,7 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     ("softmax", Some(C::Reduction), Some(R::Scores)),
     ("log_softmax", Some(C::Reduction), None),
     ("sum", Some(C::Reduction), None),
-    ("argmax", Some(C::Reduction), None),
+    ("argmax", Some(C::Reduction), Some(R::Top1)),
     ("sort", Some(C::Reduction), None),
     ("cumsum", Some(C::Reduction), None),
     ("scan", Some(C::Reduction), None),

@@ -233,11 +233,20 @@ fn eager_scores(seq: &[Item]) -> bool {
 /// Hugging Face's eager code: `softmax`, `topk`), within
 /// [`Limit::RouterReach`] items.
 fn routes(seq: &[Item], k: usize) -> bool {
+    router(seq, k).is_some()
+}
+
+/// What selects the experts after the softmax at `k`, where it is an MoE
+/// router's ([`routes`]): a top-k, or an argmax (a top-1 router: Switch
+/// Transformers, whose eager attention's softmaxes beside it made its
+/// decoder's 4 layers 6).
+pub(crate) fn router(seq: &[Item], k: usize) -> Option<Role> {
     seq[k + 1..]
         .iter()
         .take(limits::count(Limit::RouterReach))
         .take_while(|it| it.role != Role::Norm && !it.role.is_block_part())
-        .any(|it| it.role == Role::TopK)
+        .map(|it| it.role)
+        .find(|&r| matches!(r, Role::TopK | Role::Top1))
 }
 
 /// The positions of a key in a step, and where the last layer ends when
@@ -648,7 +657,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
                 continue;
             }
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
-                + 2 * usize::from(layer.iter().any(|it| it.role == Role::TopK))
+                + 2 * usize::from(routed(seq, starts[i], e))
                 + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
@@ -690,6 +699,16 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         blocks_like,
         covered,
         total,
+    })
+}
+
+/// Whether `seq[from..to]` routes tokens to experts: a top-k, or a top-1
+/// router's softmax ([`router`]).
+fn routed(seq: &[Item], from: usize, to: usize) -> bool {
+    (from..to).any(|k| match seq[k].role {
+        Role::TopK => true,
+        Role::Scores => router(seq, k) == Some(Role::Top1),
+        _ => false,
     })
 }
 
@@ -1064,6 +1083,57 @@ mod tests {
                 },
             })
             .collect()
+    }
+
+    /// Items of eager attention: name 1 a norm, 5 an MLP item, 11 a
+    /// softmax, 12 an argmax, the rest other ops.
+    fn eager_items(names: &[u32]) -> Vec<Item> {
+        let mut seq = items(names);
+        for it in &mut seq {
+            it.role = match it.name {
+                11 => Role::Scores,
+                12 => Role::Top1,
+                _ => it.role,
+            };
+        }
+        seq
+    }
+
+    /// Eager attention's softmaxes are its mixer blocks, but for a top-1
+    /// router's (a softmax, then an argmax: Switch Transformers), and an
+    /// attention's windows (softmaxes with no norm between: Qwen2.5-VL's
+    /// tower) are one block.
+    #[test]
+    fn eager_blocks_leave_routers_out_and_join_windows() {
+        let dense = [1, 2, 11, 3, 1, 5, 4];
+        let routed = [1, 2, 11, 3, 1, 11, 12, 6, 5, 4];
+        let windows = [1, 2, 11, 3, 11, 3, 11, 3, 1, 5, 4];
+        let mut seq = vec![0];
+        for layer in [&dense[..], &routed, &dense, &routed, &windows, &windows] {
+            seq.extend(layer);
+        }
+        seq.extend([1, 9]);
+        // The router's softmax stands just before its argmax.
+        let router_in = |blocks: &[(usize, usize)]| {
+            blocks
+                .iter()
+                .any(|b| (b.0..=b.1).any(|k| seq[k] == 11 && seq[k + 1] == 12))
+        };
+        let blocks = mixer_blocks(&eager_items(&seq));
+        assert_eq!(blocks.len(), 6);
+        assert!(!router_in(&blocks));
+        // Without the argmax's role, the router's softmax is attention's
+        // (joined to the block before it, as a cross-attention).
+        let unrouted: Vec<Item> = eager_items(&seq)
+            .into_iter()
+            .map(|mut it| {
+                if it.role == Role::Top1 {
+                    it.role = Role::Other;
+                }
+                it
+            })
+            .collect();
+        assert!(router_in(&mixer_blocks(&unrouted)));
     }
 
     /// Interleaved layers (dense, MoE, dense, MoE): the key that runs in
