@@ -399,6 +399,9 @@ def models(T):
         ("t5-3e2d", both + ("train",), t5(T, 3, 2), ["dense"] * 2),
         # T5 v1.1's gated GELU, its tanh approximation written out (`mul`,
         # `pow`, `tanh`): the MLP names no activation.
+        # Two layers a stack, trained: the first decoder layer's block runs
+        # an item more (its position biases).
+        ("t5gated-2e2d", ("train",), t5(T, 2, 2, feed_forward_proj="gated-gelu"), ["dense"] * 2),
         (
             "t5gated-3e3d",
             both + ("train",),

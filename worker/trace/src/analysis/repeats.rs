@@ -314,8 +314,15 @@ fn final_norm(seq: &[Item], blocks: &[(usize, usize)], starts: &[usize]) -> Opti
         .rev()
         .find(|&j| seq[blocks[j].0].name == seq[last.0].name);
     if let Some(j) = like {
-        let e = last.0 + (starts[j + 1] - blocks[j].0);
-        if seq.get(e).is_some_and(|it| it.role == Role::Norm) {
+        // From the block's start, else from its end: a first layer's block
+        // may run an item more (T5's first decoder layer, which computes
+        // the position biases: T5 gated-GELU 2+2 trained had no layers).
+        let from_start = last.0 + (starts[j + 1] - blocks[j].0);
+        let from_end = last.1 + (starts[j + 1] - blocks[j].1);
+        if let Some(e) = [from_start, from_end]
+            .into_iter()
+            .find(|&e| seq.get(e).is_some_and(|it| it.role == Role::Norm))
+        {
             return Some(e);
         }
     }
