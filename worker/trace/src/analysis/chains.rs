@@ -1,7 +1,7 @@
 //! Launch chains: the ops around a launch, outermost first, interned so
 //! the op and kernel tables count calls by chain without copying names.
 
-use super::links::{RowIds, NO};
+use super::links::{MemoIds, NO};
 use super::{steps, Context};
 use crate::import::store::{Sym, Tables};
 use hashbrown::HashMap;
@@ -11,7 +11,7 @@ pub(crate) struct Chains {
     ids: HashMap<(u32, Sym), u32>,
     nodes: Vec<(u32, Sym)>,
     /// Per CPU slice: its chain id once known, else [`NO`].
-    of_op: RowIds,
+    of_op: MemoIds,
     /// Scratch: the slices walked up from an op.
     path: Vec<u32>,
 }
@@ -25,7 +25,7 @@ impl Chains {
         Chains {
             ids: HashMap::new(),
             nodes: vec![(0, 0)],
-            of_op: RowIds::new(slices),
+            of_op: MemoIds::new(slices),
             path: Vec::new(),
         }
     }

@@ -77,6 +77,59 @@ impl RowIds {
     }
 }
 
+/// [`RowIds`] for a memo, whose rows are read before they are set: each
+/// page is written before its first read. A zeroed page is mapped on its
+/// first read as the shared zero page, and the write after it then costs a
+/// second fault and a TLB flush on each core the process runs on (an
+/// interrupt to the other thread): `Chains::of` took 7 ms more of real9's
+/// op and kernel tables that way (48-53 ms against 41-45; perf and
+/// `KINETOSCOPE_PHASES=1`, BENCHMARKS.md, sixteenth session). Pages never
+/// read stay unmapped (writing every page up front added 4.4 MB to the
+/// CLI's peak on `shapes.py`'s `manysteps`).
+pub struct MemoIds {
+    rows: Vec<u32>,
+    /// Per page of rows, whether it was written (or read) yet.
+    touched: Vec<bool>,
+}
+
+impl MemoIds {
+    /// Rows a page holds (4 KiB of `u32`s).
+    const PAGE: usize = 1024;
+
+    /// `n` rows, all [`NO`].
+    pub fn new(n: usize) -> MemoIds {
+        MemoIds {
+            rows: vec![0; n],
+            touched: vec![false; n.div_ceil(Self::PAGE)],
+        }
+    }
+
+    /// Row `i`'s id, or [`NO`].
+    #[inline]
+    pub fn get(&mut self, i: usize) -> u32 {
+        self.touch(i);
+        self.rows[i].wrapping_sub(1)
+    }
+
+    /// Sets row `i` to `id`.
+    #[inline]
+    pub fn set(&mut self, i: usize, id: u32) {
+        self.touch(i);
+        self.rows[i] = id.wrapping_add(1);
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, i: usize) {
+        let page = i / Self::PAGE;
+        if !self.touched[page] {
+            self.touched[page] = true;
+            // Untouched, so still zero: a write of a value the compiler
+            // cannot see is 0 maps the page as the process's own.
+            self.rows[i] = std::hint::black_box(0);
+        }
+    }
+}
+
 /// The deepest an op slice nests in the op tree: a slice that would open
 /// deeper is a leaf of the slice at this depth (its own children become
 /// that slice's). Every walk up the tree (launch owners, chains, folded
