@@ -38,6 +38,9 @@ pub enum Limit {
     PrefillRatio,
     /// `steps`: fewest tokens of the largest step for a prefill.
     PrefillTokens,
+    /// `steps`: fewest rows of an embedding's table for its indices to
+    /// count as tokens.
+    EmbeddingRows,
     /// `findings`: least share of a step's time spent compiling for the
     /// step to count as compiling.
     CompilingShare,
@@ -62,7 +65,7 @@ pub struct Evidence {
 /// test's exploration (`how_far_each_limit_goes`, 2026-12-05) found when
 /// the limit alone was moved to 0.1x-3x: the nearest values on each side
 /// at which some capture came out wrong, or changed on a third-party trace.
-pub const LIMITS: [Evidence; 11] = [
+pub const LIMITS: [Evidence; 12] = [
     Evidence {
         limit: Limit::LayerShare,
         value: 0.4,
@@ -194,6 +197,18 @@ pub const LIMITS: [Evidence; 11] = [
               (steps::from_passes).",
         chosen_by: "tests/captures/*engine-*",
         margin: [0.5, 0.25],
+    },
+    Evidence {
+        limit: Limit::EmbeddingRows,
+        value: 256.0,
+        why: "A token embedding's table has a row a token of the vocabulary: 256 and \
+              more (byte-level vocabularies; the Hugging Face captures' tiny configurations \
+              have 512, real models 30,000 and more). T5's relative position biases are an \
+              embedding too, of 32 buckets, looked up with a [queries, keys] index that grows \
+              with each pass of a generation: read as tokens, T5's decodes had no kind. \
+              Right from 64 to 512 (hf/t5-3e2d-generate, hf/t5gated-3e3d-generate).",
+        chosen_by: "tests/captures/hf/t5*-generate",
+        margin: [0.5, 0.5],
     },
     Evidence {
         limit: Limit::CompilingShare,

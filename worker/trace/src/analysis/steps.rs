@@ -276,6 +276,14 @@ fn with_kinds(t: &Tables, steps: &mut [StepSpan]) {
 /// tokens: the embedding's indices, the rows of a GEMM's input.
 fn tokens_of(name: &str, shapes: &str) -> Option<u64> {
     let (input, all_dims) = token_input(name)?;
+    if name == "aten::embedding"
+        && input_dims(shapes, 0)
+            .and_then(|table| table.first().copied())
+            .is_some_and(|rows| (rows as f64) < limits::get(Limit::EmbeddingRows))
+    {
+        // A small table is no vocabulary (T5's position buckets).
+        return None;
+    }
     let dims = input_dims(shapes, input)?;
     let keep = if all_dims {
         dims.len()
@@ -357,7 +365,7 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
     }
     let cpu = &t.cpu;
     // Per step: the first telling op's start, its tokens, and whether it
-    // embeds one token a sequence.
+    // reads one token a sequence.
     let mut first: Vec<Option<(i64, u64, bool)>> = vec![None; steps.len()];
     let mut telling: HashMap<Sym, bool> = HashMap::new();
     let mut cursor = StepCursor::new(steps);
@@ -380,18 +388,19 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
         }
         let (name, shapes) = (t.name(name), t.name(cpu.shapes(i)));
         if let Some(n) = tokens_of(name, shapes) {
-            first[s] = Some((ts, n, one_a_sequence(name, shapes)));
+            first[s] = Some((ts, n, n == 1 || one_a_sequence(name, shapes)));
         }
     }
     let tokens: Vec<u64> = first.iter().flatten().map(|f| f.1).collect();
     let (Some(&lo), Some(&hi)) = (tokens.iter().min(), tokens.iter().max()) else {
         return;
     };
-    // Forward passes that each embed one token a sequence are decodes: an
-    // encoder-decoder's generation runs its encoder before the first pass,
-    // which decodes the start token (Hugging Face's BART: its passes had
-    // no kind; T5's and Marian's still have none, their passes cut after
-    // the embedding).
+    // Forward passes that each embed one token a sequence, or whose first
+    // telling op reads one token, are decodes: an encoder-decoder's
+    // generation runs its encoder before the first pass, which decodes the
+    // start token (Hugging Face's BART: its passes had no kind; T5's,
+    // Whisper's and Blenderbot's passes are cut after the embedding, and
+    // their first GEMM reads one row).
     if min_tokens == 0.0 && first.iter().all(|f| f.is_some_and(|f| f.2)) {
         steps
             .iter_mut()
@@ -1083,6 +1092,11 @@ mod tests {
             Some(32)
         );
         assert_eq!(tokens_of("aten::add", "[[32, 4096]]"), None);
+        // T5's relative position biases: 32 buckets, a [queries, keys] index.
+        assert_eq!(
+            tokens_of("aten::embedding", "[[32, 4], [1, 3], [], [], []]"),
+            None
+        );
     }
 
     #[test]

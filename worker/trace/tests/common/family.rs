@@ -268,6 +268,13 @@ fn check(
         if got != want {
             failed.push(("step kinds", format!("{got:?}")));
         }
+    } else if truth["profiler_step"] == false
+        && kinds.iter().all(|k| *k == "decode")
+        && got.iter().any(|k| *k != Some(StepKind::Decode))
+    {
+        // Forward passes that each decode (an encoder-decoder's
+        // generation) say so: one token a pass tells them.
+        failed.push(("step kinds", format!("passes that decode: {got:?}")));
     } else if got.contains(&Some(StepKind::Prefill)) {
         failed.push(("step kinds", format!("a prefill among like steps: {got:?}")));
     }
