@@ -396,7 +396,12 @@ def models(T):
         ),
         # T5: eager attention (`matmul`, `softmax`), relative position
         # biases in each stack's first layer, RMS norms written out.
-        ("t5-3e2d", both + ("train",), t5(T, 3, 2), ["dense"] * 2),
+        ("t5-3e2d", ("marked", "train"), t5(T, 3, 2), ["dense"] * 2),
+        # As deep an encoder as a decoder, as real T5s are: `generate()`'s
+        # first decoder pass makes its self-attention cache, the later ones
+        # extend it (a `cat` a layer), and its encoder, as many layers as a
+        # pass, was taken for a prefill pass (4 passes of 3).
+        ("t5-6e6d", ("generate",), t5(T, 6, 6), ["dense"] * 6),
         # T5 v1.1's gated GELU, its tanh approximation written out (`mul`,
         # `pow`, `tanh`): the MLP names no activation.
         # Two layers a stack, trained: the first decoder layer's block runs
