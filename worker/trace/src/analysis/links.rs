@@ -84,7 +84,7 @@ impl RowIds {
 /// interrupt to the other thread): `Chains::of` took 7 ms more of real9's
 /// op and kernel tables that way (48-53 ms against 41-45; perf and
 /// `KINETOSCOPE_PHASES=1`, BENCHMARKS.md, sixteenth session). Pages never
-/// read stay unmapped (writing every page up front added 4.4 MB to the
+/// read stay unmapped (writing every page up front added about 5 MB to the
 /// CLI's peak on `shapes.py`'s `manysteps`).
 pub struct MemoIds {
     rows: Vec<u32>,
@@ -124,8 +124,15 @@ impl MemoIds {
         if !self.touched[page] {
             self.touched[page] = true;
             // Untouched, so still zero: a write of a value the compiler
-            // cannot see is 0 maps the page as the process's own.
-            self.rows[i] = std::hint::black_box(0);
+            // cannot see is 0 maps a page as the process's own. The rows'
+            // 4 KiB lie across two of the system's pages (the list is not
+            // page-aligned): its first row and its last.
+            let (first, last) = (
+                page * Self::PAGE,
+                ((page + 1) * Self::PAGE).min(self.rows.len()) - 1,
+            );
+            self.rows[first] = std::hint::black_box(0);
+            self.rows[last] = std::hint::black_box(0);
         }
     }
 }
