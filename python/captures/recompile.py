@@ -1,17 +1,18 @@
 """A real capture of torch.compile recompiling inside the profiled steps:
 a one-layer model whose input length changes every step, with automatic
 dynamic shapes off, so each step compiles anew (the case issue 41 saw at
-4-7 s a step for 21 ms of work). Writes recompile.json.gz and
+4-7 s a step for 21 ms of work). Writes recompile.json.zst and
 recompile.truth.json into --out. Run by `make captures` beside the
 family."""
 
 import argparse
-import gzip
 import json
 import os
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
+
+from capture import compress
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", default="captures")
@@ -40,8 +41,6 @@ with profile(activities=[ProfilerActivity.CPU], schedule=plan, on_trace_ready=re
             # A new length every step: a new graph every step.
             fwd(torch.randn(1, 9 + k, 64))
         prof.step()
-with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
-    dst.write(src.read())
-os.remove(path)
+compress(path)
 with open(os.path.join(a.out, "recompile.truth.json"), "w") as f:
     json.dump({"name": "recompile", "steps": steps, "compiling_steps": steps, "torch": torch.__version__}, f, indent=1)

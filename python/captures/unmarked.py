@@ -5,11 +5,10 @@ decodes. The layer search sees one sequence whose repeating unit is a
 layer; the passes are told by their prologue (`layers::Passes`), or, with
 Python stacks, by the model's own frame. Also one forward pass alone,
 unmarked, which must not be cut into passes. Writes,
-into --out, NAME.json.gz and NAME.truth.json for each. Run by `make
+into --out, NAME.json.zst and NAME.truth.json for each. Run by `make
 captures` beside the family."""
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -42,9 +41,7 @@ def one(model, pos, n):
 def write(name, prof, d, passes):
     path = os.path.join(a.out, name + ".json")
     prof.export_chrome_trace(path)
-    with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=9) as dst:
-        dst.write(src.read())
-    os.remove(path)
+    family.compress(path)
     truth = {
         "name": name,
         "arch": d["arch"],

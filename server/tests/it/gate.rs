@@ -640,9 +640,10 @@ async fn upload_groups_are_bound_to_their_token() {
 fn stretched_capture(factor: f64) -> Vec<u8> {
     use std::io::Read;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../worker/trace/tests/captures/dense-eager-6l.json.gz");
+        .join("../worker/trace/tests/captures/dense-eager-6l.json.zst");
     let mut json = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+    zstd::Decoder::new(std::fs::File::open(path).unwrap())
+        .unwrap()
         .read_to_string(&mut json)
         .unwrap();
     let mut t: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -106,6 +106,18 @@ pub fn names_in(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Where capture `name` of `dir` lies: zstd -19 (`capture.py`'s
+/// `compress`: 38% smaller than gzip -9, under the captures' 30 MB).
+pub fn trace_path(dir: &std::path::Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.json.zst"))
+}
+
+/// Capture `name` of `dir` as JSON, as torch wrote it.
+pub fn json(dir: &std::path::Path, name: &str) -> Value {
+    let f = std::fs::File::open(trace_path(dir, name)).unwrap();
+    serde_json::from_reader(std::io::BufReader::new(zstd::Decoder::new(f).unwrap())).unwrap()
+}
+
 /// Reads a capture and its truth.
 pub fn read(name: &str) -> Capture {
     read_from(&dir(), name)
@@ -116,14 +128,7 @@ pub fn read_from(dir: &std::path::Path, name: &str) -> Capture {
     let truth: Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
             .unwrap();
-    // The Hugging Face captures are zstd's (`hf.py`: 38% smaller), the
-    // others gzip's.
-    let zst = dir.join(format!("{name}.json.zst"));
-    let path = match zst.exists() {
-        true => zst,
-        false => dir.join(format!("{name}.json.gz")),
-    };
-    let trace = read_trace_file(&path, &ReadOptions::default()).unwrap();
+    let trace = read_trace_file(&trace_path(dir, name), &ReadOptions::default()).unwrap();
     Capture {
         name: name.to_string(),
         truth,

@@ -83,7 +83,11 @@ fn steps_that_compile_are_said_to() {
     let dir = family::dir().join("compiling");
     let truth: Value =
         serde_json::from_slice(&std::fs::read(dir.join("recompile.truth.json")).unwrap()).unwrap();
-    let t = read_trace_file(&dir.join("recompile.json.gz"), &ReadOptions::default()).unwrap();
+    let t = read_trace_file(
+        &family::trace_path(&dir, "recompile"),
+        &ReadOptions::default(),
+    )
+    .unwrap();
     let s = analyze(&t, &AnalysisOptions::default());
     let n = truth["compiling_steps"].as_u64().unwrap();
     let first = &s.findings[0];
@@ -110,7 +114,7 @@ fn steps_that_compile_are_said_to() {
     for e in std::fs::read_dir(family::dir()).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if !(name.contains("compile") && name.ends_with(".json.gz")) {
+        if !(name.contains("compile") && name.ends_with(".json.zst")) {
             continue;
         }
         let t = read_trace_file(&p, &ReadOptions::default()).unwrap();
@@ -192,10 +196,7 @@ fn unmarked(name: &str) -> (Value, Value) {
     let truth: Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap())
             .unwrap();
-    let mut gz = flate2::read::GzDecoder::new(
-        std::fs::File::open(dir.join(format!("{name}.json.gz"))).unwrap(),
-    );
-    (truth, serde_json::from_reader(&mut gz).unwrap())
+    (truth, family::json(&dir, name))
 }
 
 /// The real captures of a model run without step marks, in windows that
@@ -460,10 +461,7 @@ fn steps_around_several_passes_have_the_passes_as_steps() {
         if truth["profiler_step"] != true || known {
             continue;
         }
-        let mut gz = flate2::read::GzDecoder::new(
-            std::fs::File::open(family::dir().join(format!("{name}.json.gz"))).unwrap(),
-        );
-        let doc: Value = serde_json::from_reader(&mut gz).unwrap();
+        let doc: Value = family::json(&family::dir(), &name);
         let variants: &[(Option<usize>, bool)] = if name.contains('/') {
             &[(None, false)]
         } else {
