@@ -32,9 +32,8 @@ loss, backward, SGD). Remade by `make captures-hf`; `worker/trace/tests/it/captu
 import argparse
 import json
 import os
-import subprocess
 
-from capture import write_key_averages
+from capture import compress, write_key_averages
 
 # A prefill's tokens: past the analysis's least prefill (256 tokens,
 # `Limit::PrefillTokens`) and its margin (1.25x: 320), as a user's prompt is.
@@ -394,6 +393,21 @@ def models(T):
             bart(T, T.BlenderbotForConditionalGeneration, T.BlenderbotConfig, 2, 4),
             ["dense"] * 4,
         ),
+        # Training with LayerDrop (M2M100's and NLLB's default 0.05, here
+        # 0.1): each layer is skipped at random in each step; the steps ran
+        # 7, 5 and 9 of 9 attention blocks (`repeats::layer_drop`).
+        (
+            "m2m100-3e3d",
+            ("train",),
+            bart(
+                T,
+                T.M2M100ForConditionalGeneration,
+                lambda **c: T.M2M100Config(encoder_layerdrop=0.1, decoder_layerdrop=0.1, **c),
+                3,
+                3,
+            ),
+            ["dense"] * 3,
+        ),
         # T5: eager attention (`matmul`, `softmax`), relative position
         # biases in each stack's first layer, RMS norms written out.
         ("t5-3e2d", ("marked", "train"), t5(T, 3, 2), ["dense"] * 2),
@@ -461,13 +475,7 @@ def models(T):
 
 
 def write(out, name, path_json, events, truth):
-    # zstd -19: 38% smaller than gzip -9 on these traces (the committed
-    # captures' bound is 30 MB), and read as users' `.json.zst` uploads are.
-    subprocess.run(
-        ["zstd", "-19", "-q", "-f", path_json, "-o", os.path.join(out, name + ".json.zst")],
-        check=True,
-    )
-    os.remove(path_json)
+    compress(path_json)
     write_key_averages(os.path.join(out, name + ".key_averages.json"), events)
     with open(os.path.join(out, name + ".truth.json"), "w") as f:
         json.dump(truth, f, indent=1)

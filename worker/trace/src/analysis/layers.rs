@@ -448,6 +448,9 @@ struct Assignment {
     /// without step marks that runs it several times ([`Passes`]); empty
     /// otherwise. The layers' figures are per pass then.
     pass_starts: Vec<usize>,
+    /// Steps that ran GPU ops and hold no layers: training steps LayerDrop
+    /// cut short ([`repeats::find`]). The layers' figures leave them out.
+    short: Vec<usize>,
 }
 
 /// A layer's span in one step: (layer index, first start, last end), ns.
@@ -1293,7 +1296,8 @@ fn summarize(
         .map(|k| (k.name.as_str(), k.category.as_str()))
         .collect();
     // Figures per step, or per pass where the trace runs passes unmarked.
-    let steps = (seqs.len() * a.pass_starts.len().max(1)).max(1) as f64;
+    let held = seqs.len() - a.short.len();
+    let steps = (held * a.pass_starts.len().max(1)).max(1) as f64;
     #[derive(Default)]
     struct Acc {
         ns: i64,
@@ -1304,7 +1308,8 @@ fn summarize(
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
-    for (seq, k) in seqs.iter().flat_map(|s| (0..s.len()).map(move |k| (s, k))) {
+    let counted = (0..seqs.len()).filter(|s| !a.short.contains(s));
+    for (seq, k) in counted.flat_map(|s| (0..seqs[s].len()).map(move |k| (&seqs[s], k))) {
         let it = &seq[k];
         let idx = a.layer.get(it.at).unwrap_or(-1);
         let acc = if idx >= 0 {
@@ -1387,7 +1392,7 @@ fn summarize(
         period: a.period,
         marker: a.marker,
         detail,
-        steps: seqs.len() as u64,
+        steps: held as u64,
         passes: a.pass_starts.len() as u64,
         items,
         outside: row(-1, &outside),
@@ -1490,6 +1495,7 @@ fn by_annotation(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<As
         ),
         layer,
         pass_starts: Vec::new(),
+        short: Vec::new(),
     })
 }
 
@@ -1586,6 +1592,7 @@ fn by_module(cx: &Context, seqs: &[Vec<Item>], cpu_items: bool) -> Option<Assign
         ),
         layer,
         pass_starts: Vec::new(),
+        short: Vec::new(),
     })
 }
 
@@ -1659,6 +1666,9 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         _ => None,
     };
     let layers_n = passes.as_ref().map_or(split.layers(), |p| p.per_pass);
+    let short: Vec<usize> = (0..seqs.len())
+        .filter(|&s| !seqs[s].is_empty() && split.bounds[s].0.is_empty())
+        .collect();
     for (seq, (starts, end)) in seqs.iter().zip(&split.bounds) {
         let cut: Vec<(usize, usize)> = match &passes {
             Some(p) => p.layers.clone(),
@@ -1748,9 +1758,17 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
                 "the trace has no step marks and runs its forward pass {} times (each starts with the same ops): {layers_n} layers a pass, figures per pass; {shape}",
                 p.starts.len()
             ),
-            "in every pass",
+            "in every pass".to_string(),
         ),
-        None => (shape, "in every step"),
+        None if short.is_empty() => (shape, "in every step".to_string()),
+        None => (
+            shape,
+            format!(
+                "in {} of {} steps (the others ran fewer layers, as training with LayerDrop does; they are left out of the figures)",
+                seqs.iter().filter(|s| !s.is_empty()).count() - short.len(),
+                seqs.iter().filter(|s| !s.is_empty()).count(),
+            ),
+        ),
     };
     Some(Assignment {
         method: LayerMethod::Repetition,
@@ -1765,6 +1783,7 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         ),
         layer,
         pass_starts: passes.map(|p| p.starts).unwrap_or_default(),
+        short,
     })
 }
 
@@ -2090,6 +2109,7 @@ fn by_override(
         ),
         layer,
         pass_starts: Vec::new(),
+        short: Vec::new(),
     })
 }
 

@@ -79,8 +79,9 @@ pub(crate) enum Key {
 /// The layers of every step.
 pub(crate) struct Split {
     pub key: Key,
-    /// Per step (empty steps included, with no layers): each layer's start,
-    /// and the end of the last one.
+    /// Per step (empty steps included, with no layers, and steps that ran
+    /// fewer layers than the model has, [`layer_drop`]): each layer's
+    /// start, and the end of the last one.
     pub bounds: Vec<(Vec<usize>, usize)>,
     /// Names in every layer over names in any.
     pub share: f64,
@@ -100,6 +101,10 @@ impl Split {
 
 /// Keys tried.
 const MAX_CANDIDATES: usize = 96;
+/// Items at each end of a step that a step LayerDrop cut short runs as the
+/// full steps do ([`layer_drop`]): the input's and the optimizer's few
+/// ops, more than a cut pass's first or last items match by chance.
+const ENDS: usize = 4;
 /// Most layers a step is split into: a name that runs more often than this
 /// in a step is no layer's key. The deepest models run about 130 layers
 /// (Llama 3 405B, 126; the story, 78; the most any trace we have splits
@@ -778,27 +783,86 @@ pub(crate) fn find(
         dur,
         lead: false,
     };
-    search(&st).or_else(|| {
-        // Where no key cuts every step alike: the keys of the shortest
-        // step, which the others may run more often before its layers (a
-        // prefill that runs an encoder, or a vision tower, before the
-        // decoder's layers, named as them: Hugging Face's BART, T5,
-        // Whisper and Qwen2.5-VL, steps marked, had no layers). Steps that
-        // do are fewer than half: two passes, one cut short by the end of
-        // the profile, are no prefill and a decode (`unmarked/
-        // generate-dense-6l` kept from 25% to 60% of its span said 5
-        // layers of 6 at half). Only where the first step runs more mixer
-        // blocks than the shortest, as such a prefill does: a search costs
-        // as much again (+29% instructions on `hta-a100-train-rank3of8`,
-        // whose six like steps no key cuts).
-        let &least = nonempty.iter().min_by_key(|&&s| (all[s].len(), s))?;
-        let more = blocks[first].len() > blocks[least].len() && blocks[least].len() >= 2;
-        let st = Steps {
-            first: least,
-            lead: true,
-            ..st
-        };
-        more.then(|| search(&st)).flatten()
+    search(&st)
+        .or_else(|| {
+            // Where no key cuts every step alike: the keys of the shortest
+            // step, which the others may run more often before its layers (a
+            // prefill that runs an encoder, or a vision tower, before the
+            // decoder's layers, named as them: Hugging Face's BART, T5,
+            // Whisper and Qwen2.5-VL, steps marked, had no layers). Steps that
+            // do are fewer than half: two passes, one cut short by the end of
+            // the profile, are no prefill and a decode (`unmarked/
+            // generate-dense-6l` kept from 25% to 60% of its span said 5
+            // layers of 6 at half). Only where the first step runs more mixer
+            // blocks than the shortest, as such a prefill does: a search costs
+            // as much again (+29% instructions on `hta-a100-train-rank3of8`,
+            // whose six like steps no key cuts).
+            let &least = nonempty.iter().min_by_key(|&&s| (all[s].len(), s))?;
+            let more = blocks[first].len() > blocks[least].len() && blocks[least].len() >= 2;
+            let st = Steps {
+                first: least,
+                lead: true,
+                ..st
+            };
+            more.then(|| search(&st)).flatten()
+        })
+        .or_else(|| layer_drop(&st))
+}
+
+/// Where no key cuts every step alike: a split of the steps that run the
+/// most mixer blocks, where every other step runs fewer items, all of
+/// names the full steps run (the same model, fewer of its layers).
+/// Training with LayerDrop skips each layer at random in each step
+/// (Hugging Face's Wav2Vec2 and HuBERT by default at 0.1, M2M100 and NLLB
+/// at 0.05): a 6-layer Wav2Vec2's four training steps ran 6, 4, 6 and 5
+/// layers, and `hf/m2m100-3e3d-train`'s (3 + 3 layers at 0.1) 7, 5 and 9
+/// of 9 attention blocks, where a split every step must hold found none.
+/// A skipped layer still draws its chance (`aten::rand`), so a key may
+/// still run in every layer of a short step, around no layer's work. A
+/// step runs every layer with odds (1 - p)^layers (8% for 24 layers at
+/// 0.1), so one full step is enough. The other steps hold no layers
+/// ([`Split::bounds`] empty): which layers they skipped is not in the
+/// trace, and the layers' figures leave them out. Costs a search only
+/// where the steps run different numbers of blocks.
+fn layer_drop(st: &Steps) -> Option<Split> {
+    let most = st.nonempty.iter().map(|&s| st.blocks[s].len()).max()?;
+    let (full, short): (Vec<usize>, Vec<usize>) = st
+        .nonempty
+        .iter()
+        .copied()
+        .partition(|&s| st.blocks[s].len() == most);
+    (!short.is_empty() && most >= 2).then_some(())?;
+    let mut known = vec![false; st.ids.count];
+    for it in full.iter().flat_map(|&s| st.all[s]) {
+        known[st.ids.of(it)] = true;
+    }
+    let least = full.iter().map(|&s| st.all[s].len()).min()?;
+    let model = st.all[full[0]];
+    let name = |it: &Item| st.ids.of(it);
+    // A step the profile cut (a window opened or closed inside a pass)
+    // runs fewer items of the same names too, but starts or ends inside
+    // the pass (`unmarked/generate-dense-6l` from 25% to 60% of its span:
+    // a pass cut at its start beside a whole one). A step that skipped
+    // layers starts and ends as the full ones do (the input, the loss,
+    // its backward's head and the optimizer).
+    let ends = |seq: &[Item]| {
+        let k = ENDS.min(seq.len());
+        seq[..k].iter().map(name).eq(model[..k].iter().map(name))
+            && seq[seq.len() - k..]
+                .iter()
+                .map(name)
+                .eq(model[model.len() - k..].iter().map(name))
+    };
+    let fewer = |s: usize| {
+        let seq = st.all[s];
+        seq.len() < least && seq.iter().all(|it| known[name(it)]) && ends(seq)
+    };
+    short.iter().all(|&s| fewer(s)).then_some(())?;
+    search(&Steps {
+        nonempty: &full,
+        first: full[0],
+        lead: false,
+        ..*st
     })
 }
 

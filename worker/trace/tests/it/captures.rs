@@ -44,6 +44,31 @@ fn hugging_face_models_hold() {
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
+/// Training with LayerDrop skips layers at random in each step
+/// (`hf/m2m100-3e3d-train`: its three steps ran 7, 5 and 9 of the model's
+/// 9 attention blocks): the layers are the step's that ran them all, and
+/// the steps that skipped some are left out of the layers' figures, which
+/// say so. Before, no split held every step: no layers.
+#[test]
+fn steps_that_skipped_layers_are_left_out_of_the_layers() {
+    let dir = family::dir().join("hf");
+    let c = family::read_from(&dir, "m2m100-3e3d-train");
+    let s = analyze(&c.trace, &AnalysisOptions::default());
+    let l = &s.layers;
+    assert_eq!(l.count, c.truth["layers"].as_u64().unwrap(), "{}", l.detail);
+    assert_eq!(l.steps, 1, "{}", l.detail);
+    assert!(l.detail.contains("in 1 of 3 steps"), "{}", l.detail);
+    assert!(l.detail.contains("LayerDrop"), "{}", l.detail);
+    // The figures are the full step's (the third), not shared out over
+    // all three: most of its time, and no more.
+    let full = s.steps[2].cpu_us;
+    let layers: f64 = l.items.iter().map(|r| r.device_us).sum::<f64>() + l.outside.device_us;
+    assert!(
+        layers <= full && layers >= 0.5 * full,
+        "{layers} us of layers a step, in a step of {full} us"
+    );
+}
+
 /// A draw of the family the rules were not written against: the folder
 /// `make captures-unseen` wrote (a new seed each time), checked as the
 /// kept draws are. Failures of a class [`family::KNOWN`] already lists
