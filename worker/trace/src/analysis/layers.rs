@@ -193,12 +193,27 @@ fn step_sequences(cx: &Context) -> Sequences {
 }
 
 /// The steps' sequences, each made at its size (a vector grown by pushes
-/// holds up to twice its items), and the steps left out for their length.
+/// holds up to twice its items), and the steps left out for their length
+/// or their number.
 pub(crate) struct Sequences {
+    /// The first [`MAX_STEPS`] steps' sequences.
     pub items: Vec<Vec<Item>>,
     /// Steps of more than [`repeats::MAX_STEP_ITEMS`] items, left empty.
     pub past_bound: usize,
+    /// Steps after the first [`MAX_STEPS`], not searched.
+    pub past_steps: usize,
 }
+
+/// Most steps searched for layers: the first ones; the layers' figures are
+/// theirs, and the layers' detail says how many more were not searched.
+/// A model's layers show in any few of its steps; each further step only
+/// costs its items' 16 bytes, and 40 more for its list, to the end of the
+/// analysis. `shapes.py`'s `manysteps` (1.1 million CPU ops in 100,000
+/// steps) held 15 MB of such lists, its CLI's peak 88 MB against its
+/// budget of 84 (BENCHMARKS.md, issue 44). The most steps of any real
+/// trace we have is 13 (`hta-mtia-inference-rank0`); of the generated
+/// ones, 300 (the timeline's benchmark): 1,024 is three times that.
+pub(crate) const MAX_STEPS: usize = 1 << 10;
 
 impl Sequences {
     /// The sequences of `steps` steps over `rows` rows: each row's step
@@ -211,16 +226,18 @@ impl Sequences {
         mut item: impl FnMut(usize) -> Item,
         times: Times,
     ) -> Sequences {
-        let mut counts = vec![0usize; steps];
+        let searched = steps.min(MAX_STEPS);
+        let mut counts = vec![0usize; searched];
         for i in 0..rows {
-            if let Some(s) = step_of(i) {
+            if let Some(s) = step_of(i).filter(|&s| s < searched) {
                 counts[s] += 1;
             }
         }
         let mut seqs = Sequences::sized(counts);
+        seqs.past_steps = steps - searched;
         for i in 0..rows {
             crate::cancel::point(i);
-            if let Some(s) = step_of(i).filter(|&s| seqs.searched(s)) {
+            if let Some(s) = step_of(i).filter(|&s| s < searched && seqs.searched(s)) {
                 seqs.items[s].push(item(i));
             }
         }
@@ -238,7 +255,11 @@ impl Sequences {
             .into_iter()
             .map(|c| Vec::with_capacity(if c > repeats::MAX_STEP_ITEMS { 0 } else { c }))
             .collect();
-        Sequences { items, past_bound }
+        Sequences {
+            items,
+            past_bound,
+            past_steps: 0,
+        }
     }
 
     /// Whether step `s`'s items are kept.
@@ -463,6 +484,8 @@ pub(crate) struct Found {
     seqs: Vec<Vec<Item>>,
     /// Steps left out of the search for their length.
     past_bound: usize,
+    /// Steps after the first [`MAX_STEPS`], not searched.
+    past_steps: usize,
     assignment: Option<Assignment>,
     /// The items are CPU ops (a trace without GPU ops).
     cpu: bool,
@@ -536,6 +559,7 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
         Sequences {
             items: seqs,
             past_bound,
+            past_steps,
         },
         cpu,
     ) = sequences(cx);
@@ -554,6 +578,7 @@ pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
         layers: Found {
             seqs,
             past_bound,
+            past_steps,
             assignment,
             cpu,
         },
@@ -1200,6 +1225,7 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
     let Found {
         seqs,
         past_bound,
+        past_steps,
         assignment,
         cpu,
     } = found;
@@ -1248,6 +1274,12 @@ pub(crate) fn numbers(cx: &Context, kernels: &[KernelRow], found: Found) -> Laye
             "; {past_bound} step(s) of more than {} {} were not searched for layers",
             repeats::MAX_STEP_ITEMS,
             if cpu { "top-level ops" } else { "GPU ops" },
+        ));
+    }
+    if past_steps > 0 {
+        layers.detail.push_str(&format!(
+            "; the layers were searched in the first {} steps: the {past_steps} after them were not",
+            seqs.len()
         ));
     }
     layers

@@ -649,7 +649,6 @@ fn a_memory_device_an_event_is_bounded() {
     assert_note(&s, "the 40 events of the devices past that were left out");
 }
 
-/// The summary's notes hold one containing `text`.
 /// A step longer than `repeats::MAX_STEP_ITEMS` (262,144 items) is left
 /// out of the layer search, and the layers' detail says so: a trace of
 /// five million CPU ops and no steps held 100 MB of layer items.
@@ -681,6 +680,44 @@ fn a_step_past_the_item_bound_is_not_searched_for_layers() {
     assert_eq!(calls, ops as u64);
 }
 
+/// Only the first `layers::MAX_STEPS` (1,024) steps are searched for
+/// layers, and the layers' figures are theirs: `shapes.py`'s `manysteps`
+/// (100,000 steps) held 15 MB of step lists, past the CLI's budget.
+#[test]
+fn steps_past_the_step_bound_are_not_searched_for_layers() {
+    let (steps, layers) = (1100, 4);
+    let names = [
+        "aten::layer_norm",
+        "aten::mm",
+        "aten::softmax",
+        "aten::mm",
+        "aten::gelu",
+    ];
+    let mut ev = Vec::new();
+    let mut ts = 0;
+    for k in 0..steps {
+        let dur = 2 * layers * names.len() + 1;
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#
+        ));
+        for j in 0..layers * names.len() {
+            ev.push(cpu_op(names[j % names.len()], 1, ts + 2 * j));
+        }
+        ts += dur + 1;
+    }
+    let s = analyze(&trace_of(&ev), &AnalysisOptions::default());
+    assert_eq!(s.steps.len(), steps);
+    let l = &s.layers;
+    assert_eq!((l.count, l.steps), (layers as u64, 1024), "{}", l.detail);
+    assert!(
+        l.detail.contains(
+            "the layers were searched in the first 1024 steps: the 76 after them were not"
+        ),
+        "{}",
+        l.detail
+    );
+}
+
 /// A `cpu_op` slice of 1 µs on thread `tid` at `ts` µs.
 fn cpu_op(name: &str, tid: usize, ts: usize) -> String {
     format!(r#"{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":{tid},"ts":{ts},"dur":1}}"#)
@@ -692,6 +729,7 @@ fn trace_of(events: &[String]) -> kinetoscope_trace::import::store::Trace {
     read_trace(json.as_bytes(), &ReadOptions::default()).unwrap()
 }
 
+/// The summary's notes hold one containing `text`.
 fn assert_note(s: &kinetoscope_types::Summary, text: &str) {
     assert!(
         s.trace.notes.iter().any(|n| n.contains(text)),
