@@ -13,7 +13,9 @@ Later (the same day): encoder-decoders (BART, T5), whose decoder layers
 run two attention blocks, and a vision-language model (Qwen2.5-VL), whose
 prefill runs a vision tower of the language model's names first. Then
 T5 v1.1 trained (an MLP of one gate), Qwen2.5-VL's tower as deep as its
-language model and with eager window attention, and Whisper.
+language model and with eager window attention, and Whisper. Then
+(2026-12-07) M2M100 and Wav2Vec2 trained with LayerDrop, which skips
+layers at random in each step.
 
 For each capture NAME, into the output folder (as `capture.py` writes):
 
@@ -124,6 +126,14 @@ def speech(make, features):
     audio features, which its `generate()` takes in place of a prompt (and
     its warm-up too); `generate` mode only."""
     make.features = features
+    return make
+
+
+def audio(make, values):
+    """`make`, an audio encoder (Wav2Vec2) trained on raw audio:
+    `values(torch)` gives its input, and its loss is its last hidden
+    state's mean square (no head); `train` mode only."""
+    make.values = values
     return make
 
 
@@ -408,6 +418,30 @@ def models(T):
             ),
             ["dense"] * 3,
         ),
+        # Wav2Vec2 trained on raw audio: convolutions over the samples, then
+        # its layers, with its default LayerDrop (0.1): the steps ran 6, 5
+        # and 6 of its 6 layers.
+        (
+            "wav2vec2-6l",
+            ("train",),
+            audio(
+                lambda: T.Wav2Vec2Model(
+                    T.Wav2Vec2Config(
+                        hidden_size=64,
+                        intermediate_size=128,
+                        num_attention_heads=4,
+                        num_hidden_layers=6,
+                        conv_dim=(32, 32),
+                        conv_stride=(5, 2),
+                        conv_kernel=(10, 3),
+                        num_conv_pos_embeddings=16,
+                        num_conv_pos_embedding_groups=4,
+                    )
+                ),
+                lambda torch: torch.randn(2, 8000),
+            ),
+            ["dense"] * 6,
+        ),
         # T5: eager attention (`matmul`, `softmax`), relative position
         # biases in each stack's first layer, RMS norms written out.
         ("t5-3e2d", ("marked", "train"), t5(T, 3, 2), ["dense"] * 2),
@@ -498,7 +532,7 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
     opts = dict(activities=[ProfilerActivity.CPU], record_shapes=True)
     encoder_kinds = getattr(make, "encoder_kinds", None)
     if mode == "train":
-        train(torch, model, ids, steps, ready, opts)
+        train(torch, model, ids, steps, ready, opts, getattr(make, "values", None))
         kinds = (encoder_kinds or []) + kinds
     else:
         infer(torch, model, ids, mode, steps, ready, opts, make)
@@ -518,7 +552,7 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
         "layer_kinds": kinds,
         "steps": steps,
         "step_kinds": kinds_of_steps,
-        "prompt_tokens": prompt,
+        "prompt_tokens": None if hasattr(make, "values") else prompt,
         "casts_per_step": None,
         "profiler_step": mode != "generate",
         "torch": torch.__version__,
@@ -528,18 +562,26 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
     write(out, full, path, done["events"], truth)
 
 
-def train(torch, model, ids, steps, ready, opts):
-    """Training steps, each marked: a forward of TRAIN_TOKENS tokens, the
-    loss, its backward, an SGD step."""
+def train(torch, model, ids, steps, ready, opts, values=None):
+    """Training steps, each marked: a forward of TRAIN_TOKENS tokens (of
+    `values(torch)`, an `audio` model's input), the loss, its backward, an
+    SGD step."""
     from torch.profiler import profile, schedule
 
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     batch = ids[:, :TRAIN_TOKENS]
+    sound = values(torch) if values else None
+
+    def loss():
+        if sound is None:
+            return model(input_ids=batch, labels=batch).loss
+        return model(input_values=sound).last_hidden_state.pow(2).mean()
+
     plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
     with profile(schedule=plan, on_trace_ready=ready, **opts) as p:
         for _ in range(steps + 1):
-            model(input_ids=batch, labels=batch).loss.backward()
+            loss().backward()
             opt.step()
             opt.zero_grad()
             p.step()
