@@ -907,17 +907,29 @@ fn search(st: &Steps) -> Option<Split> {
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     // Score each on the first step (cheap), then check the best on all.
     let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
-    // Keys whose layers are alike and hold one mixer block each, with no
-    // block before their end outside them (a training step's backward
-    // blocks, named or not, come after): a forward run.
+    // Keys whose layers are alike and hold one mixer block each (a
+    // training step's backward blocks, named or not, come after): a
+    // forward run. Blocks before its first layer hold no attention: a
+    // front end of convolutions, which pass for a Mamba mixer's (Wav2Vec2
+    // over raw audio: two, and one positional; `hf/wav2vec2-6l-train` had
+    // its forward layers alone).
     let mut runs: Vec<Run> = Vec::new();
     for &(key, c) in &cands {
         if let Some(t) = try_key(st, &[first], key, c) {
             if t.holds(c) {
                 passed.push((c, t.share, t.bounds[0].0[0], key));
             }
-            let up_to_end = blocks[first].iter().filter(|b| b.0 < t.bounds[0].1).count();
-            if t.by_mixers && up_to_end == c && t.alike(c) {
+            let (start, end) = (t.bounds[0].0[0], t.bounds[0].1);
+            let seq = all[first];
+            let inside = blocks[first]
+                .iter()
+                .filter(|b| (start..end).contains(&b.0))
+                .count();
+            let front = blocks[first]
+                .iter()
+                .take_while(|b| b.0 < start)
+                .all(|b| seq[b.0..=b.1].iter().all(|it| it.role != Role::Attention));
+            if t.by_mixers && inside == c && front && t.alike(c) {
                 runs.push(Run {
                     count: c,
                     share: t.share,
