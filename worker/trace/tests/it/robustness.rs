@@ -649,19 +649,22 @@ fn a_memory_device_an_event_is_bounded() {
     assert_note(&s, "the 40 events of the devices past that were left out");
 }
 
+/// A layer's ops, as these tests write a model's steps of CPU ops.
+const LAYER_OPS: [&str; 5] = [
+    "aten::layer_norm",
+    "aten::mm",
+    "aten::softmax",
+    "aten::mm",
+    "aten::gelu",
+];
+
 /// A step longer than `repeats::MAX_STEP_ITEMS` (262,144 items) is left
 /// out of the layer search, and the layers' detail says so: a trace of
 /// five million CPU ops and no steps held 100 MB of layer items.
 #[test]
 fn a_step_past_the_item_bound_is_not_searched_for_layers() {
     let ops = (1 << 18) + 1;
-    let names = [
-        "aten::layer_norm",
-        "aten::mm",
-        "aten::softmax",
-        "aten::mm",
-        "aten::gelu",
-    ];
+    let names = LAYER_OPS;
     let ev: Vec<String> = (0..ops)
         .map(|k| cpu_op(names[k % names.len()], 1, 2 * k))
         .collect();
@@ -686,13 +689,7 @@ fn a_step_past_the_item_bound_is_not_searched_for_layers() {
 #[test]
 fn steps_past_the_step_bound_are_not_searched_for_layers() {
     let (steps, layers) = (1100, 4);
-    let names = [
-        "aten::layer_norm",
-        "aten::mm",
-        "aten::softmax",
-        "aten::mm",
-        "aten::gelu",
-    ];
+    let names = LAYER_OPS;
     let mut ev = Vec::new();
     let mut ts = 0;
     for k in 0..steps {
