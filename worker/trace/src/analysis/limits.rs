@@ -30,6 +30,9 @@ pub enum Limit {
     /// `repeats`: most items after a softmax before the top-k that makes
     /// it an MoE router's rather than eager attention's scores.
     RouterReach,
+    /// `repeats`: items at each end of a step that a step LayerDrop cut
+    /// short runs as the steps that ran every layer do.
+    LayerDropEnds,
     /// `steps`: least share of its threads' time a repeating outermost
     /// annotation holds to mark steps.
     StepCoverage,
@@ -65,7 +68,7 @@ pub struct Evidence {
 /// test's exploration (`how_far_each_limit_goes`, 2026-12-05) found when
 /// the limit alone was moved to 0.1x-3x: the nearest values on each side
 /// at which some capture came out wrong, or changed on a third-party trace.
-pub const LIMITS: [Evidence; 12] = [
+pub const LIMITS: [Evidence; 13] = [
     Evidence {
         limit: Limit::LayerShare,
         value: 0.4,
@@ -164,6 +167,22 @@ pub const LIMITS: [Evidence; 12] = [
         chosen_by: "hf/mixtral-eager-4l-marked; uncommitted eager Qwen3-MoE captures \
                     (BENCHMARKS.md, thirteenth session)",
         margin: [0.75, 0.5],
+    },
+    Evidence {
+        limit: Limit::LayerDropEnds,
+        value: 4.0,
+        why: "Training with LayerDrop skips layers at random: a step that ran fewer \
+              still starts and ends as the steps that ran them all (the input's ops; \
+              the loss, its backward's head and the optimizer), where a pass the \
+              profile's window cut starts or ends inside the pass with the same names \
+              (unmarked/generate-dense-6l from 25% to 60% of its span, a cut pass \
+              beside a whole one, was taken for a LayerDrop step without this check). \
+              Four items are the few ops of an input or an optimizer, more than a cut \
+              pass's ends match by chance.",
+        chosen_by: "tests/captures/hf/m2m100-3e3d-train, tests/captures/hf/wav2vec2-6l-train, \
+                    tests/captures/unmarked/generate-dense-6l (captures::a_window_of_whole_\
+                    passes_between_cut_ones_has_them_as_steps)",
+        margin: [0.5, 0.5],
     },
     Evidence {
         limit: Limit::StepCoverage,

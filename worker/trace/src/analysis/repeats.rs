@@ -101,10 +101,6 @@ impl Split {
 
 /// Keys tried.
 const MAX_CANDIDATES: usize = 96;
-/// Items at each end of a step that a step LayerDrop cut short runs as the
-/// full steps do ([`layer_drop`]): the input's and the optimizer's few
-/// ops, more than a cut pass's first or last items match by chance.
-const ENDS: usize = 4;
 /// Most layers a step is split into: a name that runs more often than this
 /// in a step is no layer's key. The deepest models run about 130 layers
 /// (Llama 3 405B, 126; the story, 78; the most any trace we have splits
@@ -844,9 +840,10 @@ fn layer_drop(st: &Steps) -> Option<Split> {
     // the pass (`unmarked/generate-dense-6l` from 25% to 60% of its span:
     // a pass cut at its start beside a whole one). A step that skipped
     // layers starts and ends as the full ones do (the input, the loss,
-    // its backward's head and the optimizer).
+    // its backward's head and the optimizer: [`Limit::LayerDropEnds`]
+    // items at each end).
     let ends = |seq: &[Item]| {
-        let k = ENDS.min(seq.len());
+        let k = limits::count(Limit::LayerDropEnds).min(seq.len());
         seq[..k].iter().map(name).eq(model[..k].iter().map(name))
             && seq[seq.len() - k..]
                 .iter()
