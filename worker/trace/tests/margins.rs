@@ -2,8 +2,9 @@
 //! (`kinetoscope_trace::analysis::limits`) moved down and then up by the
 //! margin its table states, one at a time, and the real-capture family
 //! (three seeds: every architecture and execution mode, `common/family.rs`),
-//! the Hugging Face models (`tests/captures/hf/`) and the six shared H200
-//! captures must still come out right: their
+//! the Hugging Face models (`tests/captures/hf/`), the six shared H200
+//! captures and windows of generations cut inside their passes
+//! (`family::UNMARKED_WINDOWS`) must still come out right: their
 //! steps, step kinds, layers and layer kinds, casts per step, and no share
 //! over 100%. The shared third-party traces (other models, engines and
 //! GPUs, with no truth of their own) must keep the steps, step kinds,
@@ -27,6 +28,8 @@ struct Corpus {
     /// Hugging Face models (`tests/captures/hf/`).
     hf: Vec<family::Capture>,
     h200: Vec<family::Capture>,
+    /// Windows of generations without step marks, cut inside passes.
+    windows: Vec<family::Windowed>,
     others: Vec<family::Capture>,
     decided: Vec<String>,
 }
@@ -41,6 +44,7 @@ impl Corpus {
                 .map(|n| family::read_from(&family::dir().join("hf"), n))
                 .collect(),
             h200: family::H200.iter().map(|c| family::read_h200(c)).collect(),
+            windows: family::unmarked_windows(),
             decided: others.iter().map(family::decided).collect(),
             others,
         }
@@ -55,6 +59,7 @@ impl Corpus {
             family::KNOWN_HF,
         ));
         bad.extend(family::h200_wrong(&self.h200));
+        bad.extend(family::windows_wrong(&self.windows));
         for (c, was) in self.others.iter().zip(&self.decided) {
             let now = family::decided(c);
             if now != *was {

@@ -470,7 +470,7 @@ struct Assignment {
     /// otherwise. The layers' figures are per pass then.
     pass_starts: Vec<usize>,
     /// Steps that ran GPU ops and hold no layers: training steps LayerDrop
-    /// cut short ([`repeats::find`]). The layers' figures leave them out.
+    /// cut short ([`repeats::find`]), in step order. The layers' figures leave them out.
     short: Vec<usize>,
 }
 
@@ -1340,7 +1340,8 @@ fn summarize(
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
-    let counted = (0..seqs.len()).filter(|s| !a.short.contains(s));
+    // `short` is in step order, so a binary search finds a step in it.
+    let counted = (0..seqs.len()).filter(|s| a.short.binary_search(s).is_err());
     for (seq, k) in counted.flat_map(|s| (0..seqs[s].len()).map(move |k| (&seqs[s], k))) {
         let it = &seq[k];
         let idx = a.layer.get(it.at).unwrap_or(-1);
@@ -1793,14 +1794,14 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
             "in every pass".to_string(),
         ),
         None if short.is_empty() => (shape, "in every step".to_string()),
-        None => (
-            shape,
-            format!(
-                "in {} of {} steps (the others ran fewer layers, as training with LayerDrop does; they are left out of the figures)",
-                seqs.iter().filter(|s| !s.is_empty()).count() - short.len(),
-                seqs.iter().filter(|s| !s.is_empty()).count(),
-            ),
-        ),
+        None => {
+            let ran = seqs.iter().filter(|s| !s.is_empty()).count();
+            let text = format!(
+                "in {} of {ran} steps (the others ran fewer layers, as training with LayerDrop does; they are left out of the figures)",
+                ran - short.len(),
+            );
+            (shape, text)
+        }
     };
     Some(Assignment {
         method: LayerMethod::Repetition,

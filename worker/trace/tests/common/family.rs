@@ -515,3 +515,127 @@ pub fn decided(c: &Capture) -> String {
         s.steps_stats.count, s.steps_stats.source, s.layers.count
     )
 }
+
+/// A trace's events inside a window of its CPU ops' span, from `from` to
+/// `to` (fractions), with its step marks and Python frames taken out: a
+/// profile opened and closed inside passes writes no event that began
+/// before it opened or ended after it closed.
+pub fn window(events: &[Value], from: f64, to: f64) -> Vec<Value> {
+    let (ts, dur) = (
+        |e: &Value| e["ts"].as_f64(),
+        |e: &Value| e["dur"].as_f64().unwrap_or(0.0),
+    );
+    let kept: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep"))
+                && e["cat"] != "python_function"
+        })
+        .collect();
+    let (t0, t1) = kept
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op")
+        .fold((f64::MAX, f64::MIN), |(a, b), e| {
+            let s = ts(e).unwrap_or(a);
+            (a.min(s), b.max(s + dur(e)))
+        });
+    let (lo, hi) = (t0 + from * (t1 - t0), t0 + to * (t1 - t0));
+    kept.into_iter()
+        .filter(|e| e["ph"] == "M" || ts(e).is_none_or(|s| s >= lo && s + dur(e) <= hi))
+        .cloned()
+        .collect()
+}
+
+/// Windows of the real captures of a model run without step marks
+/// (`tests/captures/unmarked/`), each holding whole passes between two
+/// the profile cut (opened inside one, closed inside another:
+/// [`window`]), with how many whole passes each holds: (capture, from,
+/// to, passes). The whole passes are the steps, with the model's layers
+/// and kinds. Before `analysis::anchored_steps`, the layers were alike
+/// across the cut passes: the dense generation said 15, 9, 11, 11 and
+/// 14 layers of 6, the MoE one 11, 9 and 6 of 4. Some windows open or
+/// close inside an op, whose children are then top-level ops of their
+/// own (`layers::without_cut_parents`), or open on the last items of a
+/// pass (`layers::stray_before`). From 25% to 60%, a
+/// LayerDrop rule that did not ask a short step to start and end as the
+/// full ones (`Limit::LayerDropEnds`) took the cut passes for short steps.
+pub const UNMARKED_WINDOWS: [(&str, f64, f64, usize); 8] = [
+    ("generate-dense-6l", 0.5, 0.95, 1),
+    ("generate-dense-6l", 0.1, 0.6, 1),
+    ("generate-dense-6l", 0.35, 0.7, 1),
+    ("generate-dense-6l", 0.25, 0.6, 1),
+    ("generate-dense-6l", 0.45, 0.9, 2),
+    ("generate-moe-4l", 0.35, 0.7, 1),
+    ("generate-moe-4l", 0.1, 0.6, 1),
+    ("generate-moe-4l", 0.55, 0.85, 1),
+];
+
+/// A window of [`UNMARKED_WINDOWS`], read once.
+pub struct Windowed {
+    pub what: String,
+    pub passes: usize,
+    pub truth: Value,
+    pub trace: Trace,
+}
+
+/// Each of [`UNMARKED_WINDOWS`], its events parsed as a trace.
+pub fn unmarked_windows() -> Vec<Windowed> {
+    let dir = dir().join("unmarked");
+    UNMARKED_WINDOWS
+        .iter()
+        .map(|&(name, from, to, passes)| {
+            let truth: Value = serde_json::from_slice(
+                &std::fs::read(dir.join(format!("{name}.truth.json"))).unwrap(),
+            )
+            .unwrap();
+            let doc = json(&dir, name);
+            let events = window(doc["traceEvents"].as_array().unwrap(), from, to);
+            let bytes = serde_json::to_vec(&serde_json::json!({ "traceEvents": events })).unwrap();
+            Windowed {
+                what: format!("unmarked/{name} from {from} to {to}"),
+                passes,
+                truth,
+                trace: kinetoscope_trace::import::read_trace(&bytes[..], &ReadOptions::default())
+                    .unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// What a window of [`unmarked_windows`] gets wrong: its whole passes are
+/// its steps, with the model's layers and their kinds.
+pub fn windows_wrong(windows: &[Windowed]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for w in windows {
+        let s = analyze(&w.trace, &AnalysisOptions::default());
+        let l = &s.layers;
+        let kinds: Vec<&str> = l
+            .items
+            .iter()
+            .map(|r| r.kind.map_or("", |k| k.as_str()))
+            .collect();
+        let want: Vec<&str> = w.truth["layer_kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        if (s.steps.len(), l.passes) != (w.passes, w.passes as u64)
+            || l.count != w.truth["layers"].as_u64().unwrap()
+            || kinds != want
+        {
+            bad.push(format!(
+                "{}: {} steps, {} passes of {}; {} layers {kinds:?}; {}",
+                w.what,
+                s.steps.len(),
+                l.passes,
+                w.passes,
+                l.count,
+                l.detail
+            ));
+        }
+    }
+    bad
+}

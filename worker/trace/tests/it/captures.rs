@@ -225,39 +225,14 @@ fn unmarked(name: &str) -> (Value, Value) {
 }
 
 /// The real captures of a model run without step marks, in windows that
-/// hold whole passes between two the profile cut (opened inside one,
-/// closed inside another: [`crate::real_captures::window`]): the whole
-/// passes are the steps, with the model's layers and kinds. Before, the
-/// layers were alike across the cut passes: the dense generation said 15,
-/// 9, 11, 11 and 14 layers of 6, the MoE one 11, 9 and 6 of 4. Some
-/// windows open or close inside an op, whose children are then top-level
-/// ops of their own (`layers::without_cut_parents`), or open on the last
-/// items of a pass (`layers::stray_before`).
+/// hold whole passes between two the profile cut
+/// ([`family::UNMARKED_WINDOWS`] says which, and what they said before):
+/// the whole passes are the steps, with the model's layers and kinds. The
+/// margin test (`tests/margins.rs`) checks them too.
 #[test]
 fn a_window_of_whole_passes_between_cut_ones_has_them_as_steps() {
-    for (name, from, to, passes) in [
-        ("generate-dense-6l", 0.5, 0.95, 1),
-        ("generate-dense-6l", 0.1, 0.6, 1),
-        ("generate-dense-6l", 0.35, 0.7, 1),
-        ("generate-dense-6l", 0.25, 0.6, 1),
-        ("generate-dense-6l", 0.45, 0.9, 2),
-        ("generate-moe-4l", 0.35, 0.7, 1),
-        ("generate-moe-4l", 0.1, 0.6, 1),
-        ("generate-moe-4l", 0.55, 0.85, 1),
-    ] {
-        let (truth, doc) = unmarked(name);
-        let events = crate::real_captures::window(doc["traceEvents"].as_array().unwrap(), from, to);
-        let s = crate::real_captures::summary_of_events(events);
-        let l = &s.layers;
-        let what = format!(
-            "{name} from {from} to {to}: {} steps; {}",
-            s.steps.len(),
-            l.detail
-        );
-        assert_eq!((s.steps.len(), l.passes), (passes, passes as u64), "{what}");
-        assert_eq!(l.count, truth["layers"].as_u64().unwrap(), "{what}");
-        assert_eq!(found_kinds(l), truth_kinds(&truth), "{what}");
-    }
+    let bad = family::windows_wrong(&family::unmarked_windows());
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
 
 /// The real captures of a model run without step marks, in every window
@@ -313,9 +288,7 @@ fn windows_that_hold_a_whole_pass_mostly_have_the_models_layers() {
                 if !passes.iter().any(|&(s, e)| s >= lo && e <= hi) {
                     continue;
                 }
-                let s = crate::real_captures::summary_of_events(crate::real_captures::window(
-                    events, from, to,
-                ));
+                let s = crate::real_captures::summary_of_events(family::window(events, from, to));
                 all += 1;
                 right += usize::from(s.layers.count == truth["layers"].as_u64().unwrap());
             }

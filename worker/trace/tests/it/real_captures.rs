@@ -2,7 +2,7 @@
 //! 2.11 on an NVIDIA H200, with the model's truth beside each in
 //! `torch/`): steps when the GPU lags the CPU, graph replays, and shares.
 
-use crate::family::shared;
+use crate::family::{shared, window};
 use kinetoscope_trace::import::{read_trace_file, ReadOptions};
 use kinetoscope_trace::{analyze, AnalysisOptions};
 use kinetoscope_types::Summary;
@@ -373,38 +373,6 @@ fn traces_without_step_marks_have_their_passes_as_steps() {
             );
         }
     }
-}
-
-/// A trace's events inside a window of its CPU ops' span, from `from` to
-/// `to` (fractions), with its step marks and Python frames taken out: a
-/// profile opened and closed inside passes writes no event that began
-/// before it opened or ended after it closed.
-pub(crate) fn window(events: &[Value], from: f64, to: f64) -> Vec<Value> {
-    let (ts, dur) = (
-        |e: &Value| e["ts"].as_f64(),
-        |e: &Value| e["dur"].as_f64().unwrap_or(0.0),
-    );
-    let kept: Vec<&Value> = events
-        .iter()
-        .filter(|e| {
-            !e["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("ProfilerStep"))
-                && e["cat"] != "python_function"
-        })
-        .collect();
-    let (t0, t1) = kept
-        .iter()
-        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op")
-        .fold((f64::MAX, f64::MIN), |(a, b), e| {
-            let s = ts(e).unwrap_or(a);
-            (a.min(s), b.max(s + dur(e)))
-        });
-    let (lo, hi) = (t0 + from * (t1 - t0), t0 + to * (t1 - t0));
-    kept.into_iter()
-        .filter(|e| e["ph"] == "M" || ts(e).is_none_or(|s| s >= lo && s + dur(e) <= hi))
-        .cloned()
-        .collect()
 }
 
 /// A profile without step marks opened inside a pass and closed inside
