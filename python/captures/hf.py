@@ -23,8 +23,9 @@ For each capture NAME, into the output folder (as `capture.py` writes):
   NAME.key_averages.json torch's key_averages()
   NAME.truth.json        layers, each layer's kind, steps and their kinds
 
-Three modes: `marked` (ProfilerStep around each forward: a prefill of
-PROMPT tokens, then decodes from the cache), `generate`
+Four modes: `marked` (ProfilerStep around each forward: a prefill of
+PROMPT tokens, then decodes from the cache), `compiled` (`marked`'s
+steps with the forward under `torch.compile`), `generate`
 (`model.generate()` profiled whole, without step marks: each forward pass
 is a step) and `train` (ProfilerStep around each training step: forward,
 loss, backward, SGD). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
@@ -363,6 +364,24 @@ def models(T):
             ),
             ["moe"] * 4,
         ),
+        # Qwen3-MoE under `torch.compile` (default mode): Inductor writes its
+        # experts out as plain `mm`s and fuses their combine, so its top-k,
+        # `sort`, `histc` and `cumsum` are what is left of the routing.
+        (
+            "qwen3moe-4l",
+            ("compiled",),
+            lambda: T.Qwen3MoeForCausalLM(
+                T.Qwen3MoeConfig(
+                    num_hidden_layers=4,
+                    head_dim=16,
+                    num_experts=4,
+                    num_experts_per_tok=2,
+                    moe_intermediate_size=64,
+                    **common,
+                )
+            ),
+            ["moe"] * 4,
+        ),
         # DeepSeek-V3: MLA, two dense layers, then experts.
         (
             "deepseekv3-5l",
@@ -607,7 +626,9 @@ def infer(torch, model, ids, mode, steps, ready, opts, make):
     with torch.no_grad():
         # Warm-up outside the profile.
         model.generate(**warm, max_new_tokens=2, do_sample=False, pad_token_id=0)
-        if mode == "marked":
+        if mode == "compiled":
+            compiled(torch, model, ids, steps, ready, opts)
+        elif mode == "marked":
             start = torch.tensor([[getattr(model.config, "decoder_start_token_id", 0) or 0]])
             dec = dict(decoder_input_ids=start) if encdec else {}
             plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
@@ -638,6 +659,33 @@ def infer(torch, model, ids, mode, steps, ready, opts, make):
                     **first, max_new_tokens=steps, do_sample=False, pad_token_id=0, **more
                 )
             ready(p)
+
+
+def compiled(torch, model, ids, steps, ready, opts):
+    """`marked`'s steps (a decoder's) with the model's forward under
+    `torch.compile` (default mode), run twice before the profile so that no
+    profiled step compiles."""
+    from torch.profiler import profile, schedule
+
+    model.forward = torch.compile(model.forward)
+
+    def run(p):
+        past, tok = None, None
+        for k in range(steps + 1):
+            if k == 0:
+                model(input_ids=ids[:, :8], use_cache=False)
+            else:
+                more = dict(input_ids=ids) if past is None else dict(input_ids=tok)
+                o = model(**more, past_key_values=past, use_cache=True)
+                past, tok = o.past_key_values, o.logits[:, -1:].argmax(-1)
+            if p is not None:
+                p.step()
+
+    run(None)
+    run(None)
+    plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
+    with profile(schedule=plan, on_trace_ready=ready, **opts) as p:
+        run(p)
 
 
 def main():

@@ -1768,6 +1768,15 @@ pub mod units {
         }
     }
 
+    /// A count of calls with its noun: "1 call", "12 calls", "10.2 calls"
+    /// (a count per step may have a fraction).
+    pub fn calls(x: f64) -> String {
+        match count(x) {
+            n if n == "1" => "1 call".to_string(),
+            n => format!("{n} calls"),
+        }
+    }
+
     /// A whole number with its thousands grouped by thin spaces, as
     /// people read counts: 856 004 -> "856 004" (U+202F between groups).
     pub fn grouped(n: u64) -> String {

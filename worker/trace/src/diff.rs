@@ -8,7 +8,7 @@
 
 use crate::analysis::names::normalized_name;
 use crate::timeline::TimelineIndex;
-use kinetoscope_types::units::{change_pct, count, pct, time_us};
+use kinetoscope_types::units::{calls, change_pct, pct, time_us};
 use kinetoscope_types::*;
 use std::collections::{BTreeMap, HashMap};
 
@@ -518,29 +518,29 @@ fn findings(
         }
     }
     for name in d.added_kernels.iter().take(2) {
-        let (us, calls, _) = kb[name];
+        let (us, n, _) = kb[name];
         if us >= 0.02 * scale {
             out.push((
                 us * 0.7,
                 format!(
-                    "new kernel {}: {}{per} in {} calls",
+                    "new kernel {}: {}{per} in {}",
                     crate::analysis::names::short_name(name),
                     time_us(us),
-                    count(calls)
+                    calls(n)
                 ),
             ));
         }
     }
     for name in d.removed_kernels.iter().take(2) {
-        let (us, calls, _) = ka[name];
+        let (us, n, _) = ka[name];
         if us >= 0.02 * scale {
             out.push((
                 us * 0.7,
                 format!(
-                    "kernel {} is gone: it took {}{per} in {} calls",
+                    "kernel {} is gone: it took {}{per} in {}",
                     crate::analysis::names::short_name(name),
                     time_us(us),
-                    count(calls)
+                    calls(n)
                 ),
             ));
         }

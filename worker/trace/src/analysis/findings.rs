@@ -4,7 +4,7 @@
 //! the device is known) at the device's peaks.
 
 use super::shapes;
-use kinetoscope_types::units::{bytes, count, pct, rate_gbps, rate_tflops, time_us};
+use kinetoscope_types::units::{bytes, calls, count, pct, rate_gbps, rate_tflops, time_us};
 use kinetoscope_types::{
     Device, Finding, FindingKind, FindingTab, GpuOpKind, GraphMode, KernelCategory, LayerKind,
     OpKind, OpRow, PartlyUsed, ShapeGroup, Summary, TimeBasis,
@@ -498,6 +498,21 @@ fn graph_replay(f: &Facts, out: &mut Vec<Finding>) {
     ));
 }
 
+/// A kernel category with its article: "a gemm", "an elementwise", and
+/// "an uncategorized" for [`KernelCategory::Other`].
+fn a_kind(category: KernelCategory) -> &'static str {
+    match category {
+        KernelCategory::Gemm => "a gemm",
+        KernelCategory::Attention => "an attention",
+        KernelCategory::Communication => "a communication",
+        KernelCategory::Memory => "a memory",
+        KernelCategory::Elementwise => "an elementwise",
+        KernelCategory::Reduction => "a reduction",
+        KernelCategory::Norm => "a norm",
+        KernelCategory::Other => "an uncategorized",
+    }
+}
+
 /// The top kernel: its launch geometry that carries the time (kernels that
 /// share a name, such as every cast to BF16, differ in grid), and who
 /// launches it.
@@ -512,27 +527,27 @@ fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
         .filter(|g| k.groups.len() > 1 && g.total_us >= 0.5 * k.total_us && g.calls < k.calls);
     let mut text = match dominant {
         Some(kg) => format!(
-            "The top GPU kernel, {} with grid {} and block {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}; its {} calls with other grids average {}",
+            "The top GPU kernel, {} with grid {} and block {}, is {} kernel taking {} of GPU time: {}{} averaging {}; its {} with other grids average {}",
             k.short_name,
             dim3(kg.grid),
             dim3(kg.block),
-            k.category,
+            a_kind(k.category),
             pct(kg.pct),
-            kg.calls,
+            calls(kg.calls as f64),
             kg.calls_per_step
                 .filter(|_| has_steps)
                 .map(|c| format!(" ({} per step)", count(c)))
                 .unwrap_or_default(),
             time_us(kg.avg_us),
-            k.calls - kg.calls,
+            calls((k.calls - kg.calls) as f64),
             time_us((k.total_us - kg.total_us) / (k.calls - kg.calls).max(1) as f64),
         ),
         None => format!(
-            "The top GPU kernel, {}, is a {} kernel taking {} of GPU time: {} calls{} averaging {}",
+            "The top GPU kernel, {}, is {} kernel taking {} of GPU time: {}{} averaging {}",
             k.short_name,
-            k.category,
+            a_kind(k.category),
             pct(k.pct),
-            k.calls,
+            calls(k.calls as f64),
             k.calls_per_step
                 .filter(|_| has_steps)
                 .map(|c| format!(" ({} per step)", count(c)))
@@ -590,11 +605,11 @@ fn top_category(f: &Facts, out: &mut Vec<Finding>) {
     out.push(finding(
         FindingKind::TopCategory,
         format!(
-            "{} kernels take {} of GPU time ({} in {} calls)",
+            "{} kernels take {} of GPU time ({} in {})",
             capitalize(c.category.as_str()),
             pct(c.pct),
             time_us(c.us),
-            c.calls
+            calls(c.calls as f64)
         ),
         c.pct * 0.5,
         FindingTab::Gpu,
@@ -736,10 +751,10 @@ fn sync(f: &Facts, out: &mut Vec<Finding>) {
         } else {
             (
                 format!(
-                    "{} blocks the CPU for {} of {of} ({} calls, {} in all) while the GPU idles {}: CPU and GPU take turns instead of overlapping",
+                    "{} blocks the CPU for {} of {of} ({}, {} in all) while the GPU idles {}: CPU and GPU take turns instead of overlapping",
                     op.name,
                     pct(share),
-                    op.calls,
+                    calls(op.calls as f64),
                     time_us(op.cpu_total_us),
                     pct(100.0 - g.busy_pct)
                 ),
@@ -1099,9 +1114,9 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     // H200 story windowed to one whole pass: 112 calls, 78 in the step;
     // `real_captures::a_window_holding_one_whole_pass_has_that_pass_as_its_step`).
     let in_steps = |per_step: Option<f64>| per_step.filter(|_| has_steps);
-    let per_step = |calls: u64, per_step: Option<f64>| match in_steps(per_step) {
-        Some(n) => format!("{} calls per step", count(n)),
-        None => format!("{calls} calls"),
+    let per_step = |n: u64, per_step: Option<f64>| match in_steps(per_step) {
+        Some(n) => format!("{} per step", calls(n)),
+        None => calls(n as f64),
     };
     let time = clock.basis.words();
     let op_pct = clock.op_pct(op);
@@ -1119,7 +1134,7 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
         );
         match op.input_shapes.first() {
             Some(big) => text.push_str(&format!(
-                " over {}{} input signatures; the largest ({}) takes {} in {} calls of {} each",
+                " over {}{} input signatures; the largest ({}) takes {} in {} of {}{}",
                 if op.input_shapes.len() >= 8 {
                     "at least "
                 } else {
@@ -1128,8 +1143,9 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
                 op.input_shapes.len(),
                 big.conversion.clone().unwrap_or_else(|| big.shapes.clone()),
                 pct(clock.group_pct(big)),
-                big.calls,
-                time_us(clock.group_us(big) / big.calls.max(1) as f64)
+                calls(big.calls as f64),
+                time_us(clock.group_us(big) / big.calls.max(1) as f64),
+                if big.calls == 1 { "" } else { " each" },
             )),
             None => text.push_str(&format!(
                 ", {} {} per call",
@@ -1222,13 +1238,14 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
         let per_step_others = in_steps(op.calls_per_step)
             .zip(in_steps(g.calls_per_step))
             .map(|(all, these)| (all - these).max(0.0));
+        let n = match per_step_others {
+            Some(n) => count(n),
+            None => others.to_string(),
+        };
         text.push_str(&format!(
-            "; {} other {} calls{} with other inputs add {}",
-            match per_step_others {
-                Some(n) => count(n),
-                None => others.to_string(),
-            },
+            "; {n} other {} {}{} with other inputs add {}",
             op.name,
+            if n == "1" { "call" } else { "calls" },
             if per_step_others.is_some() {
                 " per step"
             } else {
@@ -1412,7 +1429,7 @@ fn launch_geometry(f: &Facts, out: &mut Vec<Finding>) {
             out.push(finding(
                 FindingKind::LaunchGeometry,
                 format!(
-                    "{} runs with grid {} ({} block{}) on the {}'s {} SMs, {} of GPU time in {} calls: {} of the SMs have no block while it runs; more blocks per call (split the work, or batch these calls) would use them",
+                    "{} runs with grid {} ({} block{}) on the {}'s {} SMs, {} of GPU time in {}: {} of the SMs have no block while it runs; more blocks per call (split the work, or batch these calls) would use them",
                     k.short_name,
                     dim3(g.grid),
                     blocks,
@@ -1423,7 +1440,7 @@ fn launch_geometry(f: &Facts, out: &mut Vec<Finding>) {
                     },
                     sms,
                     pct(g.pct),
-                    g.calls,
+                    calls(g.calls as f64),
                     pct(100.0 * idle),
                 ),
                 g.pct * idle * 0.5,

@@ -171,7 +171,7 @@ pub(crate) enum Role {
     /// own ([`repeats`](super::repeats)' routers).
     Top1,
     /// Adding rows back by index (`index_add_`, `scatter_add`): how experts'
-    /// outputs are combined.
+    /// outputs are combined; or counting each expert's rows (`histc`).
     Combine,
     /// The MLP's activation.
     Ffn,
@@ -306,6 +306,13 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     // Grouped GEMMs run the experts (`aten::_grouped_mm` of Hugging Face's
     // MoE layers since transformers 5).
     ("grouped_mm", None, Some(R::Moe)),
+    // Counting each expert's rows (`histc` over the top-k's choices: the
+    // token counts of Hugging Face's grouped experts and Megatron's
+    // dispatcher) routes as adding them back does: under `torch.compile`
+    // on the CPU, Qwen3-MoE's experts and their combine are fused or
+    // written out as plain `mm`s, and its top-k, `sort`, `histc` and
+    // `cumsum` are what is left of the MoE (its 4 layers were called dense).
+    ("histc", None, Some(R::Combine)),
     ("index_add", None, Some(R::Combine)),
     ("scatter_add", None, Some(R::Combine)),
     ("scatter_reduce", None, Some(R::Combine)),
