@@ -101,7 +101,10 @@ fn check(seed: u64) -> Result<(), String> {
         crate::first_cause_op(&s).text.as_str()
     };
     let names_cast = first.starts_with("aten::copy_ (Float8_e4m3fn -> BFloat16")
-        && first.contains(&format!("{} calls per step", truth.casts_per_step));
+        && first.contains(&format!(
+            "{} per step",
+            kinetoscope_types::units::calls(truth.casts_per_step as f64)
+        ));
     if truth.cast_pct() >= 40.0 && !names_cast {
         wrong.push(format!(
             "first finding: {first} (cast {:.1}%; then {:?})",

@@ -143,7 +143,8 @@ fn cast_finding_matches_the_generator_at_any_size() {
             f.text
         );
         assert!(
-            f.text.contains(&format!("{layers} calls per step")),
+            f.text
+                .contains(&format!("{} per step", units::calls(layers as f64))),
             "{what}: {}",
             f.text
         );
