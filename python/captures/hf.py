@@ -23,12 +23,13 @@ For each capture NAME, into the output folder (as `capture.py` writes):
   NAME.key_averages.json torch's key_averages()
   NAME.truth.json        layers, each layer's kind, steps and their kinds
 
-Four modes: `marked` (ProfilerStep around each forward: a prefill of
+Modes: `marked` (ProfilerStep around each forward: a prefill of
 PROMPT tokens, then decodes from the cache), `compiled` (`marked`'s
 steps with the forward under `torch.compile`), `generate`
 (`model.generate()` profiled whole, without step marks: each forward pass
 is a step) and `train` (ProfilerStep around each training step: forward,
-loss, backward, SGD). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
+loss, backward, SGD; `compiled-train` with the forward under
+`torch.compile`). Remade by `make captures-hf`; `worker/trace/tests/it/captures.rs`
 (`hugging_face_models_hold`) checks them without torch.
 """
 
@@ -382,6 +383,15 @@ def models(T):
             ),
             ["moe"] * 4,
         ),
+        # Llama trained under `torch.compile`: its backward is one
+        # `CompiledFunctionBackward` whose compiled graph calls the GEMMs
+        # and the attention's backward.
+        (
+            "llama-4l",
+            ("compiled-train",),
+            lambda: T.LlamaForCausalLM(T.LlamaConfig(num_hidden_layers=4, **common)),
+            ["dense"] * 4,
+        ),
         # DeepSeek-V3: MLA, two dense layers, then experts.
         (
             "deepseekv3-5l",
@@ -550,12 +560,15 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
 
     opts = dict(activities=[ProfilerActivity.CPU], record_shapes=True)
     encoder_kinds = getattr(make, "encoder_kinds", None)
-    if mode == "train":
+    training = mode in ("train", "compiled-train")
+    if training:
+        if mode == "compiled-train":
+            model.forward = torch.compile(model.forward)
         train(torch, model, ids, steps, ready, opts, getattr(make, "values", None))
         kinds = (encoder_kinds or []) + kinds
     else:
         infer(torch, model, ids, mode, steps, ready, opts, make)
-    if mode == "train":
+    if training:
         kinds_of_steps = ["train"] * steps
     elif encoder_kinds is not None and mode == "generate":
         # The encoder runs before the first pass, which decodes the start
@@ -566,7 +579,7 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
     truth = {
         "name": full,
         "model": type(model).__name__,
-        "mode": mode,
+        "mode": "train" if training else mode,
         "layers": len(kinds),
         "layer_kinds": kinds,
         "steps": steps,

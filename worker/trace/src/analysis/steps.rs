@@ -892,12 +892,18 @@ pub fn is_compiling(name: &str) -> bool {
 /// Whether an op or annotation name is a range around compiled code that
 /// runs it (not an op of the model): `Torch-Compiled Region`, the
 /// AOT runtime wrapper's `CompiledFunction`, Inductor's `## Call
-/// CompiledFxGraph … ##`. The ops the compiled code still calls (extern
-/// GEMMs, attention, custom ops) run inside them.
+/// CompiledFxGraph … ##`, and the compiled backward autograd runs
+/// (`CompiledFunctionBackward`, in its `autograd::engine::evaluate_function:`
+/// range). The ops the compiled code still calls (extern GEMMs, attention
+/// and its backward, custom ops) run inside them.
 pub fn is_compiled_region(name: &str) -> bool {
     name.starts_with("Torch-Compiled Region")
         || name.starts_with("## Call CompiledFxGraph")
         || name == "CompiledFunction"
+        || name
+            .strip_prefix("autograd::engine::evaluate_function: ")
+            .unwrap_or(name)
+            == "CompiledFunctionBackward"
 }
 
 /// Each step's CPU time in compilation ranges (the outermost of them, so a

@@ -29,7 +29,9 @@ fn the_real_capture_family_holds() {
 /// in every mode: their decoder layers ran two attention blocks each, and
 /// their prefills more blocks than their decodes. Qwen3-MoE under
 /// `torch.compile` (`hf/qwen3moe-4l-compiled`: its experts written out
-/// as plain `mm`s, its combine fused) had its 4 MoE layers called dense.
+/// as plain `mm`s, its combine fused) had its 4 MoE layers called dense;
+/// Llama trained under it (`hf/llama-4l-compiled-train`) had its forward
+/// layers alone, its backward one `CompiledFunctionBackward` op.
 /// What does not hold yet is in [`family::KNOWN_HF`].
 #[test]
 fn hugging_face_models_hold() {
