@@ -2,7 +2,7 @@
 //! browsers show on hover.
 
 use crate::logic::{category_color, step_outliers, CATEGORIES};
-use kinetoscope_types::units::{pct, time_us};
+use kinetoscope_types::units::{calls, pct, time_us};
 use kinetoscope_types::{CategoryTime, LayerRow, RankStats, StepRow};
 use leptos::prelude::*;
 
@@ -218,7 +218,7 @@ pub fn category_bars(cats: &[CategoryTime]) -> impl IntoView {
                     <span class="hbar-track">
                         <span class="hbar-fill" style=format!("width:{:.1}%;background:{}", c.pct.clamp(0.0, 100.0), category_color(c.category))></span>
                     </span>
-                    <span class="hbar-value">{format!("{} · {} · {} calls", pct(c.pct), time_us(c.us), c.calls)}</span>
+                    <span class="hbar-value">{format!("{} · {} · {}", pct(c.pct), time_us(c.us), calls(c.calls as f64))}</span>
                 </div>
             }
         })

@@ -215,12 +215,12 @@ pub fn highlight_totals(d: &kinetoscope_types::Diff, query: &str) -> Option<Stri
         _ => "kernels match",
     };
     Some(format!(
-        "{n} {what}, {}: A {} ({} calls), B {} ({} calls), {}",
+        "{n} {what}, {}: A {} ({}), B {} ({}), {}",
         d.basis,
         time_us(a),
-        ac.round(),
+        kinetoscope_types::units::calls(ac.round()),
         time_us(b),
-        bc.round(),
+        kinetoscope_types::units::calls(bc.round()),
         change_pct(change)
     ))
 }
