@@ -203,6 +203,8 @@ def models(T):
         num_key_value_heads=2,
         max_position_embeddings=1024,
     )
+    # Routed experts of the Qwen MoE models.
+    experts = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64)
     both = ("marked", "generate")
     return [
         # Eager attention (no attention op: matmul, softmax), four norms
@@ -356,10 +358,8 @@ def models(T):
             lambda: T.Qwen2MoeForCausalLM(
                 T.Qwen2MoeConfig(
                     num_hidden_layers=4,
-                    num_experts=4,
-                    num_experts_per_tok=2,
-                    moe_intermediate_size=64,
                     shared_expert_intermediate_size=64,
+                    **experts,
                     **common,
                 )
             ),
@@ -375,9 +375,7 @@ def models(T):
                 T.Qwen3MoeConfig(
                     num_hidden_layers=4,
                     head_dim=16,
-                    num_experts=4,
-                    num_experts_per_tok=2,
-                    moe_intermediate_size=64,
+                    **experts,
                     **common,
                 )
             ),
