@@ -561,6 +561,7 @@ def capture(torch, T, out, name, mode, make, kinds, prompt, steps):
     training = mode in ("train", "compiled-train")
     if training:
         if mode == "compiled-train":
+            torch._dynamo.reset()
             model.forward = torch.compile(model.forward)
         train(torch, model, ids, steps, ready, opts, getattr(make, "values", None))
         kinds = (encoder_kinds or []) + kinds
@@ -678,6 +679,7 @@ def compiled(torch, model, ids, steps, ready, opts):
     profiled step compiles."""
     from torch.profiler import profile, schedule
 
+    torch._dynamo.reset()  # no earlier model's compiled code or limits
     model.forward = torch.compile(model.forward)
 
     def run(p):
