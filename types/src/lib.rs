@@ -1819,6 +1819,11 @@ pub mod units {
             assert_eq!(rate_gbps(450.0), "450 GB/s");
             assert_eq!(count(78.0), "78");
             assert_eq!(count(2.5), "2.5");
+            assert_eq!(calls(1.0), "1 call");
+            assert_eq!(calls(1.01), "1 call");
+            assert_eq!(calls(1.2), "1.2 calls");
+            assert_eq!(calls(0.0), "0 calls");
+            assert_eq!(calls(78.0), "78 calls");
             assert_eq!(change_pct(-29.14), "-29.1%");
             assert_eq!(grouped(856_004), "856\u{202F}004");
             assert_eq!(grouped(1_400_000), "1\u{202F}400\u{202F}000");

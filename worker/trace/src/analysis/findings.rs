@@ -1718,6 +1718,29 @@ mod tests {
         }
     }
 
+    /// The top kernel's sentence reads as English: "an elementwise
+    /// kernel", "1 call" (it said "a elementwise kernel", "1 calls").
+    #[test]
+    fn the_top_kernel_takes_its_article_and_its_count() {
+        let mut s = on_h200();
+        let mut k = kernel([64, 1, 1], 1, 60.0, 600.0);
+        k.category = KernelCategory::Elementwise;
+        s.kernels.push(k);
+        let f = find(&s);
+        let top = f
+            .iter()
+            .find(|f| f.kind == FindingKind::TopKernel)
+            .expect("top kernel");
+        assert!(
+            top.text
+                .starts_with("The top GPU kernel, fused_moe_kernel, is an elementwise kernel taking 60.0% of GPU time: 1 call averaging 600 µs"),
+            "{}",
+            top.text
+        );
+        assert_eq!(a_kind(KernelCategory::Gemm), "a gemm");
+        assert_eq!(a_kind(KernelCategory::Other), "an uncategorized");
+    }
+
     #[test]
     fn thin_grids_on_eager_traces_only() {
         let mut s = on_h200();
