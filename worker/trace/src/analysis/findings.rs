@@ -535,7 +535,7 @@ fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
             pct(kg.pct),
             calls(kg.calls as f64),
             kg.calls_per_step
-                .filter(|_| has_steps)
+                .filter(|&c| has_steps && c >= 0.05)
                 .map(|c| format!(" ({} per step)", count(c)))
                 .unwrap_or_default(),
             time_us(kg.avg_us),
@@ -549,7 +549,7 @@ fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
             pct(k.pct),
             calls(k.calls as f64),
             k.calls_per_step
-                .filter(|_| has_steps)
+                .filter(|&c| has_steps && c >= 0.05)
                 .map(|c| format!(" ({} per step)", count(c)))
                 .unwrap_or_default(),
             time_us(k.avg_us),
@@ -1114,8 +1114,12 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     // H200 story windowed to one whole pass: 112 calls, 78 in the step;
     // `real_captures::a_window_holding_one_whole_pass_has_that_pass_as_its_step`).
     let in_steps = |per_step: Option<f64>| per_step.filter(|_| has_steps);
+    // An op whose calls all lie outside the steps (an encoder run once
+    // before a generation's passes: `hf/t5-6e6d-generate`) has none per
+    // step: say where they are ("0 calls per step" said nothing).
     let per_step = |n: u64, per_step: Option<f64>| match in_steps(per_step) {
-        Some(n) => format!("{} per step", calls(n)),
+        Some(x) if x >= 0.05 => format!("{} per step", calls(x)),
+        Some(_) => format!("{}, none inside the steps", calls(n as f64)),
         None => calls(n as f64),
     };
     let time = clock.basis.words();
@@ -1237,7 +1241,8 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     if others > 0 && rest >= 0.05 {
         let per_step_others = in_steps(op.calls_per_step)
             .zip(in_steps(g.calls_per_step))
-            .map(|(all, these)| (all - these).max(0.0));
+            .map(|(all, these)| (all - these).max(0.0))
+            .filter(|&n| n >= 0.05);
         let n = match per_step_others {
             Some(n) => count(n),
             None => others.to_string(),

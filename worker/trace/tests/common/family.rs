@@ -374,10 +374,21 @@ fn check(
             ));
         }
     }
-    // No share over 100%.
+    // No share over 100%, and no count that says nothing: calls outside
+    // every step are said as such (`hf/t5-6e6d-generate`'s encoder said
+    // "0 calls per step"), and one is "1 call".
     for f in &s.findings {
         if shares(&f.text).iter().any(|&v| v > 100.0) || f.impact_pct > 100.0 {
             failed.push(("shares", f.text.clone()));
+        }
+        let said = [
+            " 0 calls per step",
+            " 0 other ",
+            " 1 calls",
+            " (0 per step)",
+        ];
+        if said.iter().any(|w| f.text.contains(w)) {
+            failed.push(("counts", f.text.clone()));
         }
     }
     failed
