@@ -1105,23 +1105,28 @@ impl Clock {
     }
 }
 
+/// `n` calls in the user's words: per step where the trace has steps.
+/// Calls per step count the calls inside the steps only: a window that
+/// cut passes before and after its steps has calls outside them (the H200
+/// story windowed to one whole pass: 112 calls, 78 in the step;
+/// `real_captures::a_window_holding_one_whole_pass_has_that_pass_as_its_step`).
+/// Calls that all lie outside the steps (an encoder run once before a
+/// generation's passes: `hf/t5-6e6d-generate`) are said as such ("0 calls
+/// per step" said nothing).
+fn calls_said(n: u64, per_step: Option<f64>, has_steps: bool) -> String {
+    match per_step.filter(|_| has_steps) {
+        Some(x) if x >= 0.05 => format!("{} per step", calls(x)),
+        Some(_) => format!("{}, none inside the steps", calls(n as f64)),
+        None => calls(n as f64),
+    }
+}
+
 /// The sentence on an op and its share: led by the input signature that
 /// carries most of its time, never by an average over unlike calls.
 fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
     let (clock, has_steps) = (&f.clock, f.has_steps);
-    // Calls per step count the calls inside the steps only: a window that
-    // cut passes before and after its steps has calls outside them (the
-    // H200 story windowed to one whole pass: 112 calls, 78 in the step;
-    // `real_captures::a_window_holding_one_whole_pass_has_that_pass_as_its_step`).
     let in_steps = |per_step: Option<f64>| per_step.filter(|_| has_steps);
-    // An op whose calls all lie outside the steps (an encoder run once
-    // before a generation's passes: `hf/t5-6e6d-generate`) has none per
-    // step: say where they are ("0 calls per step" said nothing).
-    let per_step = |n: u64, per_step: Option<f64>| match in_steps(per_step) {
-        Some(x) if x >= 0.05 => format!("{} per step", calls(x)),
-        Some(_) => format!("{}, none inside the steps", calls(n as f64)),
-        None => calls(n as f64),
-    };
+    let per_step = |n: u64, per_step: Option<f64>| calls_said(n, per_step, has_steps);
     let time = clock.basis.words();
     let op_pct = clock.op_pct(op);
     let dominant = op
