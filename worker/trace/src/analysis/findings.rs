@@ -513,6 +513,20 @@ fn a_kind(category: KernelCategory) -> &'static str {
     }
 }
 
+/// The least calls per step a sentence states: below it a count reads
+/// "0" (`units::count` keeps one decimal), which says nothing; such calls
+/// lie outside the steps ([`calls_said`]).
+const LEAST_PER_STEP: f64 = 0.05;
+
+/// " (N per step)" after a kernel's calls, where the trace has steps and
+/// the calls run in them.
+fn per_step_note(per_step: Option<f64>, has_steps: bool) -> String {
+    per_step
+        .filter(|&c| has_steps && c >= LEAST_PER_STEP)
+        .map(|c| format!(" ({} per step)", count(c)))
+        .unwrap_or_default()
+}
+
 /// The top kernel: its launch geometry that carries the time (kernels that
 /// share a name, such as every cast to BF16, differ in grid), and who
 /// launches it.
@@ -534,10 +548,7 @@ fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
             a_kind(k.category),
             pct(kg.pct),
             calls(kg.calls as f64),
-            kg.calls_per_step
-                .filter(|&c| has_steps && c >= 0.05)
-                .map(|c| format!(" ({} per step)", count(c)))
-                .unwrap_or_default(),
+            per_step_note(kg.calls_per_step, has_steps),
             time_us(kg.avg_us),
             calls((k.calls - kg.calls) as f64),
             time_us((k.total_us - kg.total_us) / (k.calls - kg.calls).max(1) as f64),
@@ -548,10 +559,7 @@ fn top_kernel(f: &Facts, out: &mut Vec<Finding>) {
             a_kind(k.category),
             pct(k.pct),
             calls(k.calls as f64),
-            k.calls_per_step
-                .filter(|&c| has_steps && c >= 0.05)
-                .map(|c| format!(" ({} per step)", count(c)))
-                .unwrap_or_default(),
+            per_step_note(k.calls_per_step, has_steps),
             time_us(k.avg_us),
         ),
     };
@@ -1115,7 +1123,7 @@ impl Clock {
 /// per step" said nothing).
 fn calls_said(n: u64, per_step: Option<f64>, has_steps: bool) -> String {
     match per_step.filter(|_| has_steps) {
-        Some(x) if x >= 0.05 => format!("{} per step", calls(x)),
+        Some(x) if x >= LEAST_PER_STEP => format!("{} per step", calls(x)),
         Some(_) => format!("{}, none inside the steps", calls(n as f64)),
         None => calls(n as f64),
     }
@@ -1247,7 +1255,7 @@ fn op_sentence(op: &OpRow, f: &Facts) -> (String, f64) {
         let per_step_others = in_steps(op.calls_per_step)
             .zip(in_steps(g.calls_per_step))
             .map(|(all, these)| (all - these).max(0.0))
-            .filter(|&n| n >= 0.05);
+            .filter(|&n| n >= LEAST_PER_STEP);
         let n = match per_step_others {
             Some(n) => count(n),
             None => others.to_string(),
