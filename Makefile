@@ -122,12 +122,14 @@ captures: torch-tool
 	  --out $(CAPTURE_OUT) $$($(TOOLS_DIR)/torch/bin/python -c 'import torch; print("--gpu" if torch.cuda.is_available() else "")')
 	$(TOOLS_DIR)/torch/bin/python python/captures/recompile.py --out worker/trace/tests/captures/compiling
 	$(TOOLS_DIR)/torch/bin/python python/captures/unmarked.py --out worker/trace/tests/captures/unmarked
-## Hugging Face transformers models profiled on the CPU (other people's model
-## code; `captures::hugging_face_models_hold` checks them).
+## Hugging Face transformers models and diffusers pipelines profiled on the
+## CPU (other people's model code; `captures::hugging_face_models_hold`
+## checks them).
 captures-hf: torch-tool
-	$(TOOLS_DIR)/torch/bin/python -c 'import transformers' 2>/dev/null || \
-	  $(TOOLS_DIR)/torch/bin/pip install -q transformers
+	$(TOOLS_DIR)/torch/bin/python -c 'import transformers, diffusers' 2>/dev/null || \
+	  $(TOOLS_DIR)/torch/bin/pip install -q transformers diffusers
 	$(TOOLS_DIR)/torch/bin/python python/captures/hf.py --out worker/trace/tests/captures/hf
+	$(TOOLS_DIR)/torch/bin/python python/captures/diffusion.py --out worker/trace/tests/captures/hf
 
 ## Coverage-guided fuzzing of the pure core (cargo-fuzz, libFuzzer, AddressSanitizer):
 ## every target for FUZZ_SECONDS each (`make fuzz FUZZ_SECONDS=600 FUZZ_TARGETS=parse`,

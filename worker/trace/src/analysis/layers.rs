@@ -553,6 +553,29 @@ pub(crate) fn may_hold_passes(cx: &Context) -> bool {
     }
 }
 
+/// Whether every marked step calls one compiled graph twice or more
+/// ([`compiled_calls`]), the calls covering [`MIN_PASSES_SHARE`] of its
+/// CPU span or more, so that [`compiled_passes`] may tell its passes: the
+/// four denoiser calls of `tracelens-mi300x-xdit-sd3.5-infer` cover 83%
+/// of its one step. A graph that is a piece of a layer (a MoE layer's
+/// graph breaks) is called in every step too, but covers less than half
+/// of some step: 4% to 62% in the compiled CPU captures
+/// (`tests/captures/*compile*`), under half in at least one step of each,
+/// so no search is spent on them.
+pub(crate) fn compiled_calls_cover_steps(cx: &Context) -> bool {
+    let Some(calls) = compiled_calls(cx.t) else {
+        return false;
+    };
+    !cx.steps.is_empty()
+        && cx.steps.iter().all(|step| {
+            let inside = calls
+                .iter()
+                .filter(|&&(_, ts, _)| step.ts <= ts && ts < step.end);
+            let (n, ns) = inside.fold((0, 0), |(n, ns), &(_, ts, end)| (n + 1, ns + end - ts));
+            n >= 2 && ns as f64 >= MIN_PASSES_SHARE * (step.end - step.ts) as f64
+        })
+}
+
 /// Finds the layers, and where each lies in each step.
 pub(crate) fn find(cx: &Context, opts: &AnalysisOptions) -> Placed {
     let (
@@ -604,6 +627,10 @@ pub(crate) enum PassesFrom {
     /// every layer. What comes before the first such name is no pass.
     /// Passes only if each holds two layers or more, as [`Self::Restarts`].
     Anchor,
+    /// By the calls of a graph `torch.compile` compiled, called twice or
+    /// more ([`compiled_passes`]): passes only if each holds two layers or
+    /// more, as [`Self::Restarts`].
+    Compiled,
 }
 
 /// A pass's first op name and CPU span (start, end), ns.
@@ -620,8 +647,13 @@ pub(crate) type PassFinder = fn(&Context, &Placed) -> Option<Vec<PassSpan>>;
 pub(crate) fn prologue_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
     let (seq, cpu) = head_starts_a_pass(cx, placed)?;
     let a = placed.layers.assignment.as_ref()?;
-    (a.pass_starts.len() >= 2).then_some(())?;
-    pass_spans(cx, seq, cpu, &a.pass_starts)
+    let starts = &a.pass_starts;
+    (starts.len() >= 2).then_some(())?;
+    // What runs after the last pass is no pass's ([`after_passes`]): a
+    // diffusion pipeline's VAE, whose attention made the last pass's
+    // layers one more (FLUX, `hf/flux-2d4s-*`).
+    let end = after_passes(seq, starts);
+    pass_spans(cx, &seq[..end], cpu, starts)
 }
 
 /// The forward passes of a trace without step marks where the first ops
@@ -630,6 +662,54 @@ pub(crate) fn prologue_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassS
 pub(crate) fn restart_passes(cx: &Context, placed: &Placed) -> Option<Vec<PassSpan>> {
     let (seq, cpu) = head_starts_a_pass(cx, placed)?;
     pass_spans(cx, seq, cpu, &restarts(seq)?)
+}
+
+/// The forward passes of a trace that calls one graph `torch.compile`
+/// compiled several times, each call a pass: the calls' CPU spans (see
+/// [`compiled_calls`]). A diffusion pipeline runs its denoiser once a
+/// denoising step, inside one marked step between its text encoders and
+/// its VAE (`tracelens-mi300x-xdit-sd3.5-infer`: 4 calls of SD3.5's
+/// transformer, 38 blocks each, after two CLIP towers; no name runs once a
+/// call, so [`anchored`] finds no passes). Where a graph is a piece of a
+/// layer (graph breaks in MoE layers, vLLM's piecewise graphs), its calls
+/// hold fewer than two layers each, and are no passes ([`holds_passes`],
+/// which the caller asks).
+pub(crate) fn compiled_passes(cx: &Context, _placed: &Placed) -> Option<Vec<PassSpan>> {
+    compiled_calls(cx.t)
+}
+
+/// The calls of the compiled graph (`## Call CompiledFxGraph <hash> ##`,
+/// one hash a graph) called twice or more, one after another, whose calls
+/// take the most CPU time together: each call's name and CPU span. `None`
+/// where no graph is called twice, or the chosen graph's calls overlap.
+pub(crate) fn compiled_calls(t: &Tables) -> Option<Vec<PassSpan>> {
+    let graphs: hashbrown::HashSet<Sym> = (0..t.names.len() as Sym)
+        .filter(|&s| t.name(s).starts_with(super::steps::COMPILED_GRAPH_CALL))
+        .collect();
+    if graphs.is_empty() {
+        return None;
+    }
+    let cpu = &t.cpu;
+    let mut calls: HashMap<Sym, Vec<(i64, i64)>> = HashMap::new();
+    for (r, name) in cpu.name().iter().enumerate() {
+        if graphs.contains(name) {
+            let ts = cpu.ts().get(r);
+            calls
+                .entry(*name)
+                .or_default()
+                .push((ts, ts + cpu.dur().get(r)));
+        }
+    }
+    let total = |spans: &[(i64, i64)]| spans.iter().map(|(a, b)| b - a).sum::<i64>();
+    let (name, mut spans) = calls
+        .into_iter()
+        .filter(|(_, spans)| spans.len() >= 2)
+        .max_by_key(|(name, spans)| (total(spans), std::cmp::Reverse(*name)))?;
+    spans.sort_unstable();
+    spans
+        .windows(2)
+        .all(|w| w[0].1 <= w[1].0)
+        .then(|| spans.iter().map(|&(ts, end)| (name, ts, end)).collect())
 }
 
 /// The one sequence of a trace without step marks, and whether its items
@@ -1965,10 +2045,20 @@ impl Passes {
                 layers.push((s, e));
             }
         }
+        // What runs before the first prologue is the first pass's (a
+        // generation's checks of its inputs, and its cache made: 2.6 ms of
+        // `hf/gemma2-6l-generate`'s 70 ms prefill), unless it is longer than
+        // any prologue and runs a mixer: a model of its own, run once
+        // before the passes (a diffusion pipeline's text encoders:
+        // `hf/flux-2d4s-*` had them in its first pass, which
+        // their tokens made a prefill).
+        let other_model =
+            head > Self::MAX_PROLOGUE && seq[..head].iter().any(|it| it.role.is_mixer());
+        let first_at = if other_model { head } else { 0 };
         Some(Passes {
             per_pass,
             layers,
-            starts: std::iter::once(0).chain(again).collect(),
+            starts: std::iter::once(first_at).chain(again).collect(),
         })
     }
 }

@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 20;
+pub const ANALYZER_VERSION: u32 = 21;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -337,8 +337,9 @@ fn passes_as_steps(
     cx: &mut Context,
     opts: &AnalysisOptions,
     names: NamesStand,
+    finders: Finders,
 ) -> (layers::Placed, bool) {
-    use layers::PassesFrom::{Anchor, Prologue, Restarts};
+    use layers::PassesFrom::{Anchor, Compiled, Prologue, Restarts};
     let found = layers::find(cx, opts);
     if names == NamesStand::Yes && found.layers.told_by_names() {
         return (found, false);
@@ -346,13 +347,20 @@ fn passes_as_steps(
     // Told by their prologue, the passes stand; else where a name cuts the
     // sequence into alike pieces (the profile may have opened inside a
     // pass); else where the first ops run again (the passes of a long
-    // generation need not be alike: its prefill runs other kernels).
-    let tries: [(layers::PassFinder, _); 3] = [
+    // generation need not be alike: its prefill runs other kernels); else
+    // the calls of a compiled graph (a generation's prefill may call
+    // another graph than its decodes, or none).
+    let tries: [(layers::PassFinder, _); 4] = [
         (layers::prologue_passes, Prologue),
         (layers::anchored_passes, Anchor),
         (layers::restart_passes, Restarts),
+        (layers::compiled_passes, Compiled),
     ];
-    for (passes, from) in tries {
+    let tries = match finders {
+        Finders::All => &tries[..],
+        Finders::Compiled => &tries[3..],
+    };
+    for &(passes, from) in tries {
         let Some(passes) = passes(cx, &found) else {
             continue;
         };
@@ -441,13 +449,20 @@ fn anchored_alone(
 /// pass, is no pass). The layers found with the passes (else `None`: the
 /// marked steps stand, and their layers are found beside the tables).
 fn passes_in_steps(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::Placed> {
-    if cx.steps.iter().any(|s| s.pass.is_some()) || !layers::may_hold_passes(cx) {
+    if cx.steps.iter().any(|s| s.pass.is_some()) {
         return None;
     }
+    let finders = if layers::may_hold_passes(cx) {
+        Finders::All
+    } else if layers::compiled_calls_cover_steps(cx) {
+        Finders::Compiled
+    } else {
+        return None;
+    };
     let t = cx.t;
     let marked = std::mem::take(&mut cx.steps);
     (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
-    let (placed, passes) = passes_as_steps(cx, opts, NamesStand::Yes);
+    let (placed, passes) = passes_as_steps(cx, opts, NamesStand::Yes, finders);
     let step_of = |ts: i64| marked.iter().position(|s| s.ts <= ts && ts < s.end);
     let mut held = vec![0usize; marked.len()];
     let inside = cx.steps.iter().all(|p| match step_of(p.ts) {
@@ -464,6 +479,15 @@ fn passes_in_steps(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::P
     cx.steps = marked;
     (cx.gpu_step, cx.basis) = attribution::steps_of(t, &cx.links, &cx.steps, cx.gpu_op_ns);
     None
+}
+
+/// Which pass finders [`passes_as_steps`] tries: all of them, or only the
+/// calls of a compiled graph, where the marked steps' sequences show no
+/// other sign of passes ([`layers::may_hold_passes`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finders {
+    All,
+    Compiled,
 }
 
 /// Whether layers that names told (annotations, module frames) stand
@@ -557,7 +581,7 @@ fn summarize<R>(
         passes_in: None,
     };
     let placed = if cx.steps.is_empty() {
-        let (placed, passes) = passes_as_steps(&mut cx, opts, NamesStand::No);
+        let (placed, passes) = passes_as_steps(&mut cx, opts, NamesStand::No, Finders::All);
         if passes {
             steps.source = Some(steps::FORWARD_PASSES.to_string());
         }

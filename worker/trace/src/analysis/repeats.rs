@@ -170,6 +170,14 @@ fn mixer_blocks(seq: &[Item]) -> Vec<(usize, usize)> {
 /// whose decoder layers were each two, eager attention's scores too; a
 /// diffusion UNet's transformer blocks). Where no gap runs an MLP item (a
 /// Mamba model: a norm and a mixer a layer), every block stays a layer.
+/// The gap before the cross-attention may hold no norm, where other gaps
+/// hold them: each layer starts at its input norm, so a gap without one
+/// is inside a layer (PixArt's DiT blocks, with AdaLN-single, run their
+/// cross-attention on the self-attention's output as it is:
+/// `hf/pixart-5l-*`, 10 layers of 5 before). Where no gap holds a norm,
+/// blocks stay apart: a compiled CPU model's norms and MLP activations are
+/// fused into C++ the profiler does not record, and its layers are
+/// attention blocks with GEMMs between them.
 fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     let gap_has = |i: usize, f: &dyn Fn(Role) -> bool| {
         seq[blocks[i].1 + 1..blocks[i + 1].0]
@@ -182,6 +190,7 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
     }
     let mut out: Vec<(usize, usize)> = Vec::with_capacity(n);
     let attention = |b: (usize, usize)| matches!(seq[b.0].role, Role::Attention | Role::Scores);
+    let normed = (0..n - 1).any(|i| gap_has(i, &|r| r == Role::Norm));
     let mut joined = false;
     for i in 0..n {
         let cross = i > 0
@@ -189,7 +198,7 @@ fn cross_attention(seq: &[Item], blocks: Vec<(usize, usize)>) -> Vec<(usize, usi
             && attention(blocks[i - 1])
             && attention(blocks[i])
             && !gap_has(i - 1, &|r| r.is_block_part())
-            && gap_has(i - 1, &|r| r == Role::Norm);
+            && normed;
         match out.last_mut() {
             Some(b) if cross => b.1 = blocks[i].1,
             _ => out.push(blocks[i]),
@@ -382,6 +391,21 @@ fn place(
         by_mixers: one_each,
         at_norms: false,
     })
+}
+
+/// Whether a key runs once before the first mixer block and then once
+/// after each block, before the next: once in the model's head, then once
+/// a layer. Cut there, the first layer is the head's tail and the first
+/// layer, and the last is the model's output alone (PixArt's DiT projects
+/// its caption with a GELU MLP before its blocks, and each block's MLP
+/// runs a GELU: 6 layers of 5, `hf/pixart-5l-*`, where the blocks cut the
+/// 5). Such a key is no layer's; the blocks, or another key, cut them.
+fn in_head_then_each_block(pos: &[usize], blocks: &[(usize, usize)]) -> bool {
+    pos.len() == blocks.len() + 1
+        && blocks.len() >= 2
+        && pos[0] < blocks[0].0
+        && (1..pos.len())
+            .all(|i| pos[i] > blocks[i - 1].1 && blocks.get(i).is_none_or(|b| pos[i] < b.0))
 }
 
 /// Whether each key position lies between the blocks before and after
@@ -621,6 +645,9 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
     for &s in steps {
         let seq = all[s];
         let (pos, final_norm) = positions(seq, key, &blocks[s]);
+        if in_head_then_each_block(&pos, &blocks[s]) {
+            return None;
+        }
         // Runs before the step's layers (`Steps::lead`): their blocks are
         // no layer's.
         let extra = pos.len().checked_sub(count)?;
@@ -1215,6 +1242,34 @@ mod tests {
             })
             .collect();
         assert!(router_in(&mixer_blocks(&unrouted)));
+    }
+
+    /// A DiT (PixArt's): a block runs self-attention, then cross-attention
+    /// on its output with no norm between, then a norm and the MLP; the
+    /// model's head runs an MLP item (its caption projection's GELU) before
+    /// the first block. The blocks are the layers: neither each attention
+    /// alone (10) nor cut at the MLP item (6, the head's taken for one).
+    #[test]
+    fn a_dit_block_with_cross_attention_and_a_head_mlp_is_one_layer() {
+        let block = [1, 2, 13, 3, 2, 13, 3, 1, 2, 5, 2];
+        let mut seq = vec![0, 7, 5, 7];
+        for _ in 0..5 {
+            seq.extend(block);
+        }
+        seq.extend([1, 9]);
+        let dit = |names: &[u32]| -> Vec<Item> {
+            let mut seq = items(names);
+            for it in &mut seq {
+                if it.name == 13 {
+                    it.role = Role::Attention;
+                }
+            }
+            seq
+        };
+        assert_eq!(mixer_blocks(&dit(&seq)).len(), 5);
+        let split = find(&[dit(&seq), dit(&seq)], &|_| 1, &mut |s| s).unwrap();
+        assert_eq!(split.layers(), 5);
+        assert_eq!(split.bounds[0].0[0], 4);
     }
 
     /// Interleaved layers (dense, MoE, dense, MoE): the key that runs in

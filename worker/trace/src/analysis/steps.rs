@@ -889,6 +889,10 @@ pub fn is_compiling(name: &str) -> bool {
         .any(|k| name.starts_with(k))
 }
 
+/// How Inductor names the range of a call of a graph it compiled:
+/// `## Call CompiledFxGraph <hash> ##`, one hash a graph.
+pub const COMPILED_GRAPH_CALL: &str = "## Call CompiledFxGraph";
+
 /// Whether an op or annotation name is a range around compiled code that
 /// runs it (not an op of the model): `Torch-Compiled Region`, the
 /// AOT runtime wrapper's `CompiledFunction`, Inductor's `## Call
@@ -898,7 +902,7 @@ pub fn is_compiling(name: &str) -> bool {
 /// and its backward, custom ops) run inside them.
 pub fn is_compiled_region(name: &str) -> bool {
     name.starts_with("Torch-Compiled Region")
-        || name.starts_with("## Call CompiledFxGraph")
+        || name.starts_with(COMPILED_GRAPH_CALL)
         || name == "CompiledFunction"
         || name
             .strip_prefix("autograd::engine::evaluate_function: ")

@@ -560,3 +560,44 @@ fn a_step_of_five_owlv2_passes_without_frames_has_the_vision_layers_of_each() {
         assert_eq!(s.layers.count, 24, "{what}");
     }
 }
+
+/// A diffusion pipeline (xDiT's SD3.5 on an MI300X) runs, in its one
+/// marked step, two CLIP towers, its transformer once a denoising step
+/// (four calls of one graph `torch.compile` made, 38 blocks each), then
+/// its VAE. No name runs once a denoising step outside the graph, so only
+/// the graph's calls tell the passes: each call is a step of 38 layers,
+/// marked or not. It said 0 layers, one step of 1.2 s. Without the calls'
+/// ranges the passes are not told (the rule reads them, not the kernels).
+#[test]
+fn a_compiled_graph_called_once_a_denoising_step_has_its_calls_as_steps() {
+    let name = "tracelens-mi300x-xdit-sd3.5-infer.json.gz";
+    let no_calls: Vec<Value> = events(name)
+        .into_iter()
+        .filter(|e| {
+            !e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("## Call CompiledFxGraph"))
+        })
+        .collect();
+    for (what, events) in [
+        ("marked", events(name)),
+        ("unmarked", unmarked_events(name)),
+    ] {
+        let s = summary_of_events(events);
+        let what = format!("{what}: {} steps; {}", s.steps.len(), s.layers.detail);
+        assert_eq!(s.steps_stats.source, "forward passes", "{what}");
+        assert_eq!(s.steps.len(), 4, "{what}");
+        assert_eq!(s.layers.count, 38, "{what}");
+        for step in &s.steps {
+            // Each call's CPU range is 247-249 ms; its GPU work 233-247 ms.
+            assert!((200e3..260e3).contains(&step.wall_us), "{what}: {step:?}");
+        }
+    }
+    let s = summary_of_events(no_calls);
+    assert_eq!(
+        (s.steps.len(), s.layers.count),
+        (1, 0),
+        "{}",
+        s.layers.detail
+    );
+}
