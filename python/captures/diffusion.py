@@ -27,10 +27,9 @@ them without torch, and the margin test with them.
 """
 
 import argparse
-import json
 import os
 
-from capture import compress, write_key_averages
+from hf import write
 
 # Denoising steps of a generation: the denoiser's calls.
 STEPS = 4
@@ -233,8 +232,6 @@ def capture(torch, T, D, out, name, kind, blocks, mode):
                 generate()
                 p.step()
         events = done["events"]
-    compress(path)
-    write_key_averages(os.path.join(out, full + ".key_averages.json"), events)
     truth = {
         "name": full,
         "model": type(denoiser).__name__,
@@ -251,8 +248,7 @@ def capture(torch, T, D, out, name, kind, blocks, mode):
         "transformers": T.__version__,
         "device": "cpu",
     }
-    with open(os.path.join(out, full + ".truth.json"), "w") as f:
-        json.dump(truth, f, indent=1)
+    write(out, full, path, events, truth)
 
 
 def main():
