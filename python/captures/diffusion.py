@@ -105,6 +105,21 @@ def flux(D, double, single):
     )
 
 
+def dit(D, layers):
+    """DiT (Peebles and Xie): a class-conditional DiT, no text; AdaLN-zero
+    blocks of self-attention and an MLP."""
+    return D.DiTTransformer2DModel(
+        num_attention_heads=4,
+        attention_head_dim=8,
+        in_channels=4,
+        out_channels=8,
+        num_layers=layers,
+        sample_size=LATENT,
+        patch_size=2,
+        norm_num_groups=4,
+    )
+
+
 def vae(D):
     """A small VAE; only its decoder runs."""
     return D.AutoencoderKL(
@@ -123,6 +138,7 @@ def models(D):
         ("sd3-6l", "sd3", [6], ["marked", "compiled", "generate"]),
         ("pixart-5l", "pixart", [5], ["marked", "generate"]),
         ("flux-2d4s", "flux", [2, 4], ["marked", "generate"]),
+        ("dit-6l", "dit", [6], ["marked"]),
     ]
 
 
@@ -136,6 +152,10 @@ def denoiser_call(torch, kind, denoiser, text, pooled):
             pooled_projections=pooled,
             timestep=t,
         ).sample
+    if kind == "dit":
+        # The class to draw, and the null class (guidance's other half).
+        labels = torch.tensor([3, 1000])
+        return lambda x, t: denoiser(x, timestep=t, class_labels=labels).sample[:, :4]
     if kind == "pixart":
         return lambda x, t: denoiser(
             x,
@@ -173,7 +193,7 @@ def pipeline(torch, T, D, kind, blocks):
     matching Euler scheduler; classifier-free guidance as a batch of two,
     but for FLUX, distilled to one), then the VAE's decoder."""
     towers = [clip(T, 2, 32).eval(), clip(T, 3, 32).eval()]
-    make = {"sd3": sd3, "pixart": pixart, "flux": flux}[kind]
+    make = {"sd3": sd3, "pixart": pixart, "flux": flux, "dit": dit}[kind]
     denoiser = make(D, *blocks).eval()
     decoder = vae(D).eval()
     scheduler = D.FlowMatchEulerDiscreteScheduler()
@@ -182,9 +202,10 @@ def pipeline(torch, T, D, kind, blocks):
 
     def generate():
         with torch.no_grad():
-            outs = [t(input_ids=ids) for t in towers]
-            text = outs[0].last_hidden_state
-            pooled = torch.cat([o.text_embeds for o in outs], dim=-1)
+            # DiT draws a class: no text towers.
+            outs = [t(input_ids=ids) for t in towers] if kind != "dit" else []
+            text = outs[0].last_hidden_state if outs else None
+            pooled = torch.cat([o.text_embeds for o in outs], dim=-1) if outs else None
             call = denoiser_call(torch, kind, denoiser, text, pooled)
             latents = torch.randn(1, 4, LATENT, LATENT)
             scheduler.set_timesteps(STEPS)

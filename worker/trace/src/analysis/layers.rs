@@ -521,27 +521,18 @@ fn sequences(cx: &Context) -> (Sequences, bool) {
 /// With its first pass not told whole, a step of three passes covers 2/3.
 const MIN_PASSES_SHARE: f64 = 0.5;
 
-/// Whether a trace's marked steps may each run the forward pass several
-/// times, without the layer search: one step where its sequence's first
-/// ops run again ([`restarts`]) or a name cuts it into alike pieces
-/// ([`anchored`]), as the pass finders ask; several where such a name cuts
-/// every step's sequence into alike pieces that cover most of it
+/// Whether a trace's marked steps (several: one step is searched for
+/// passes whole, `analysis::passes_in_steps`) may each run the forward
+/// pass several times, without the layer search: where a name cuts every
+/// step's sequence into alike pieces ([`anchored`]) that cover most of it
 /// ([`MIN_PASSES_SHARE`]; a step of one decode pass has no such name, so
 /// a marked trace of such steps pays for building its steps' sequences and
 /// scanning the first, and no search: no change beyond noise on the
-/// generated 30-step story, BENCHMARKS.md). A prologue that cuts the
-/// layers ([`prologue_passes`]) holds a name run once a pass, so its
-/// passes restart. On `tracelens-mi300x-xdit-sd3.5-infer` (one step, no
-/// passes) trying the passes took 26 ms of 100 without this test.
+/// generated 30-step story, BENCHMARKS.md).
 pub(crate) fn may_hold_passes(cx: &Context) -> bool {
     let (seqs, cpu) = sequences(cx);
     match seqs.items.as_slice() {
         [] => false,
-        [seq] => {
-            restarts(seq).is_some()
-                || anchored(seq, |it| item_row(cx, cpu, it).is_some(), Anchoring::Marked)
-                    .is_some_and(|(starts, _)| starts.len() >= 2)
-        }
         all => all.iter().all(|seq| {
             anchored(seq, |it| item_row(cx, cpu, it).is_some(), Anchoring::Marked).is_some_and(
                 |(starts, end)| {

@@ -452,7 +452,12 @@ fn passes_in_steps(cx: &mut Context, opts: &AnalysisOptions) -> Option<layers::P
     if cx.steps.iter().any(|s| s.pass.is_some()) {
         return None;
     }
-    let finders = if layers::may_hold_passes(cx) {
+    // One marked step is searched as a trace without step marks is: its
+    // passes need not start it (a DiT's generation, `hf/dit-6l-marked`,
+    // draws its noise and its timesteps first, and its 4 passes of 6
+    // blocks were 28 layers), and the search costs one more layer search
+    // of one step, within the noise on the shared one-step traces.
+    let finders = if cx.steps.len() == 1 || layers::may_hold_passes(cx) {
         Finders::All
     } else if layers::compiled_calls_cover_steps(cx) {
         Finders::Compiled
