@@ -26,10 +26,9 @@ whole, without step marks). Remade by `make captures-hf`, beside
 them without torch, and the margin test with them.
 """
 
-import argparse
 import os
 
-from hf import write
+from hf import arguments, write
 
 # Denoising steps of a generation: the denoiser's calls.
 STEPS = 4
@@ -54,16 +53,23 @@ def clip(T, layers, hidden):
     )
 
 
+# The small shape every DiT here shares: 4 heads of 8, 4 latent channels
+# in, patches of 2x2 over the latent.
+SMALL_DIT = dict(
+    num_attention_heads=4,
+    attention_head_dim=8,
+    in_channels=4,
+    sample_size=LATENT,
+    patch_size=2,
+)
+
+
 def sd3(D, layers):
     """SD3's MMDiT: joint blocks over the image and the text streams; the
     last block updates the image stream alone (`context_pre_only`)."""
     return D.SD3Transformer2DModel(
-        sample_size=LATENT,
-        patch_size=2,
-        in_channels=4,
+        **SMALL_DIT,
         num_layers=layers,
-        attention_head_dim=8,
-        num_attention_heads=4,
         joint_attention_dim=32,
         caption_projection_dim=32,
         pooled_projection_dim=64,
@@ -76,14 +82,10 @@ def pixart(D, layers):
     """PixArt-alpha's DiT: self-attention, cross-attention to the text and
     an MLP a block, AdaLN-single conditioning."""
     return D.PixArtTransformer2DModel(
-        num_attention_heads=4,
-        attention_head_dim=8,
-        in_channels=4,
+        **SMALL_DIT,
         out_channels=4,
         num_layers=layers,
         cross_attention_dim=32,
-        sample_size=LATENT,
-        patch_size=2,
         caption_channels=32,
     )
 
@@ -109,13 +111,9 @@ def dit(D, layers):
     """DiT (Peebles and Xie): a class-conditional DiT, no text; AdaLN-zero
     blocks of self-attention and an MLP."""
     return D.DiTTransformer2DModel(
-        num_attention_heads=4,
-        attention_head_dim=8,
-        in_channels=4,
+        **SMALL_DIT,
         out_channels=8,
         num_layers=layers,
-        sample_size=LATENT,
-        patch_size=2,
         norm_num_groups=4,
     )
 
@@ -273,15 +271,11 @@ def capture(torch, T, D, out, name, kind, blocks, mode):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=[])
-    args = ap.parse_args()
+    args = arguments(__doc__)
     import diffusers as D
     import torch
     import transformers as T
 
-    os.makedirs(args.out, exist_ok=True)
     for name, kind, blocks, modes in models(D):
         if args.only and name not in args.only:
             continue

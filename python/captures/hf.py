@@ -701,15 +701,22 @@ def compiled(torch, model, ids, steps, ready, opts):
         run(p)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(doc):
+    """`--out DIR` and `--only NAME...`, for this script and `diffusion.py`
+    (its first line, `doc`'s, the description); the output folder made."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*", default=[])
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    return args
+
+
+def main():
+    args = arguments(__doc__)
     import torch
     import transformers as T
 
-    os.makedirs(args.out, exist_ok=True)
     for name, modes, make, kinds, *sizes in models(T):
         if args.only and name not in args.only:
             continue

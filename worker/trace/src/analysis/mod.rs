@@ -356,11 +356,8 @@ fn passes_as_steps(
         (layers::restart_passes, Restarts),
         (layers::compiled_passes, Compiled),
     ];
-    let tries = match finders {
-        Finders::All => &tries[..],
-        Finders::Compiled => &tries[3..],
-    };
-    for &(passes, from) in tries {
+    let tried = |from: &layers::PassesFrom| finders == Finders::All || *from == Compiled;
+    for (passes, from) in tries.into_iter().filter(|(_, from)| tried(from)) {
         let Some(passes) = passes(cx, &found) else {
             continue;
         };
