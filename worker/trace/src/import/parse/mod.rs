@@ -882,6 +882,88 @@ mod tests {
         }
     }
 
+    /// Nested values skipped 64 bytes at a time end where a byte-by-byte
+    /// skip ends them (or stop alike: cut, or too deep), whatever they
+    /// hold and wherever the slice is cut: strings with brackets and
+    /// escaped quotes inside, a backslash as a block's last byte, deep
+    /// nesting past the limit.
+    #[test]
+    fn nested_values_skip_alike_at_every_cut() {
+        fn reference(b: &[u8], i: usize, max_depth: usize) -> Result<usize, Option<String>> {
+            let (mut depth, mut j) = (0usize, i);
+            loop {
+                let c = *b.get(j).ok_or(None)?;
+                match c {
+                    b'"' => {
+                        j = scan_string(b, j).map_err(|_| None)?.1;
+                        continue;
+                    }
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > max_depth {
+                            return Err(Some(format!(
+                                "JSON nested deeper than {max_depth} levels"
+                            )));
+                        }
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        let pieces: [&[u8]; 12] = [
+            b"[128, 128, 1]",
+            b"[]",
+            b"\"[1, 12, 4005, 128]\"",
+            b"\"a \\\" ] }\"",
+            b"{\"k\": [1, {\"x\": \"}\"}]}",
+            b"\"\\\\\"",
+            b"\"c10::BFloat16\"",
+            b"\"\"",
+            b"0.5",
+            b"[[[[[[1]]]]]]",
+            b"\"\\\\\\\"]\"",
+            b"true",
+        ];
+        let mut seed = 7u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for round in 0..200 {
+            let mut doc = b"  [".to_vec();
+            for k in 0..next(40) {
+                if k > 0 {
+                    doc.extend_from_slice(if next(2) == 0 { b", " } else { b"," });
+                }
+                doc.extend_from_slice(pieces[next(pieces.len())]);
+            }
+            doc.extend_from_slice(b"], \"next\": 1}");
+            let max_depth = [3, 6, 64][round % 3];
+            for cut in 3..=doc.len() {
+                let got = skip_value(&doc[..cut], 2, max_depth).map_err(|e| match e {
+                    Stop::More => None,
+                    Stop::Bad(msg) => Some(*msg),
+                });
+                let want = reference(&doc[..cut], 2, max_depth);
+                assert_eq!(
+                    got,
+                    want,
+                    "round {round}, cut {cut}: {}",
+                    String::from_utf8_lossy(&doc)
+                );
+            }
+        }
+    }
+
     #[test]
     fn rejects_garbage_clearly() {
         for doc in [
