@@ -125,6 +125,27 @@ pub struct Slice<'a> {
     pub args: SliceArgs<'a>,
 }
 
+/// A category seen, kept with its id and class so that the next events of
+/// it are told by their text alone: Kineto's events alternate between a
+/// few categories (an op, its runtime call, its kernel), and a hash and a
+/// lookup an event for them cost 2% of the parse's instructions
+/// (callgrind, the H200 story's capture).
+struct SeenCat {
+    text: Box<[u8]>,
+    sym: Sym,
+    class: CatClass,
+    /// Its events so far.
+    events: u64,
+}
+
+impl SeenCat {
+    /// Categories kept so, at most (the rest are looked up each time):
+    /// Kineto writes about a dozen (`cpu_op`, `kernel`, `cuda_runtime`,
+    /// `gpu_user_annotation`, ...), and a list longer than this costs
+    /// more to search than a lookup.
+    const MAX: usize = 16;
+}
+
 /// Builds a [`Trace`] from decoded events; see the module docs.
 pub struct TraceBuilder {
     trace: Trace,
@@ -134,8 +155,11 @@ pub struct TraceBuilder {
     /// Shapes and dtypes as written, with their interned canonical text.
     compact: HashMap<Box<[u8]>, Sym>,
     scratch: Vec<u8>,
-    /// The last event's `cat` text, its id and class.
-    last_cat: (Vec<u8>, Sym, CatClass),
+    /// The categories seen, with their ids, classes and events counted
+    /// (added to the trace's counts at the end); see [`SeenCat`].
+    cats: Vec<SeenCat>,
+    /// Where in `cats` the last event's category is.
+    last_cat: usize,
     /// The last numeric (pid, tid) pair and its track.
     last_track: (Track, u32),
     /// The track of the threads past [`MAX_TRACKS`], once made.
@@ -158,9 +182,8 @@ impl TraceBuilder {
             memory_peaks: HashMap::new(),
             compact: HashMap::new(),
             scratch: Vec::new(),
-            // Never equal to a `cat` text of JSON: those are quoted strings'
-            // contents.
-            last_cat: (b"\"".to_vec(), 0, CatClass::Ignored),
+            cats: Vec::new(),
+            last_cat: 0,
             // Not a pair any event has: track ids of numbers are looked up.
             lumped_track: None,
             last_track: (
@@ -196,27 +219,40 @@ impl TraceBuilder {
     /// hashing.
     #[inline]
     pub fn category(&mut self, text: Option<&[u8]>) -> (Sym, CatClass) {
-        let (sym, class) = match text {
-            Some(t) if self.last_cat.0 == t => (self.last_cat.1, self.last_cat.2),
-            text => {
-                let sym = text.map_or(0, |t| self.trace.names.intern_bytes(t));
-                let class = match self.cat_class.get(&sym) {
-                    Some(&c) => c,
-                    None => {
-                        let c = classify_cat(self.trace.names.get(sym));
-                        self.cat_class.insert(sym, c);
-                        c
-                    }
-                };
-                if let Some(t) = text {
-                    self.last_cat.0.clear();
-                    self.last_cat.0.extend_from_slice(t);
-                    (self.last_cat.1, self.last_cat.2) = (sym, class);
-                }
-                (sym, class)
+        let seen = match text {
+            Some(t) => match self.cats.get(self.last_cat).filter(|c| *c.text == *t) {
+                Some(_) => Some(self.last_cat),
+                None => self.cats.iter().position(|c| *c.text == *t),
+            },
+            None => None,
+        };
+        if let Some(k) = seen {
+            self.last_cat = k;
+            let c = &mut self.cats[k];
+            c.events += 1;
+            return (c.sym, c.class);
+        }
+        let sym = text.map_or(0, |t| self.trace.names.intern_bytes(t));
+        let class = match self.cat_class.get(&sym) {
+            Some(&c) => c,
+            None => {
+                let c = classify_cat(self.trace.names.get(sym));
+                self.cat_class.insert(sym, c);
+                c
             }
         };
-        *self.trace.counters.by_cat.entry(sym).or_insert(0) += 1;
+        match text {
+            Some(t) if self.cats.len() < SeenCat::MAX => {
+                self.last_cat = self.cats.len();
+                self.cats.push(SeenCat {
+                    text: t.into(),
+                    sym,
+                    class,
+                    events: 1,
+                });
+            }
+            _ => *self.trace.counters.by_cat.entry(sym).or_insert(0) += 1,
+        }
         (sym, class)
     }
 
@@ -507,6 +543,9 @@ impl TraceBuilder {
     /// The trace, with the memory peaks named by device and the bytes the
     /// reader read.
     pub fn finish(mut self, json_bytes: u64) -> Trace {
+        for c in &self.cats {
+            *self.trace.counters.by_cat.entry(c.sym).or_insert(0) += c.events;
+        }
         let mut peaks: Vec<(String, i64)> = self
             .memory_peaks
             .iter()
