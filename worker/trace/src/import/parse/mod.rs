@@ -736,22 +736,52 @@ mod tests {
     fn guessed_keys_read_as_scanned_keys() {
         for (k, text) in key::TEXT.iter().enumerate() {
             assert_eq!(key::id(text), k as u8);
-            assert_eq!(KEY_TEXTS[k].len, text.len() + 3);
         }
+        // Keys out of their usual order, near-miss keys, a repeated key,
+        // more blanks than last time (after a colon, before a `}`), a
+        // blank before a colon, and torch's own indented layout: each
+        // read as a token-by-token reading would, at every cut.
         let doc = br#"{"traceEvents": [
   {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {"External id": 5}},
   {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 2, "args": {"External id": 6}},
   {"ph": "X", "name": "c", "cat": "cpu_op", "pid": 1, "tid": 1, "tsx": 99, "ts": 5, "dur" : 2, "args": {"External idx": 7, "External id": 8}},
   {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 7, "ts": 9, "dur": 2, "args": {"Externa": 1}},
-  {"ph": "X", "cat": "cpu_op", "name": "e", "pid": 1, "tid": 1, "ts": 11, "dur": 2, "args": {"External id": 10}}
+  {"ph": "X", "cat": "cpu_op", "name": "e", "pid": 1, "tid": 1, "ts": 11, "dur": 2, "args": {"External id": 10}},
+  {"ph": "X", "cat": "cpu_op", "name": "f", "pid": 1, "tid": 1, "ts":   13, "dur": 2, "args": {"External id": 11}  } ,
+  {"ph": "X", "cat": "cpu_op", "name": "g", "pid": 1, "tid": 1, "ts": 15, "dur": 2, "args": {"External id":12}},
+  {
+    "ph": "X", "cat": "cpu_op", "name": "h", "pid": 1, "tid": 1,
+    "ts": 17, "dur": 2,
+    "args": {
+      "External id": 13,"Record function id": 0, "Ev Idx": 1
+    }
+  },
+  {
+    "ph": "X", "cat": "cpu_op", "name": "i", "pid": 1, "tid": 1,
+    "ts": 19, "dur": 2,
+    "args": {
+      "External id": 14,"Record function id": 0, "Ev Idx": 2
+    }
+  }
 ]}"#;
-        let mut p = Parser::new(Limits::default());
-        p.feed(doc, true).unwrap();
-        let t = p.finish().unwrap();
-        let names: Vec<&str> = (0..t.cpu.len()).map(|i| t.name(t.cpu.name()[i])).collect();
-        assert_eq!(names, ["a", "b", "c", "d", "e"]);
-        assert_eq!(t.cpu.ts().to_vec(), [1000, 3000, 5000, 9000, 11000]);
-        assert_eq!(t.ids().cpu_external_id().to_vec(), [5, 6, 8, NONE, 10]);
+        for cut in 0..doc.len() {
+            let mut p = Parser::new(Limits::default());
+            let n = p.feed(&doc[..cut], false).unwrap();
+            let mut rest = doc[n..cut].to_vec();
+            rest.extend_from_slice(&doc[cut..]);
+            p.feed(&rest, true).unwrap();
+            let t = p.finish().unwrap();
+            let names: Vec<&str> = (0..t.cpu.len()).map(|i| t.name(t.cpu.name()[i])).collect();
+            assert_eq!(
+                names,
+                ["a", "b", "c", "d", "e", "f", "g", "h", "i"],
+                "cut {cut}"
+            );
+            let ts = [1000, 3000, 5000, 9000, 11000, 13000, 15000, 17000, 19000];
+            assert_eq!(t.cpu.ts().to_vec(), ts, "cut {cut}");
+            let ids = [5, 6, 8, NONE, 10, 11, 12, 13, 14];
+            assert_eq!(t.ids().cpu_external_id().to_vec(), ids, "cut {cut}");
+        }
     }
 
     #[test]

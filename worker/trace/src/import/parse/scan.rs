@@ -195,8 +195,11 @@ pub(crate) mod key {
     pub const OPEN: u8 = u8::MAX - 1;
     /// Where an event's `args` start.
     pub const OPEN_ARGS: u8 = u8::MAX - 2;
+    /// The end of an object (its `}`), where a key was guessed.
+    pub const CLOSE: u8 = u8::MAX - 3;
 
-    /// The text of each key, by id.
+    /// The text of each key, by id (a test holds [`id`] to it).
+    #[cfg(test)]
     pub const TEXT: [&[u8]; 40] = [
         b"ph",
         b"cat",
@@ -288,92 +291,161 @@ pub(crate) mod key {
     }
 }
 
-/// A key as written, quotes and colon included (`"ph":`), in three
-/// words and masks, compared in place without scanning it.
-#[derive(Clone, Copy)]
-pub(crate) struct KeyText {
-    pub(crate) len: usize,
-    pub(crate) words: [u64; 3],
-    pub(crate) masks: [u64; 3],
+/// What lies between one value of an object and the next value, as
+/// written last time after a given key: the comma, the blanks, the next
+/// key with its quotes, its colon and the blanks after it (`, "ts": `,
+/// or `,\n    "ts": ` in an indented trace); or the blanks and the `}`
+/// that close the object. Up to 32 bytes, in four words and masks, so that
+/// the next time it is compared in place without scanning it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Gap {
+    words: [u64; 4],
+    masks: [u64; 4],
+    /// Its length in bytes (0: none seen yet).
+    len: u8,
+    /// The key it ends with ([`key::CLOSE`]: it closes the object).
+    next: u8,
 }
 
-/// [`KeyText`] of every known key, by id.
-pub(crate) static KEY_TEXTS: [KeyText; key::TEXT.len()] = {
-    let mut out = [KeyText {
-        len: 0,
-        words: [0; 3],
-        masks: [0; 3],
-    }; key::TEXT.len()];
-    let mut k = 0;
-    while k < key::TEXT.len() {
-        let text = key::TEXT[k];
-        let len = text.len() + 3;
-        assert!(len <= 24);
-        let mut i = 0;
-        while i < len {
-            let c = if i == 0 || i == len - 2 {
-                b'"'
-            } else if i == len - 1 {
-                b':'
-            } else {
-                text[i - 1]
-            };
-            out[k].words[i / 8] |= (c as u64) << (8 * (i % 8));
-            out[k].masks[i / 8] |= 0xff << (8 * (i % 8));
-            i += 1;
-        }
-        out[k].len = len;
-        k += 1;
-    }
-    out
-};
+impl Gap {
+    /// The longest gap kept.
+    const MAX: usize = 32;
 
-/// Guesses each key from the one before it: Kineto writes the keys of an
-/// event in the same order every time (per category), so the key that
-/// followed a key last time is compared in place first, and the key is
-/// scanned and looked up only when the guess is wrong. One rule for the
-/// parser and the read-ahead; each keeps its own guesses.
+    fn of(text: &[u8], next: u8) -> Gap {
+        let mut padded = [0u8; Self::MAX];
+        padded[..text.len()].copy_from_slice(text);
+        let mut g = Gap {
+            len: text.len() as u8,
+            next,
+            ..Gap::default()
+        };
+        for k in 0..4 {
+            g.words[k] =
+                u64::from_le_bytes(padded[8 * k..8 * k + 8].try_into().expect("eight bytes"));
+            let bytes = text.len().saturating_sub(8 * k).min(8);
+            g.masks[k] = if bytes == 8 {
+                !0
+            } else {
+                (1u64 << (8 * bytes)) - 1
+            };
+        }
+        g
+    }
+
+    /// Whether the bytes at `j` start with this gap.
+    #[inline(always)]
+    fn at(&self, b: &[u8], j: usize) -> bool {
+        let Some(w) = b.get(j..j + Self::MAX) else {
+            return false;
+        };
+        let word =
+            |k: usize| u64::from_le_bytes(w[8 * k..8 * k + 8].try_into().expect("eight bytes"));
+        self.len != 0
+            && ((word(0) ^ self.words[0]) & self.masks[0]
+                | (word(1) ^ self.words[1]) & self.masks[1]
+                | (word(2) ^ self.words[2]) & self.masks[2]
+                | (word(3) ^ self.words[3]) & self.masks[3])
+                == 0
+    }
+}
+
+/// Guesses each key, with what stands before it, from the key before it:
+/// Kineto writes the keys of an event in the same order and spacing every
+/// time (per category), so the [`Gap`] that followed a key last time is
+/// compared in place first, and the bytes are read one token at a time
+/// only when it differs. The bytes compared are the very bytes that were
+/// read, so a guess that holds reads what the slow path would. One rule
+/// for the parser and the read-ahead; each keeps its own guesses.
 pub(crate) struct KeyGuess {
-    /// By key id (and [`key::OPEN`]): the id that followed it last.
-    pub(crate) next: [u8; 256],
+    /// By key id (and [`key::OPEN`], [`key::OPEN_ARGS`]): the last two
+    /// gaps that followed it, the latest first (an event's `args` start
+    /// with one key in an op and another in a kernel).
+    gaps: Box<[[Gap; WAYS]; 256]>,
 }
 
 impl Default for KeyGuess {
     fn default() -> Self {
         KeyGuess {
-            next: [key::OTHER; 256],
+            gaps: Box::new([[Gap::default(); WAYS]; 256]),
         }
     }
 }
 
+const WAYS: usize = 4;
+
+/// Which object [`KeyGuess::next`] reads in, for its errors.
+#[derive(Clone, Copy)]
+pub(crate) enum Within {
+    Event,
+    Args,
+}
+
 impl KeyGuess {
-    /// Reads the key at `j` (its opening quote) and the `:` after it:
-    /// returns the key's id and the index after the colon.
+    /// From `j`, where a value of an object ends (or, after
+    /// [`key::OPEN`] or [`key::OPEN_ARGS`], where its `{` stands): reads
+    /// through the next key, its colon and the blanks after it, or through
+    /// the `}` that closes the object. Returns the key's id and where its
+    /// value starts, or [`key::CLOSE`] and the index after the `}`.
     #[inline(always)]
-    pub(crate) fn key(&mut self, b: &[u8], j: usize, prev: u8) -> Step<(u8, usize)> {
-        let guess = self.next[prev as usize];
-        if let (Some(t), Some(w)) = (KEY_TEXTS.get(guess as usize), b.get(j..j + 24)) {
-            let word =
-                |k: usize| u64::from_le_bytes(w[8 * k..8 * k + 8].try_into().expect("eight bytes"));
-            if (word(0) ^ t.words[0]) & t.masks[0] == 0
-                && (word(1) ^ t.words[1]) & t.masks[1] == 0
-                && (word(2) ^ t.words[2]) & t.masks[2] == 0
-            {
-                return Ok((guess, j + t.len));
+    pub(crate) fn next(
+        &mut self,
+        b: &[u8],
+        j: usize,
+        prev: u8,
+        within: Within,
+    ) -> Step<(u8, usize)> {
+        for g in &self.gaps[prev as usize] {
+            if g.at(b, j) {
+                return Ok((g.next, j + g.len as usize));
             }
         }
-        let (text, next) = scan_string(b, j)?;
-        let id = if text.escaped {
-            key::OTHER
+        self.next_read(b, j, prev, within)
+    }
+
+    /// [`next`](Self::next) a token at a time; keeps the gap read.
+    #[inline(never)]
+    fn next_read(&mut self, b: &[u8], j: usize, prev: u8, within: Within) -> Step<(u8, usize)> {
+        let open = prev == key::OPEN || prev == key::OPEN_ARGS;
+        let mut k = skip_ws(b, if open { j + 1 } else { j });
+        let c = at(b, k)?;
+        let (next, end) = if c == b'}' {
+            (key::CLOSE, k + 1)
         } else {
-            key::id(text.bytes(b))
+            if !open {
+                if c != b',' {
+                    let within = match within {
+                        Within::Event => "an event",
+                        Within::Args => "args",
+                    };
+                    return bad(format!(
+                        "expected ',' or '}}' in {within}, found {}",
+                        show_byte(c)
+                    ));
+                }
+                k = skip_ws(b, k + 1);
+            }
+            if at(b, k)? != b'"' {
+                return bad(format!("expected a string, found {}", show_byte(b[k])));
+            }
+            let (text, after) = scan_string(b, k)?;
+            let id = if text.escaped {
+                key::OTHER
+            } else {
+                key::id(text.bytes(b))
+            };
+            let colon = skip_ws(b, after);
+            if at(b, colon)? != b':' {
+                return bad("expected ':' after a key");
+            }
+            (id, skip_ws(b, colon + 1))
         };
-        self.next[prev as usize] = id;
-        let j = skip_ws(b, next);
-        if at(b, j)? != b':' {
-            return bad("expected ':' after a key");
+        // A gap cut by the end of the slice is not kept: its blanks may go on.
+        if end - j <= Gap::MAX && end < b.len() {
+            let gaps = &mut self.gaps[prev as usize];
+            gaps.rotate_right(1);
+            gaps[0] = Gap::of(&b[j..end], next);
         }
-        Ok((id, j + 1))
+        Ok((next, end))
     }
 }
 
@@ -388,16 +460,13 @@ pub(crate) fn scan_event(
     guess: &mut KeyGuess,
     ev: &mut RawEvent,
 ) -> Step<usize> {
-    let mut j = skip_ws(b, i + 1);
-    if at(b, j)? == b'}' {
-        return Ok(j + 1);
-    }
+    let mut j = i;
     let mut prev = key::OPEN;
     loop {
-        if at(b, j)? != b'"' {
-            return bad(format!("expected a string, found {}", show_byte(b[j])));
+        let (id, next) = guess.next(b, j, prev, Within::Event)?;
+        if id == key::CLOSE {
+            return Ok(next);
         }
-        let (id, next) = guess.key(b, j, prev)?;
         prev = id;
         j = skip_ws(b, next);
         j = match id {
@@ -448,17 +517,6 @@ pub(crate) fn scan_event(
             }
             _ => skip_value(b, j, max_depth)?,
         };
-        j = skip_ws(b, j);
-        match at(b, j)? {
-            b',' => j = skip_ws(b, j + 1),
-            b'}' => return Ok(j + 1),
-            c => {
-                return bad(format!(
-                    "expected ',' or '}}' in an event, found {}",
-                    show_byte(c)
-                ))
-            }
-        }
     }
 }
 
@@ -481,16 +539,13 @@ pub(crate) fn scan_args(
     if at(b, i)? != b'{' {
         return skip_value(b, i, max_depth);
     }
-    let mut j = skip_ws(b, i + 1);
-    if at(b, j)? == b'}' {
-        return Ok(j + 1);
-    }
+    let mut j = i;
     let mut prev = key::OPEN_ARGS;
     loop {
-        if at(b, j)? != b'"' {
-            return bad(format!("expected a string, found {}", show_byte(b[j])));
+        let (id, next) = guess.next(b, j, prev, Within::Args)?;
+        if id == key::CLOSE {
+            return Ok(next);
         }
-        let (id, next) = guess.key(b, j, prev)?;
         prev = id;
         j = skip_ws(b, next);
         let depth = max_depth.saturating_sub(2);
@@ -529,17 +584,6 @@ pub(crate) fn scan_args(
                 None => skip_value(b, j, depth)?,
             },
         };
-        j = skip_ws(b, j);
-        match at(b, j)? {
-            b',' => j = skip_ws(b, j + 1),
-            b'}' => return Ok(j + 1),
-            c => {
-                return bad(format!(
-                    "expected ',' or '}}' in args, found {}",
-                    show_byte(c)
-                ))
-            }
-        }
     }
 }
 
