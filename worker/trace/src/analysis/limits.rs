@@ -47,6 +47,10 @@ pub enum Limit {
     /// `findings`: least share of a step's time spent compiling for the
     /// step to count as compiling.
     CompilingShare,
+    /// `steps`: least share of a forward pass's GEMMs that read no more
+    /// rows than its first telling op (one token a sequence) for passes
+    /// that start so to be decodes.
+    DecodeGemmShare,
 }
 
 /// A limit with its value and its evidence.
@@ -68,7 +72,7 @@ pub struct Evidence {
 /// test's exploration (`how_far_each_limit_goes`, 2026-12-05) found when
 /// the limit alone was moved to 0.1x-3x: the nearest values on each side
 /// at which some capture came out wrong, or changed on a third-party trace.
-pub const LIMITS: [Evidence; 13] = [
+pub const LIMITS: [Evidence; 14] = [
     Evidence {
         limit: Limit::LayerShare,
         value: 0.4,
@@ -240,6 +244,18 @@ pub const LIMITS: [Evidence; 13] = [
               4-7 s for 21 ms in issue 41); the family's compiled captures compile before \
               their profile (0%). Nothing went wrong from 0.01 to 0.3.",
         chosen_by: "tests/captures/compiling/recompile, the family's compiled captures",
+        margin: [0.5, 0.5],
+    },
+    Evidence {
+        limit: Limit::DecodeGemmShare,
+        value: 0.5,
+        why: "A decode's GEMMs read one token a sequence: the encoder-decoders' generations \
+              (BART, Blenderbot, T5, Whisper) read their first op's rows in 80-82% of a \
+              pass's GEMMs (the rest, in their first pass, project the encoder's tokens for \
+              the cross-attention), decoder-only generations in all. FLUX's denoising passes \
+              start with the timestep's projection (one row) and then read every image token: \
+              17-22%, so at 0.25 they are still no decodes; called decodes before this limit.",
+        chosen_by: "tests/captures/hf/*-generate (encoder-decoders), tests/captures/hf/flux-*",
         margin: [0.5, 0.5],
     },
 ];

@@ -402,9 +402,11 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
     // Whisper's and Blenderbot's passes are cut after the embedding, and
     // their first GEMM reads one row).
     if min_tokens == 0.0 && first.iter().all(|f| f.is_some_and(|f| f.2)) {
-        steps
-            .iter_mut()
-            .for_each(|s| s.kind = Some(StepKind::Decode));
+        if passes_read_as_they_start(t, steps, &first) {
+            steps
+                .iter_mut()
+                .for_each(|s| s.kind = Some(StepKind::Decode));
+        }
         return;
     }
     // Prefills hold many more tokens than a decode's batch.
@@ -421,6 +423,45 @@ fn kinds_from_shapes(t: &Tables, steps: &mut [StepSpan], min_tokens: f64) {
             }
         });
     }
+}
+
+/// Whether each pass's GEMMs read, for the most part, no more rows than
+/// its first telling op ([`Limit::DecodeGemmShare`]): a decode reads one
+/// token a sequence throughout. A diffusion model's denoising pass starts
+/// with its timestep's projection, one row, and then runs its blocks over
+/// every image token (FLUX). Attention's `aten::matmul` is not counted: its
+/// rows are a decode's heads.
+fn passes_read_as_they_start(
+    t: &Tables,
+    steps: &[StepSpan],
+    first: &[Option<(i64, u64, bool)>],
+) -> bool {
+    let cpu = &t.cpu;
+    // Per step: GEMMs that read at most the first op's rows, and all.
+    let mut as_first = vec![(0u64, 0u64); steps.len()];
+    let mut cursor = StepCursor::new(steps);
+    for i in 0..cpu.len() {
+        crate::cancel::point(i);
+        if cpu.kind()[i] != CpuKind::Op || cpu.shapes(i) == 0 {
+            continue;
+        }
+        let name = t.name(cpu.name()[i]);
+        if !matches!(name, "aten::linear" | "aten::addmm" | "aten::mm") {
+            continue;
+        }
+        let Some(s) = cursor.at(cpu.ts().get(i)) else {
+            continue;
+        };
+        let (Some((_, n, _)), Some(rows)) = (first[s], tokens_of(name, t.name(cpu.shapes(i))))
+        else {
+            continue;
+        };
+        as_first[s].0 += (rows <= n) as u64;
+        as_first[s].1 += 1;
+    }
+    as_first
+        .iter()
+        .all(|&(small, all)| small as f64 >= limits::get(Limit::DecodeGemmShare) * all as f64)
 }
 
 /// `path/file.py(12): execute_model` -> `execute_model` (with its file).

@@ -297,6 +297,10 @@ fn check(
         // Forward passes that each decode (an encoder-decoder's
         // generation) say so: one token a pass tells them.
         failed.push(("step kinds", format!("passes that decode: {got:?}")));
+    } else if !kinds.contains(&"decode") && got.iter().any(Option::is_some) {
+        // Training steps and a diffusion model's denoising passes neither
+        // prefill nor decode (FLUX's passes were called decodes).
+        failed.push(("step kinds", format!("steps that do not decode: {got:?}")));
     } else if got.contains(&Some(StepKind::Prefill)) {
         failed.push(("step kinds", format!("a prefill among like steps: {got:?}")));
     }
