@@ -11,6 +11,7 @@
 //! the builder in the order the events come; the builder knows nothing of
 //! the format.
 
+use super::parse::InString;
 use super::store::*;
 use hashbrown::HashMap;
 
@@ -570,32 +571,6 @@ fn device_name(device_type: i64, id: i64) -> String {
         1 => format!("cuda:{id}"),
         6 => format!("hip:{id}"),
         other => format!("device{other}:{id}"),
-    }
-}
-
-/// Follows a JSON value's text byte by byte: which bytes belong to a string.
-#[derive(Default)]
-struct InString {
-    on: bool,
-    escape: bool,
-}
-
-impl InString {
-    /// Whether `c`, the next byte, is part of a string (its quotes included).
-    fn step(&mut self, c: u8) -> bool {
-        if self.on {
-            if self.escape {
-                self.escape = false;
-            } else if c == b'\\' {
-                self.escape = true;
-            } else if c == b'"' {
-                self.on = false;
-            }
-            true
-        } else {
-            self.on = c == b'"';
-            self.on
-        }
     }
 }
 

@@ -376,13 +376,38 @@ pub(crate) fn skip_value(b: &[u8], i: usize, max_depth: usize) -> Step<usize> {
     }
 }
 
-/// Where [`skip_nested`] stands: how deep, and inside a string (after a
-/// backslash in it).
+/// Follows a JSON value's text byte by byte: which bytes belong to a string.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct InString {
+    on: bool,
+    escape: bool,
+}
+
+impl InString {
+    /// Whether `c`, the next byte, is part of a string (its quotes included).
+    #[inline(always)]
+    pub(crate) fn step(&mut self, c: u8) -> bool {
+        if self.on {
+            if self.escape {
+                self.escape = false;
+            } else if c == b'\\' {
+                self.escape = true;
+            } else if c == b'"' {
+                self.on = false;
+            }
+            true
+        } else {
+            self.on = c == b'"';
+            self.on
+        }
+    }
+}
+
+/// Where [`skip_nested`] stands: how deep, and inside a string or not.
 #[derive(Clone, Copy, Default)]
 struct Nest {
     depth: usize,
-    in_string: bool,
-    escape: bool,
+    string: InString,
 }
 
 impl Nest {
@@ -390,18 +415,10 @@ impl Nest {
     /// value's last bracket if it closes there.
     fn bytes(&mut self, b: &[u8], from: usize, to: usize, max_depth: usize) -> Step<Option<usize>> {
         for (k, &c) in b[from..to].iter().enumerate() {
-            if self.in_string {
-                if self.escape {
-                    self.escape = false;
-                } else if c == b'\\' {
-                    self.escape = true;
-                } else if c == b'"' {
-                    self.in_string = false;
-                }
+            if self.string.step(c) {
                 continue;
             }
             match c {
-                b'"' => self.in_string = true,
                 b'{' | b'[' => self.open(max_depth)?,
                 b'}' | b']' => {
                     self.depth -= 1;
@@ -435,10 +452,10 @@ impl Nest {
         for shift in [1, 2, 4, 8, 16, 32] {
             inside ^= inside << shift;
         }
-        if self.in_string {
+        if self.string.on {
             inside = !inside;
         }
-        self.in_string = inside >> 63 == 1;
+        self.string.on = inside >> 63 == 1;
         let (opens, closes) = (m.open & !inside, m.close & !inside);
         if closes == 0 && self.depth + opens.count_ones() as usize <= max_depth {
             self.depth += opens.count_ones() as usize;
@@ -540,7 +557,7 @@ pub(crate) fn skip_nested(b: &[u8], i: usize, max_depth: usize) -> Step<usize> {
     let mut j = i;
     while let Some(w) = b.get(j..j + 64) {
         let m = Masks::of(w);
-        let end = if m.backslash != 0 || nest.escape {
+        let end = if m.backslash != 0 || nest.string.escape {
             nest.bytes(b, j, j + 64, max_depth)?
         } else {
             nest.block(m, j, max_depth)?
