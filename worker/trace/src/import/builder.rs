@@ -215,8 +215,8 @@ impl TraceBuilder {
     }
 
     /// Interns an event's category (`None`: it has none) and classifies it
-    /// by Kineto's rules, and counts the event under it. Runs of events
-    /// share their category: the last one's text is compared before any
+    /// by Kineto's rules, and counts the event under it. The categories
+    /// seen are told by their text (the last event's first) before any
     /// hashing.
     #[inline]
     pub fn category(&mut self, text: Option<&[u8]>) -> (Sym, CatClass) {
