@@ -6,6 +6,7 @@ use kinetoscope_trace::AnalysisOptions;
 use kinetoscope_types::units::{bytes, count, pct, rate_gbps, time_us};
 use kinetoscope_types::{Diff, Summary};
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 fn load(file: &Path, opts: &AnalysisOptions) -> anyhow::Result<Summary> {
@@ -50,8 +51,12 @@ pub fn run(file: &Path, json: bool, rows: usize, opts: &AnalysisOptions) -> anyh
     opts.validate().map_err(anyhow::Error::msg)?;
     let s = load(file, opts)?;
     if json {
-        let out = serde_json::to_string(&s)?;
-        println!("{out}");
+        // Written as it is made: a summary of many steps is tens of MB of
+        // text, which a `String` would hold beside the summary itself.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        serde_json::to_writer(&mut out, &s)?;
+        writeln!(out)?;
+        out.flush()?;
     } else {
         print!("{}", render(&s, rows));
     }

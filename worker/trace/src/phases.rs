@@ -4,7 +4,7 @@
 //! and since the first, and the process's CPU milliseconds since the one
 //! before (every thread's: CPU over wall says how many cores the phase
 //! kept busy, at most 2 here), and the peak resident memory so far (the
-//! phase that raises it holds the job's peak). Off (one relaxed load a mark, a dozen marks an
+//! phase that raises it holds the job's peak) and now. Off (one relaxed load a mark, a dozen marks an
 //! analysis) otherwise; nothing the analysis returns depends on it.
 
 use std::sync::{Mutex, OnceLock};
@@ -27,10 +27,16 @@ fn cpu_ms() -> f64 {
 /// The process's peak resident memory so far (`VmHWM`), MB; 0 where it
 /// cannot be read.
 fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+/// A memory figure of the process's status (`VmHWM:`, `VmRSS:`), MB; 0
+/// where it cannot be read.
+fn status_mb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
@@ -44,11 +50,12 @@ pub fn mark(what: &str) {
     let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
     let (first, last, last_cpu) = marks.get_or_insert((now, now, cpu));
     eprintln!(
-        "phase {what:<34} {:>8.1} ms {:>8.1} ms in all {:>8.1} ms CPU {:>7.1} MB peak RSS so far",
+        "phase {what:<34} {:>8.1} ms {:>8.1} ms in all {:>8.1} ms CPU {:>7.1} MB peak RSS so far {:>7.1} MB now",
         (now - *last).as_secs_f64() * 1e3,
         (now - *first).as_secs_f64() * 1e3,
         cpu - *last_cpu,
-        peak_rss_mb()
+        peak_rss_mb(),
+        status_mb("VmRSS:")
     );
     (*last, *last_cpu) = (now, cpu);
 }
