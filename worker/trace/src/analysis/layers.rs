@@ -186,6 +186,7 @@ fn step_sequences(cx: &Context) -> Sequences {
     Sequences::gather(
         cx.steps.len().max(1),
         gpu.len(),
+        t.cpu.len() + gpu.len(),
         step_of,
         item,
         Times::of(t, false),
@@ -196,11 +197,11 @@ fn step_sequences(cx: &Context) -> Sequences {
 /// holds up to twice its items), and the steps left out for their length
 /// or their number.
 pub(crate) struct Sequences {
-    /// The first [`MAX_STEPS`] steps' sequences.
+    /// The first steps' sequences ([`MAX_STEPS`], [`MIN_ITEMS`]).
     pub items: Vec<Vec<Item>>,
     /// Steps of more than [`repeats::MAX_STEP_ITEMS`] items, left empty.
     pub past_bound: usize,
-    /// Steps after the first [`MAX_STEPS`], not searched.
+    /// Steps after those searched ([`MAX_STEPS`], [`MIN_ITEMS`]).
     pub past_steps: usize,
 }
 
@@ -215,24 +216,67 @@ pub(crate) struct Sequences {
 /// ones, 300 (the timeline's benchmark): 1,024 is three times that.
 pub(crate) const MAX_STEPS: usize = 1 << 10;
 
+/// Fewest items of the steps searched for layers, all steps together: the
+/// first steps whose items add up to no more than the larger of this and
+/// the trace's events over [`EVENTS_AN_ITEM`] are searched (the first one
+/// always, within [`repeats::MAX_STEP_ITEMS`]); the layers' detail says
+/// how many steps were not. An item costs about 19 bytes while the layers
+/// are searched (13 held, the rest the search's), against the CLI's budget
+/// of 32 an event (issue 44 item 3): `shapes.py`'s `steps` at 3 million CPU
+/// ops (300 steps of 10,000 top-level ops) peaked at 148 MB against its 145
+/// with every step's items, 106 MB with none (BENCHMARKS.md). 1,048,576
+/// items is about 20 MB.
+pub(crate) const MIN_ITEMS: usize = 1 << 20;
+
+/// Events of the trace an item searched for layers, past [`MIN_ITEMS`]:
+/// 19 bytes an item is then under 5 bytes an event. The generated 300-step
+/// story, the most items of any trace we have, holds 1.8 million (6,000
+/// GPU ops a step) in 14 million events (3.5 million items at 4 an item),
+/// so every trace we have keeps all its steps' items.
+pub(crate) const EVENTS_AN_ITEM: usize = 4;
+
+/// How many of the first steps, of `counts` items each, are searched in a
+/// trace of `events` events: at most [`MAX_STEPS`], and only while their
+/// items (those of steps within [`repeats::MAX_STEP_ITEMS`]) add up to no
+/// more than [`MIN_ITEMS`] or the events over [`EVENTS_AN_ITEM`]; the first
+/// step always.
+fn searched_steps(counts: &[usize], events: usize) -> usize {
+    let most = MIN_ITEMS.max(events / EVENTS_AN_ITEM);
+    let mut total = 0usize;
+    let mut n = 0;
+    for &c in counts.iter().take(MAX_STEPS) {
+        if c <= repeats::MAX_STEP_ITEMS {
+            total += c;
+        }
+        if n > 0 && total > most {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
 impl Sequences {
-    /// The sequences of `steps` steps over `rows` rows: each row's step
-    /// (`None`: in none), counted first so that each sequence is made at
-    /// its size, then its item, in time order.
+    /// The sequences of `steps` steps over `rows` rows of a trace of
+    /// `events` CPU and GPU slices: each row's step (`None`: in none),
+    /// counted first so that each sequence is made at its size, then its
+    /// item, in time order.
     fn gather(
         steps: usize,
         rows: usize,
+        events: usize,
         mut step_of: impl FnMut(usize) -> Option<usize>,
         mut item: impl FnMut(usize) -> Item,
         times: Times,
     ) -> Sequences {
-        let searched = steps.min(MAX_STEPS);
-        let mut counts = vec![0usize; searched];
+        let mut counts = vec![0usize; steps.min(MAX_STEPS)];
         for i in 0..rows {
-            if let Some(s) = step_of(i).filter(|&s| s < searched) {
+            if let Some(s) = step_of(i).filter(|&s| s < counts.len()) {
                 counts[s] += 1;
             }
         }
+        let searched = searched_steps(&counts, events);
+        counts.truncate(searched);
         let mut seqs = Sequences::sized(counts);
         seqs.past_steps = steps - searched;
         for i in 0..rows {
@@ -317,7 +361,10 @@ fn cpu_sequences(cx: &Context) -> Sequences {
         .max_by_key(|&(track, ns)| (ns, std::cmp::Reverse(track)))
         .map(|(track, _)| track)
     else {
-        return Sequences::sized(vec![0; cx.steps.len().max(1)]);
+        let searched = cx.steps.len().clamp(1, MAX_STEPS);
+        let mut seqs = Sequences::sized(vec![0; searched]);
+        seqs.past_steps = cx.steps.len().max(1) - searched;
+        return seqs;
     };
     let mut at_step = super::steps::StepCursor::new(&cx.steps);
     let step_of = |i: usize| {
@@ -341,6 +388,7 @@ fn cpu_sequences(cx: &Context) -> Sequences {
     let mut seqs = Sequences::gather(
         cx.steps.len().max(1),
         cpu.len(),
+        cpu.len() + t.gpu.len(),
         step_of,
         item,
         Times::of(t, true),
@@ -484,7 +532,7 @@ pub(crate) struct Found {
     seqs: Vec<Vec<Item>>,
     /// Steps left out of the search for their length.
     past_bound: usize,
-    /// Steps after the first [`MAX_STEPS`], not searched.
+    /// Steps after those searched ([`MAX_STEPS`], [`MIN_ITEMS`]).
     past_steps: usize,
     assignment: Option<Assignment>,
     /// The items are CPU ops (a trace without GPU ops).
@@ -2230,6 +2278,26 @@ fn by_override(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first steps are searched while their items add up to the bound:
+    /// [`MIN_ITEMS`], or a quarter of the events where that is more; the
+    /// first step always, and steps too long to search count for nothing.
+    #[test]
+    fn steps_are_searched_while_their_items_fit() {
+        let quarter = MIN_ITEMS / 4;
+        let counts = vec![quarter; 10];
+        assert_eq!(searched_steps(&counts, 0), 4);
+        assert_eq!(searched_steps(&counts, 4 * MIN_ITEMS), 4);
+        assert_eq!(searched_steps(&counts, 6 * MIN_ITEMS), 6);
+        assert_eq!(searched_steps(&counts, usize::MAX), 10);
+        assert_eq!(searched_steps(&[repeats::MAX_STEP_ITEMS; 5], 0), 4);
+        let long = repeats::MAX_STEP_ITEMS + 1;
+        assert_eq!(
+            searched_steps(&[quarter, long, long, quarter, quarter, quarter, 1], 0),
+            6
+        );
+        assert_eq!(searched_steps(&vec![1; 2 * MAX_STEPS], 0), MAX_STEPS);
+    }
 
     #[test]
     fn layer_indices_from_names() {

@@ -61,7 +61,7 @@ use steps::StepSpan;
 
 /// Version of the analysis; bump it whenever the summary changes so stored
 /// runs get re-analyzed.
-pub const ANALYZER_VERSION: u32 = 22;
+pub const ANALYZER_VERSION: u32 = 23;
 
 /// Choices a user can make about the analysis (the contract type).
 pub use kinetoscope_types::AnalysisOptions;
@@ -606,6 +606,14 @@ fn summarize<R>(
     // layers' numbers (they need the kernel table) while the timeline index
     // is laid out.
     let (trace, step_table, graphs, found, memory, ops, kernels) = std::thread::scope(|scope| {
+        let steps_cut = (steps.past_bound > 0).then(|| {
+            format!(
+                "More than {} steps: the {} after the first {} were left out (their ops are in no step)",
+                steps::MAX_STEPS,
+                steps.past_bound,
+                steps::MAX_STEPS
+            )
+        });
         let (cx, source) = (&cx, steps.source);
         let side = crate::cancel::spawn(scope, move || {
             (
@@ -622,6 +630,7 @@ fn summarize<R>(
         let mut kernels = kernels::table(cx, &mut chains);
         drop(chains);
         let (mut trace, step_table, graphs, found, mut memory) = joined(side);
+        trace.notes.extend(steps_cut);
         trace.notes.extend(ops_cut);
         trace.notes.extend(kernels.note.take());
         trace.notes.append(&mut memory.notes);

@@ -165,11 +165,26 @@ pub type StepSource = String;
 /// The steps a trace has, and what marked them.
 #[derive(Debug, Default)]
 pub struct FoundSteps {
-    /// The steps, in time order.
+    /// The steps, in time order: the first [`MAX_STEPS`].
     pub spans: Vec<StepSpan>,
     /// What marked them; `None` when there are none.
     pub source: Option<StepSource>,
+    /// Steps after the first [`MAX_STEPS`], left out (their ops are in no
+    /// step).
+    pub past_bound: usize,
 }
+
+/// Most steps a trace has: those after the first ones are left out, and
+/// the summary's notes say how many. Each step costs about 250 bytes to the
+/// analysis's end (its span, its row with its name, its GPU side), and a
+/// step is one event: `shapes.py`'s `manysteps` at 3.3 million events
+/// (300,000 steps of 10 CPU ops) peaked at 201 MB against its budget of
+/// 154 (BENCHMARKS.md, issue 44 item 3). 16,384 steps hold 4 MB. The most
+/// steps of any trace we have is 300 (the generated story at `--scale`);
+/// of a real one, 13 (`hta-mtia-inference-rank0`). A trace of more than
+/// 10,000 steps has its step names folded already (`ProfilerStep##`,
+/// `store::MAX_TEXTS`).
+pub const MAX_STEPS: usize = 1 << 14;
 
 /// Finds the steps. A user's marker (an op, annotation or Python frame name,
 /// matched as a substring) wins; then `ProfilerStep#N` and the serving
@@ -225,10 +240,14 @@ pub fn find_steps(t: &Tables, user_marker: Option<&str>) -> FoundSteps {
     if kept.is_empty() {
         return FoundSteps::default();
     }
+    let past_bound = kept.len().saturating_sub(MAX_STEPS);
+    kept.truncate(MAX_STEPS);
+    kept.shrink_to_fit();
     with_kinds(t, &mut kept);
     FoundSteps {
         spans: kept,
         source,
+        past_bound,
     }
 }
 

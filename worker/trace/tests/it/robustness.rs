@@ -878,3 +878,33 @@ fn a_staircase_of_frames_analyzes_in_linear_time() {
     assert_eq!(op("aten::outer").calls, 1);
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
 }
+
+/// Only the first `steps::MAX_STEPS` (16,384) steps are steps, and the
+/// summary's notes say how many after them were left out: `shapes.py`'s
+/// `manysteps` (300,000 steps at 3.3 million events) peaked at 201 MB
+/// against the CLI's budget of 154, about 250 bytes a step.
+#[test]
+fn steps_past_the_bound_are_left_out() {
+    let bound = kinetoscope_trace::analysis::steps::MAX_STEPS;
+    let steps = bound + 7;
+    let mut ev = Vec::with_capacity(2 * steps);
+    for k in 0..steps {
+        let ts = 4 * k;
+        ev.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{ts},"dur":3}}"#
+        ));
+        ev.push(cpu_op("aten::mm", 1, ts + 1));
+    }
+    let s = analyze(&trace_of(&ev), &AnalysisOptions::default());
+    assert_eq!(s.steps.len(), bound);
+    assert_eq!(s.steps_stats.count as usize, bound);
+    // The first ones kept (past 10,000 their names are folded: no number).
+    assert_eq!(
+        s.steps.last().map(|r| r.start_us),
+        Some(4.0 * (bound - 1) as f64)
+    );
+    assert_note(
+        &s,
+        &format!("More than {bound} steps: the 7 after the first {bound} were left out"),
+    );
+}
