@@ -532,6 +532,40 @@ def models(T):
             ),
             ["dense"] * 3,
         ),
+    ] + later_draw(T, common)
+
+
+def later_draw(T, common):
+    """A fourth draw (2026-12-07), captured after every rule it meets was
+    written and held at once (BENCHMARKS.md): norms before, after and
+    beside the mixer (OLMo 2's after, Cohere's and GPT-NeoX's one norm for
+    attention and MLP run side by side, Falcon's and Phi's parallel
+    blocks), and three more routers (OLMoE, Granite MoE, PhiMoE)."""
+    plain = {k: v for k, v in common.items() if k != "num_key_value_heads"}
+    experts = dict(num_local_experts=4, num_experts_per_tok=2)
+    trained = ("marked", "generate", "train")
+    return [
+        ("falcon-4l", trained, lambda: T.FalconForCausalLM(
+            T.FalconConfig(num_hidden_layers=4, vocab_size=512, hidden_size=64,
+                           num_attention_heads=4)), ["dense"] * 4),
+        ("phi-4l", trained, lambda: T.PhiForCausalLM(
+            T.PhiConfig(num_hidden_layers=4, **plain)), ["dense"] * 4),
+        ("gptneox-4l", trained, lambda: T.GPTNeoXForCausalLM(
+            T.GPTNeoXConfig(num_hidden_layers=4, **plain)), ["dense"] * 4),
+        ("cohere-4l", trained, lambda: T.CohereForCausalLM(
+            T.CohereConfig(num_hidden_layers=4, **common)), ["dense"] * 4),
+        ("olmo2-4l", ("marked", "generate"), lambda: T.Olmo2ForCausalLM(
+            T.Olmo2Config(num_hidden_layers=4, **common)), ["dense"] * 4),
+        ("gemma3-6l", ("marked", "generate"), lambda: T.Gemma3ForCausalLM(
+            T.Gemma3TextConfig(num_hidden_layers=6, head_dim=16, sliding_window=16,
+                               **common)), ["dense"] * 6),
+        ("olmoe-4l", trained, lambda: T.OlmoeForCausalLM(
+            T.OlmoeConfig(num_hidden_layers=4, num_experts=4, num_experts_per_tok=2,
+                          **common)), ["moe"] * 4),
+        ("granitemoe-4l", trained, lambda: T.GraniteMoeForCausalLM(
+            T.GraniteMoeConfig(num_hidden_layers=4, **experts, **common)), ["moe"] * 4),
+        ("phimoe-4l", ("marked", "generate"), lambda: T.PhimoeForCausalLM(
+            T.PhimoeConfig(num_hidden_layers=4, **experts, **common)), ["moe"] * 4),
     ]
 
 
