@@ -24,21 +24,18 @@ fn cpu_ms() -> f64 {
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
-/// The process's peak resident memory so far (`VmHWM`), MB; 0 where it
-/// cannot be read.
-fn peak_rss_mb() -> f64 {
-    status_mb("VmHWM:")
-}
-
-/// A memory figure of the process's status (`VmHWM:`, `VmRSS:`), MB; 0
-/// where it cannot be read.
-fn status_mb(field: &str) -> f64 {
+/// The process's peak resident memory so far (`VmHWM`) and now (`VmRSS`),
+/// MB, from one read of its status; 0 where it cannot be read.
+fn rss_mb() -> (f64, f64) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+    let mb = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (mb("VmHWM:"), mb("VmRSS:"))
 }
 
 /// Ends a phase named `what` (the first mark starts the clock).
@@ -49,13 +46,14 @@ pub fn mark(what: &str) {
     let (now, cpu) = (Instant::now(), cpu_ms());
     let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
     let (first, last, last_cpu) = marks.get_or_insert((now, now, cpu));
+    let (peak_mb, now_mb) = rss_mb();
     eprintln!(
         "phase {what:<34} {:>8.1} ms {:>8.1} ms in all {:>8.1} ms CPU {:>7.1} MB peak RSS so far {:>7.1} MB now",
         (now - *last).as_secs_f64() * 1e3,
         (now - *first).as_secs_f64() * 1e3,
         cpu - *last_cpu,
-        peak_rss_mb(),
-        status_mb("VmRSS:")
+        peak_mb,
+        now_mb
     );
     (*last, *last_cpu) = (now, cpu);
 }

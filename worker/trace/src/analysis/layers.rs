@@ -361,10 +361,16 @@ fn cpu_sequences(cx: &Context) -> Sequences {
         .max_by_key(|&(track, ns)| (ns, std::cmp::Reverse(track)))
         .map(|(track, _)| track)
     else {
-        let searched = cx.steps.len().clamp(1, MAX_STEPS);
-        let mut seqs = Sequences::sized(vec![0; searched]);
-        seqs.past_steps = cx.steps.len().max(1) - searched;
-        return seqs;
+        // No op to list: every step's sequence empty, bounded as any.
+        let none = |_: usize| -> Item { unreachable!("no row is listed") };
+        return Sequences::gather(
+            cx.steps.len().max(1),
+            0,
+            0,
+            |_| None,
+            none,
+            Times::of(t, true),
+        );
     };
     let mut at_step = super::steps::StepCursor::new(&cx.steps);
     let step_of = |i: usize| {

@@ -565,6 +565,7 @@ fn summarize<R>(
         frames,
         busy,
     } = early;
+    let steps_cut = steps.cut_note();
     crate::cancel::check();
     let stacks = python::Stacks::resolve(t, &links, &frames);
     drop(frames);
@@ -606,14 +607,6 @@ fn summarize<R>(
     // layers' numbers (they need the kernel table) while the timeline index
     // is laid out.
     let (trace, step_table, graphs, found, memory, ops, kernels) = std::thread::scope(|scope| {
-        let steps_cut = (steps.past_bound > 0).then(|| {
-            format!(
-                "More than {} steps: the {} after the first {} were left out (their ops are in no step)",
-                steps::MAX_STEPS,
-                steps.past_bound,
-                steps::MAX_STEPS
-            )
-        });
         let (cx, source) = (&cx, steps.source);
         let side = crate::cancel::spawn(scope, move || {
             (

@@ -174,6 +174,19 @@ pub struct FoundSteps {
     pub past_bound: usize,
 }
 
+impl FoundSteps {
+    /// The summary's note on the steps left out past [`MAX_STEPS`], where
+    /// some were.
+    pub fn cut_note(&self) -> Option<String> {
+        (self.past_bound > 0).then(|| {
+            format!(
+                "More than {MAX_STEPS} steps: the {} after the first {MAX_STEPS} were left out (their ops are in no step)",
+                self.past_bound
+            )
+        })
+    }
+}
+
 /// Most steps a trace has: those after the first ones are left out, and
 /// the summary's notes say how many. Each step costs about 250 bytes to the
 /// analysis's end (its span, its row with its name, its GPU side), and a
