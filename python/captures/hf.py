@@ -368,9 +368,13 @@ def models(T):
         # Qwen3-MoE under `torch.compile` (default mode): Inductor writes its
         # experts out as plain `mm`s and fuses their combine, so its top-k,
         # `sort`, `histc` and `cumsum` are what is left of the routing.
+        # Trained, its backward is one compiled graph in which only the
+        # attention's backward runs once a layer (and cuts each layer's
+        # attention from its experts): the experts' four gradient buffers
+        # a layer cut it.
         (
             "qwen3moe-4l",
-            ("compiled",),
+            ("compiled", "compiled-train"),
             lambda: T.Qwen3MoeForCausalLM(
                 T.Qwen3MoeConfig(
                     num_hidden_layers=4,

@@ -1877,12 +1877,14 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
     };
     let marker_text = match split.key {
         repeats::Key::Mixer => "an attention or mixer block".to_string(),
-        repeats::Key::NormPairs(s) => super::names::short_name(t.name(s)),
+        repeats::Key::NormPairs(s) | repeats::Key::Every(s, _) => {
+            super::names::short_name(t.name(s))
+        }
         key => {
             let it = first.0.iter().find(|it| match key {
                 repeats::Key::Name(s) => it.name == s,
                 repeats::Key::Group(g) => it.group == g,
-                repeats::Key::Mixer | repeats::Key::NormPairs(_) => false,
+                repeats::Key::Mixer | repeats::Key::NormPairs(_) | repeats::Key::Every(..) => false,
             })?;
             let name = super::names::short_name(t.name(it.name));
             match key {
@@ -1902,8 +1904,9 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
         ),
     };
     let times = match split.key {
-        repeats::Key::NormPairs(_) => "twice, before its mixer and before its MLP",
-        _ => "once",
+        repeats::Key::NormPairs(_) => "twice, before its mixer and before its MLP".to_string(),
+        repeats::Key::Every(_, n) => format!("{n} times"),
+        _ => "once".to_string(),
     };
     let placed = match (split.at_norms, backward) {
         (_, true) => "; a training step: each layer runs forward, then backward in reverse order",

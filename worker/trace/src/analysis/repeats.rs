@@ -74,6 +74,14 @@ pub(crate) enum Key {
     /// part (a classifier head's, after an encoder: the TraceLens BERT
     /// trace, whose last "layer" would be its head).
     NormPairs(Sym),
+    /// Every n-th run of a name that runs n times a layer, where no name
+    /// runs once a layer to cut a backward run: a training step's backward
+    /// compiled as one graph, whose routed experts' gradients take four
+    /// buffers a layer (`aten::zeros_like`: Qwen3-MoE trained under
+    /// `torch.compile`, `hf/qwen3moe-4l-compiled-train`, where the one name
+    /// a layer, the attention's backward, cuts each layer's attention from
+    /// its experts; [`backward_key`]).
+    Every(Sym, u32),
 }
 
 /// The layers of every step.
@@ -276,6 +284,13 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
             }
             let (pairs, end) = (all.len() / 2, all[all.len() - 1]);
             (all.into_iter().step_by(2).take(pairs).collect(), Some(end))
+        }
+        Key::Every(s, n) => {
+            let all: Vec<usize> = (0..seq.len()).filter(|&k| seq[k].name == s).collect();
+            if !all.len().is_multiple_of(n as usize) {
+                return (Vec::new(), None);
+            }
+            (all.into_iter().step_by(n as usize).collect(), None)
         }
     }
 }
@@ -1094,13 +1109,16 @@ fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
 /// the forward layers, all after them, earliest first. A backward pass
 /// runs a few dozen autograd nodes a layer (`MmBackward0`,
 /// `SiluBackward0`, …), so 32 reaches past the first layer's; each try is
-/// one pass over the first step.
+/// one pass over the first step. Where none cuts alike layers, as many of
+/// the names that run a whole number of times a layer, each taken every
+/// that many runs ([`Key::Every`]).
 const MAX_BACKWARD_KEYS: usize = 32;
 
 /// The key that cuts a backward run of `c` layers after `fwd` in the first
 /// step, if one does: among the names that run exactly `c` times, all after
 /// the forward run, the one whose layers are the most alike (then the
-/// earliest).
+/// earliest); else the same among the names that run `n * c` times (`n`
+/// from 2), every `n`-th run.
 fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
     let seq = st.all[st.first];
     let mut counts: HashMap<Sym, (usize, usize)> = HashMap::new();
@@ -1108,25 +1126,31 @@ fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
         let e = counts.entry(it.name).or_insert((0, k));
         e.0 += 1;
     }
-    let mut keys: Vec<(usize, Sym)> = counts
-        .into_iter()
-        .filter(|&(_, (n, at))| n == c && at >= fwd.end)
-        .map(|(name, (_, at))| (at, name))
-        .collect();
-    keys.sort_unstable();
     let twice = st.blocks[st.first].len() == 2 * c;
-    keys.into_iter()
-        .take(MAX_BACKWARD_KEYS)
-        .filter_map(|(_, name)| {
-            let t = try_key(st, &[st.first], Key::Name(name), c)?;
-            (t.alike_backward(c) && (t.by_mixers || !twice)).then_some((
-                t.share,
-                t.bounds[0].0[0],
-                name,
-            ))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(_, _, name)| Key::Name(name))
+    let best = |once: bool| {
+        let mut keys: Vec<(usize, Key)> = counts
+            .iter()
+            .filter(|&(_, &(n, at))| at >= fwd.end && (n == c) == once && n.is_multiple_of(c))
+            .map(|(&name, &(n, at))| match n / c {
+                1 => (at, Key::Name(name)),
+                n => (at, Key::Every(name, n as u32)),
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .take(MAX_BACKWARD_KEYS)
+            .filter_map(|(_, key)| {
+                let t = try_key(st, &[st.first], key, c)?;
+                (t.alike_backward(c) && (t.by_mixers || !twice)).then_some((
+                    t.share,
+                    t.bounds[0].0[0],
+                    key,
+                ))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(_, _, key)| key)
+    };
+    best(true).or_else(|| best(false))
 }
 
 /// Where no split holds: a forward run, the most layers first: its layers

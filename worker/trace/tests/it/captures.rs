@@ -32,6 +32,10 @@ fn the_real_capture_family_holds() {
 /// as plain `mm`s, its combine fused) had its 4 MoE layers called dense;
 /// Llama trained under it (`hf/llama-4l-compiled-train`) had its forward
 /// layers alone, its backward one `CompiledFunctionBackward` op.
+/// Qwen3-MoE trained under it (`hf/qwen3moe-4l-compiled-train`) had its
+/// forward layers alone: the one name a layer in its compiled backward,
+/// the attention's backward, cut each layer's attention from its experts
+/// (`repeats::Key::Every`).
 /// What does not hold yet is in [`family::KNOWN_HF`].
 #[test]
 fn hugging_face_models_hold() {
