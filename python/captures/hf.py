@@ -568,7 +568,11 @@ def later_draw(T, common):
                           **common)), ["moe"] * 4),
         ("granitemoe-4l", trained, lambda: T.GraniteMoeForCausalLM(
             T.GraniteMoeConfig(num_hidden_layers=4, **experts, **common)), ["moe"] * 4),
-        ("phimoe-4l", ("marked", "generate"), lambda: T.PhimoeForCausalLM(
+        # PhiMoE under `torch.compile` too (2026-12-07, twenty-second
+        # session): its router (sparsemixer, no top-k) is fused away, and
+        # the experts' row counts (`histc`) are what says MoE.
+        ("phimoe-4l", ("marked", "generate", "compiled", "compiled-train"),
+         lambda: T.PhimoeForCausalLM(
             T.PhimoeConfig(num_hidden_layers=4, **experts, **common)), ["moe"] * 4),
     ]
 

@@ -306,13 +306,16 @@ const WORDS: &[(&str, Option<KernelCategory>, Option<Role>)] = &[
     // Grouped GEMMs run the experts (`aten::_grouped_mm` of Hugging Face's
     // MoE layers since transformers 5).
     ("grouped_mm", None, Some(R::Moe)),
-    // Counting each expert's rows (`histc` over the top-k's choices: the
+    // Counting each expert's rows (`histc` over the router's choices: the
     // token counts of Hugging Face's grouped experts and Megatron's
-    // dispatcher) routes as adding them back does: under `torch.compile`
-    // on the CPU, Qwen3-MoE's experts and their combine are fused or
-    // written out as plain `mm`s, and its top-k, `sort`, `histc` and
-    // `cumsum` are what is left of the MoE (its 4 layers were called dense).
-    ("histc", None, Some(R::Combine)),
+    // dispatcher) says experts run. Under `torch.compile` on the CPU,
+    // Qwen3-MoE's experts and their combine are fused or written out as
+    // plain `mm`s, and its top-k, `sort`, `histc` and `cumsum` are what is
+    // left of the MoE (its 4 layers were called dense); PhiMoE's router
+    // (sparsemixer: a max and masks, no top-k) is fused away too, and
+    // `histc` is all that is left (`hf/phimoe-4l-compiled*`: dense before).
+    // No trace we have runs it outside an MoE layer.
+    ("histc", None, Some(R::Moe)),
     ("index_add", None, Some(R::Combine)),
     ("scatter_add", None, Some(R::Combine)),
     ("scatter_reduce", None, Some(R::Combine)),

@@ -1193,7 +1193,7 @@ mod tests {
         assert_eq!(role_of("aten::normal_"), Role::Other);
         assert_eq!(role_of("aten::topk"), Role::TopK);
         assert_eq!(role_of("aten::index_add_"), Role::Combine);
-        assert_eq!(role_of("aten::histc"), Role::Combine);
+        assert_eq!(role_of("aten::histc"), Role::Moe);
         assert_eq!(role_of("topk_softmax"), Role::TopK);
         assert_eq!(role_of("void vllm::act_and_mul_kernel<...>"), Role::Ffn);
         assert_eq!(role_of("aten::mm"), Role::Other);
