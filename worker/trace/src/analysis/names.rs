@@ -171,7 +171,8 @@ pub(crate) enum Role {
     /// own ([`repeats`](super::repeats)' routers).
     Top1,
     /// Adding rows back by index (`index_add_`, `scatter_add`): how experts'
-    /// outputs are combined; or counting each expert's rows (`histc`).
+    /// outputs are combined, after a top-k (other models add rows by index
+    /// too). Counting each expert's rows (`histc`) is [`Role::Moe`].
     Combine,
     /// The MLP's activation.
     Ffn,
