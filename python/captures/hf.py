@@ -563,7 +563,10 @@ def later_draw(T, common):
         ("gemma3-6l", ("marked", "generate"), lambda: T.Gemma3ForCausalLM(
             T.Gemma3TextConfig(num_hidden_layers=6, head_dim=16, sliding_window=16,
                                **common)), ["dense"] * 6),
-        ("olmoe-4l", trained, lambda: T.OlmoeForCausalLM(
+        # OLMoE trained under `torch.compile` too (twenty-second session):
+        # its compiled backward is cut by the experts' gradient buffers
+        # (`repeats::Key::Every`), as Qwen3-MoE's.
+        ("olmoe-4l", trained + ("compiled-train",), lambda: T.OlmoeForCausalLM(
             T.OlmoeConfig(num_hidden_layers=4, num_experts=4, num_experts_per_tok=2,
                           **common)), ["moe"] * 4),
         ("granitemoe-4l", trained, lambda: T.GraniteMoeForCausalLM(
