@@ -1174,6 +1174,18 @@ fn forward_alone(st: &Steps, runs: &[Run]) -> Option<Split> {
 mod tests {
     use super::*;
 
+    /// A name run n times a layer cuts at its every n-th run, and only
+    /// where its runs are a whole number of such groups.
+    #[test]
+    fn a_name_run_n_times_a_layer_cuts_at_every_nth_run() {
+        // Three layers, each running name 9 twice: 9 2 9 3.
+        let seq = items(&[9, 2, 9, 3, 9, 2, 9, 3, 9, 2, 9, 3]);
+        assert_eq!(positions(&seq, Key::Every(9, 2), &[]).0, vec![0, 4, 8]);
+        assert_eq!(positions(&seq, Key::Every(9, 3), &[]).0, vec![0, 6]);
+        assert!(positions(&seq, Key::Every(9, 4), &[]).0.is_empty());
+        assert!(positions(&seq, Key::Every(9, 5), &[]).0.is_empty());
+    }
+
     #[test]
     fn roles_from_names() {
         assert_eq!(
