@@ -540,6 +540,13 @@ struct Tried {
     at_norms: bool,
     /// Every layer runs a norm and an MLP, MoE or gate item ([`Role::is_block_part`]).
     blocks_like: bool,
+    /// Every layer routes its tokens to experts ([`routed`]) and runs an
+    /// expert item: a router names an MoE layer as a mixer block names a
+    /// layer. Under `torch.compile` on the CPU, Inductor writes the norms
+    /// and an eager attention's softmax as C++ the profiler does not
+    /// record, and the router is what is left to tell the layers
+    /// (`hf/mixtral-eager-4l-compiled`: no layers before).
+    by_routers: bool,
     /// Time in the layers, and in the steps, ns.
     covered: i64,
     total: i64,
@@ -576,7 +583,7 @@ impl Tried {
 
     /// [`Tried::alike`], where `unnamed` (as a layer split on its own) or
     /// not (as a backward run after a forward one): what a split whose
-    /// layers no mixer cuts must show.
+    /// layers no mixer cuts and no router names must show.
     fn alike_as(&self, layers: usize, unnamed: bool) -> bool {
         let hybrid = (self.by_mixers || self.norm_pairs) && self.kind_share > self.share;
         let alike = if hybrid {
@@ -589,6 +596,7 @@ impl Tried {
         // need only be alike among themselves, as mixer blocks' do.
         alike
             && (self.by_mixers
+                || self.by_routers
                 || ((layers >= limits::count(Limit::UnnamedLayers) || !unnamed)
                     && (self.share >= limits::get(Limit::UnnamedLayerShare)
                         || hybrid && self.norm_pairs)
@@ -657,6 +665,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
     // with a cross-attention or not.
     let mut kinds: [KindSeen; 8] = std::array::from_fn(|_| KindSeen::new(ids.count));
     let mut blocks_like = true;
+    let mut by_routers = true;
     for &s in steps {
         let seq = all[s];
         let (pos, final_norm) = positions(seq, key, &blocks[s]);
@@ -698,6 +707,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_block_part());
+            by_routers &= routed(seq, starts[i], e) && layer.iter().any(|it| it.role == Role::Moe);
             // A step that runs more before its layers (`Steps::lead`) is
             // a prefill, whose layers run more than the decodes' (BART's
             // make their cache and project the encoder's output: 45% of
@@ -747,6 +757,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         by_mixers,
         at_norms,
         blocks_like,
+        by_routers,
         covered,
         total,
     })
