@@ -343,7 +343,7 @@ def models(T):
         # profiler does not record: the router tells its layers.
         (
             "mixtral-eager-4l",
-            ("marked", "compiled"),
+            ("marked", "compiled", "compiled-train"),
             eager(
                 lambda: T.MixtralForCausalLM(
                     T.MixtralConfig(

@@ -545,7 +545,9 @@ struct Tried {
     /// layer. Under `torch.compile` on the CPU, Inductor writes the norms
     /// and an eager attention's softmax as C++ the profiler does not
     /// record, and the router is what is left to tell the layers
-    /// (`hf/mixtral-eager-4l-compiled`: no layers before).
+    /// (`hf/mixtral-eager-4l-compiled`: no layers before). Such a split
+    /// may be a training step's forward run, as one cut by mixer blocks
+    /// may (`hf/mixtral-eager-4l-compiled-train`: no layers before).
     by_routers: bool,
     /// Time in the layers, and in the steps, ns.
     covered: i64,
@@ -957,9 +959,9 @@ fn search(st: &Steps) -> Option<Split> {
     cands.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     // Score each on the first step (cheap), then check the best on all.
     let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
-    // Keys whose layers are alike and hold one mixer block each (a
-    // training step's backward blocks, named or not, come after): a
-    // forward run. Blocks before its first layer hold no attention: a
+    // Keys whose layers are alike and hold one mixer block each, or each
+    // route to experts (`Tried::by_routers`; a training step's backward
+    // blocks, named or not, come after): a forward run. Blocks before its first layer hold no attention: a
     // front end of convolutions, which pass for a Mamba mixer's (Wav2Vec2
     // over raw audio: two, and one positional; `hf/wav2vec2-6l-train` had
     // its forward layers alone).
@@ -979,7 +981,7 @@ fn search(st: &Steps) -> Option<Split> {
                 .iter()
                 .take_while(|b| b.0 < start)
                 .all(|b| seq[b.0..=b.1].iter().all(|it| it.role != Role::Attention));
-            if t.by_mixers && inside == c && front && t.alike(c) {
+            if (t.by_mixers && inside == c || t.by_routers) && front && t.alike(c) {
                 runs.push(Run {
                     count: c,
                     share: t.share,
@@ -1105,7 +1107,8 @@ fn training(st: &Steps, runs: &[Run], most: usize) -> Option<Split> {
         };
         let after = f.bounds.iter().zip(&b.bounds).all(|(f, b)| f.1 <= b.0[0]);
         let mixers = b.by_mixers || st.blocks[st.first].len() != 2 * c;
-        if !(f.alike(c) && b.alike_backward(c) && f.by_mixers && mixers && after) {
+        if !(f.alike(c) && b.alike_backward(c) && (f.by_mixers || f.by_routers) && mixers && after)
+        {
             continue;
         }
         if ((f.covered + b.covered) as f64) < limits::get(Limit::LayerCoverage) * f.total as f64 {
