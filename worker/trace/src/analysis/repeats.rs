@@ -272,13 +272,13 @@ pub(crate) fn router(seq: &[Item], k: usize) -> Option<Role> {
 fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, Option<usize>) {
     match key {
         Key::Mixer => (blocks.iter().map(|b| b.0).collect(), None),
-        Key::Name(s) => ((0..seq.len()).filter(|&k| seq[k].name == s).collect(), None),
+        Key::Name(s) => (runs_of(seq, s), None),
         Key::Group(g) => (
             (0..seq.len()).filter(|&k| seq[k].group == g).collect(),
             None,
         ),
         Key::NormPairs(s) => {
-            let all: Vec<usize> = (0..seq.len()).filter(|&k| seq[k].name == s).collect();
+            let all = runs_of(seq, s);
             if all.len().is_multiple_of(2) {
                 return (Vec::new(), None);
             }
@@ -286,13 +286,18 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
             (all.into_iter().step_by(2).take(pairs).collect(), Some(end))
         }
         Key::Every(s, n) => {
-            let all: Vec<usize> = (0..seq.len()).filter(|&k| seq[k].name == s).collect();
+            let all = runs_of(seq, s);
             if !all.len().is_multiple_of(n as usize) {
                 return (Vec::new(), None);
             }
             (all.into_iter().step_by(n as usize).collect(), None)
         }
     }
+}
+
+/// Where a name runs in a step.
+fn runs_of(seq: &[Item], s: Sym) -> Vec<usize> {
+    (0..seq.len()).filter(|&k| seq[k].name == s).collect()
 }
 
 /// The input norm of a block that starts at `to`: the first norm after the
@@ -709,7 +714,8 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_block_part());
-            by_routers &= routed(seq, starts[i], e) && layer.iter().any(|it| it.role == Role::Moe);
+            let routes = routed(seq, starts[i], e);
+            by_routers &= routes && layer.iter().any(|it| it.role == Role::Moe);
             // A step that runs more before its layers (`Steps::lead`) is
             // a prefill, whose layers run more than the decodes' (BART's
             // make their cache and project the encoder's output: 45% of
@@ -719,7 +725,7 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
                 continue;
             }
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
-                + 2 * usize::from(routed(seq, starts[i], e))
+                + 2 * usize::from(routes)
                 + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
@@ -961,8 +967,8 @@ fn search(st: &Steps) -> Option<Split> {
     let mut passed: Vec<(usize, f64, usize, Key)> = Vec::new();
     // Keys whose layers are alike and hold one mixer block each, or each
     // route to experts (`Tried::by_routers`; a training step's backward
-    // blocks, named or not, come after): a forward run. Blocks before its first layer hold no attention: a
-    // front end of convolutions, which pass for a Mamba mixer's (Wav2Vec2
+    // blocks, named or not, come after): a forward run. Blocks before its
+    // first layer hold no attention: a front end of convolutions, which pass for a Mamba mixer's (Wav2Vec2
     // over raw audio: two, and one positional; `hf/wav2vec2-6l-train` had
     // its forward layers alone).
     let mut runs: Vec<Run> = Vec::new();
