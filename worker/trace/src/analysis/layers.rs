@@ -31,6 +31,7 @@
 
 use super::attribution::Owner;
 use super::links::NO;
+use super::names;
 use super::repeats::{self, Item, Role};
 use super::{AnalysisOptions, Context};
 use crate::import::store::{CpuKind, GpuKind, IntColumn, Sym, Tables, TimeColumn};
@@ -382,14 +383,28 @@ fn cpu_sequences(cx: &Context) -> Sequences {
             at_step.at(cpu.ts().get(i))
         }
     };
-    let mut roles: HashMap<Sym, Role> = HashMap::new();
-    let item = |i: usize| Item {
-        at: i as u32,
-        name: cpu.name()[i],
-        group: u32::MAX,
-        role: *roles
-            .entry(cpu.name()[i])
-            .or_insert_with(|| repeats::role_of(t.name(cpu.name()[i]))),
+    // Per name, its role, or that its inputs tell it (a convolution's):
+    // then per name and `Input Dims`.
+    let mut roles: HashMap<Sym, Option<Role>> = HashMap::new();
+    let mut by_inputs: HashMap<(Sym, Sym), Role> = HashMap::new();
+    let item = |i: usize| {
+        let name = cpu.name()[i];
+        let role = roles.entry(name).or_insert_with(|| {
+            let text = t.name(name);
+            (!names::role_needs_inputs(text)).then(|| repeats::role_of(text))
+        });
+        let role = match *role {
+            Some(role) => role,
+            None => *by_inputs
+                .entry((name, cpu.shapes(i)))
+                .or_insert_with(|| names::op_role(t.name(name), t.name(cpu.shapes(i)))),
+        };
+        Item {
+            at: i as u32,
+            name,
+            group: u32::MAX,
+            role,
+        }
     };
     let mut seqs = Sequences::gather(
         cx.steps.len().max(1),
@@ -1465,6 +1480,7 @@ fn summarize(
     }
     let mut layers: BTreeMap<i64, Acc> = BTreeMap::new();
     let mut outside = Acc::default();
+    let mut backward = Backward::default();
     // `short` is in step order, so a binary search finds a step in it.
     let counted = (0..seqs.len()).filter(|s| a.short.binary_search(s).is_err());
     for (seq, k) in counted.flat_map(|s| (0..seqs[s].len()).map(move |k| (&seqs[s], k))) {
@@ -1477,7 +1493,19 @@ fn summarize(
         };
         let d = times.dur(it);
         acc.ns += d;
-        match it.role {
+        let name = t.name(it.name);
+        // A layer's kind is told by its forward items: a training step's
+        // backward run is cut where its layers' backward items are alike,
+        // which need not be where each layer's starts (Llama 4 trained:
+        // cut at attention's backward, each dense layer held the experts'
+        // backward of the MoE layer below and was called MoE,
+        // hf/llama4-4l-train).
+        let role = if backward.is_backward(it.name, name) {
+            Role::Other
+        } else {
+            it.role
+        };
+        match role {
             Role::Attention => acc.parts.attention = true,
             // A top-1 router's softmax (Switch Transformers: no top-k, no
             // expert named).
@@ -1489,7 +1517,6 @@ fn summarize(
             Role::Combine => acc.parts.combine = true,
             _ => {}
         }
-        let name = t.name(it.name);
         if cpu {
             // A top-level op: its CPU time, its category by the kernel rule.
             let cat = super::names::category(kinetoscope_types::GpuOpKind::Kernel, name);
@@ -2160,6 +2187,17 @@ fn label_kinds(items: &mut [LayerRow], parts: &[Parts]) -> Option<String> {
     Some(format!("; {} layers", words.join(", ")))
 }
 
+/// Which names say they run a backward pass ([`names::is_backward`]),
+/// each name read once.
+#[derive(Default)]
+struct Backward(HashMap<Sym, bool>);
+
+impl Backward {
+    fn is_backward(&mut self, s: Sym, name: &str) -> bool {
+        *self.0.entry(s).or_insert_with(|| names::is_backward(name))
+    }
+}
+
 /// What names say a layer runs.
 #[derive(Clone, Copy, Default)]
 struct Parts {
@@ -2175,13 +2213,9 @@ struct Parts {
 }
 
 impl Parts {
-    /// Whether the layer routes to experts: names that say so, or a top-k
-    /// whose rows come back by index, or a top-k that only some layers run
-    /// (a dense prefix before MoE layers). A top-k in every layer and no
-    /// expert names is a sparse-attention indexer's (GLM-5's DSA: its dense
-    /// layers were called MoE; the family's `dsa-*` captures).
+    /// Whether the layer routes to experts ([`repeats::is_moe`]).
     fn is_moe(&self, topk_everywhere: bool) -> bool {
-        self.moe || (self.topk && (self.combine || !topk_everywhere))
+        repeats::is_moe(self.moe, self.topk, self.combine, topk_everywhere)
     }
 }
 

@@ -154,12 +154,17 @@ pub const LIMITS: [Evidence; 14] = [
     },
     Evidence {
         limit: Limit::BlockGap,
-        value: 16.0,
+        value: 3.0,
         why: "A mixer block's kernels (a cache write, the attention, its output copy) \
               come a few items apart, two layers' mixers a whole MLP apart. Every trace \
-              we have runs a block's mixer items back to back (gap 1): nothing went \
-              wrong from 1.6 to 48, so no trace tells this limit yet.",
-        chosen_by: "none: the generator's split attention kernels (issue 26)",
+              we have runs a block's mixer items back to back (gap 1). Under \
+              `torch.compile` on the CPU no norm or MLP item stands between two layers' \
+              mixers, only GEMMs: LFM2's short convolution and the next layer's \
+              attention come 6 items apart (its output projection, the MLP's three \
+              GEMMs, the next query and key), Qwen3.5's 8 (a Gated DeltaNet's). At 16 \
+              both were joined (LFM2's 6 layers were 5, Qwen3.5's 8 were 6), and at 6 \
+              LFM2's still are. Nothing else went wrong from 1.6 to 48.",
+        chosen_by: "hf/lfm2-6l-compiled; the generator's split attention kernels (issue 26)",
         margin: [0.5, 0.5],
     },
     Evidence {

@@ -401,7 +401,7 @@ fn classify(name: &str) -> (Option<KernelCategory>, Role) {
     // its scores' softmax's, nor a written-out norm's (`RsqrtBackward0`:
     // its norm pairs cut a training step's backward run across layers,
     // seed23/dsa-train-6l).
-    let backward = lower.contains("backward") || lower.contains("bwd");
+    let backward = says_backward(&lower);
     let mut category: Option<KernelCategory> = None;
     let mut role = Role::Other;
     for &(word, c, r) in WORDS {
@@ -424,9 +424,46 @@ fn classify(name: &str) -> (Option<KernelCategory>, Role) {
     (category, role)
 }
 
+/// Whether a lowercased name says it runs a backward pass (autograd's
+/// `MmBackward0`, a kernel's `_bwd`).
+fn says_backward(lower: &str) -> bool {
+    lower.contains("backward") || lower.contains("bwd")
+}
+
+/// Whether a name says it runs a backward pass ([`says_backward`]).
+pub(crate) fn is_backward(name: &str) -> bool {
+    says_backward(&name.to_ascii_lowercase())
+}
+
 /// The role a kernel or op name speaks of ([`WORDS`]).
 pub(crate) fn role_of(name: &str) -> Role {
     classify(name).1
+}
+
+/// Whether a CPU op's role needs its inputs as well as its name
+/// ([`op_role`]): a convolution's, whose name does not say its dimensions.
+pub(crate) fn role_needs_inputs(name: &str) -> bool {
+    matches!(name, "aten::convolution" | "aten::_convolution")
+}
+
+/// The role of a CPU op, from its name and its `Input Dims` text: its
+/// name's ([`role_of`]), but a convolution over one-dimensional inputs
+/// (a first input of three dims: batch, channels, length) is a `conv1d`'s,
+/// a mixer's short convolution. Inductor calls `aten::convolution` where
+/// eager code calls `aten::conv1d` (Qwen3.5's Gated DeltaNet and LFM2's
+/// short convolutions under `torch.compile` on the CPU: the only item of
+/// their mixers Inductor leaves to the profiler, whose layers were
+/// otherwise the attention layers alone: 2 of 6 in hf/lfm2-6l-compiled,
+/// 2 of 8 in Qwen3.5's).
+pub(crate) fn op_role(name: &str, shapes: &str) -> Role {
+    let role = role_of(name);
+    if role != Role::Other || !role_needs_inputs(name) {
+        return role;
+    }
+    match super::shapes::dims(shapes).first() {
+        Some(d) if d.len() == 3 => role_of("conv1d"),
+        _ => role,
+    }
 }
 
 /// The category of a GPU op from its kind and name: every memcpy and memset
@@ -442,6 +479,20 @@ pub fn category(kind: GpuOpKind, name: &str) -> KernelCategory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A convolution is a mixer's short convolution where its input is
+    /// one-dimensional (as Inductor calls `conv1d`), not where it is an
+    /// image's.
+    #[test]
+    fn a_convolution_over_a_sequence_is_a_short_convolution() {
+        let conv1d = "[[1, 128, 5], [128, 1, 4], [], [], [], [], [], [], []]";
+        let conv2d = "[[8, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]";
+        assert_eq!(op_role("aten::convolution", conv1d), Role::Linear);
+        assert_eq!(op_role("aten::convolution", conv2d), Role::Other);
+        assert_eq!(op_role("aten::convolution", ""), Role::Other);
+        assert_eq!(op_role("aten::convolution_backward", conv1d), Role::Other);
+        assert_eq!(op_role("aten::mm", conv1d), Role::Other);
+    }
 
     /// A keyword right after a character that is no ASCII: the check for
     /// the word that holds it (`prefill` for `fill`) reads bytes, not a

@@ -706,16 +706,22 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         by_mixers &= mixers;
         at_norms &= norms;
         let cross = crossing(seq, &blocks[s], &starts, end);
+        let layer_end = |i: usize| starts.get(i + 1).copied().unwrap_or(end);
+        let routing: Vec<bool> = (0..starts.len())
+            .map(|i| routed(seq, starts[i], layer_end(i)))
+            .collect();
+        let topk_everywhere = routing.iter().all(|&r| r);
         for i in 0..starts.len() {
-            let e = starts.get(i + 1).copied().unwrap_or(end);
+            let e = layer_end(i);
             if e < starts[i] + MIN_LAYER_ITEMS {
                 return None;
             }
             let layer = &seq[starts[i]..e];
             blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
                 && layer.iter().any(|it| it.role.is_block_part());
-            let routes = routed(seq, starts[i], e);
-            by_routers &= routes && layer.iter().any(|it| it.role == Role::Moe);
+            let routes = routing[i];
+            let experts = layer.iter().any(|it| it.role == Role::Moe);
+            by_routers &= routes && experts;
             // A step that runs more before its layers (`Steps::lead`) is
             // a prefill, whose layers run more than the decodes' (BART's
             // make their cache and project the encoder's output: 45% of
@@ -724,8 +730,15 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             if extra > 0 {
                 continue;
             }
+            // A layer of its kind by [`is_moe`]: a sparse-attention
+            // indexer's top-k runs in a dense layer too (GLM-5's DSA under
+            // `torch.compile` on the CPU: its dense first layer, alike to
+            // no MoE layer, kept the split from holding,
+            // hf/glmdsa-4l-compiled).
+            let combine = layer.iter().any(|it| it.role == Role::Combine);
+            let moe = is_moe(experts, routes, combine, topk_everywhere);
             let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
-                + 2 * usize::from(routes)
+                + 2 * usize::from(moe)
                 + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
@@ -769,6 +782,18 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         covered,
         total,
     })
+}
+
+/// Whether a layer routes tokens to experts, from what runs in it: items
+/// that name experts, or a top-k (a router) whose rows come back by index
+/// (`combine`), or a top-k that only some layers of the step run (a dense
+/// prefix before MoE layers). A top-k in every layer and no expert items is
+/// a sparse-attention indexer's (GLM-5's DSA: its dense layers were called
+/// MoE; the family's `dsa-*` captures). One rule for a layer's kind
+/// (`layers::label_kinds`) and for the kinds a split's layers are alike
+/// within ([`try_key`]).
+pub(crate) fn is_moe(experts: bool, topk: bool, combine: bool, topk_everywhere: bool) -> bool {
+    experts || (topk && (combine || !topk_everywhere))
 }
 
 /// Whether `seq[from..to]` routes tokens to experts: a top-k, or a top-1
