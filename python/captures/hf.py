@@ -627,7 +627,9 @@ def fifth_draw(T, common):
                 interleave_moe_layer_step=2, intermediate_size_mlp=128,
                 attention_chunk_size=32, **common)),
          ["dense", "moe", "dense", "moe"]),
-        ("gptoss-4l", ("marked", "compiled"), lambda: T.GptOssForCausalLM(
+        # Trained under compile, its eager attention with sinks leaves only
+        # GEMMs: its routers name its layers (`repeats::forward_alone`).
+        ("gptoss-4l", ("marked", "compiled", "compiled-train"), lambda: T.GptOssForCausalLM(
             T.GptOssConfig(num_hidden_layers=4, head_dim=16, sliding_window=16, **experts,
                            **common)),
          ["moe"] * 4),

@@ -1199,8 +1199,12 @@ fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
 }
 
 /// Where no split holds: a forward run, the most layers first: its layers
-/// hold one mixer block each, alike, and every block before its end,
-/// however little of the step's time they cover. A training step
+/// hold one mixer block each (or each routes to experts: a router names
+/// layers as a mixer block does, [`Tried::by_routers`]; gpt-oss trained
+/// under `torch.compile` on the CPU, whose eager attention with sinks
+/// leaves only GEMMs, had no layers, `hf/gptoss-4l-compiled-train`),
+/// alike, and every block before its end, however little of the step's
+/// time they cover. A training step
 /// whose backward no key cuts into alike layers (attention decomposed, or
 /// a hybrid's backward cut in pairs of layers by its named attention) is
 /// the model's forward layers, not its backward's pairs.
@@ -1211,7 +1215,7 @@ fn forward_alone(st: &Steps, runs: &[Run]) -> Option<Split> {
     counts.into_iter().find_map(|c| {
         let fwd = best_run(runs, c)?;
         let f = try_key(st, st.nonempty, fwd.key, c)?;
-        (f.alike(c) && f.by_mixers).then(|| split_of(st, fwd.key, f, None))
+        (f.alike(c) && (f.by_mixers || f.by_routers)).then(|| split_of(st, fwd.key, f, None))
     })
 }
 

@@ -201,14 +201,18 @@ pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
 /// layers (`layers::anchored_with_head`).
 ///
 /// On the list since 2026-12-07 (twenty-third session): `backward` of
-/// LFM2 trained under `torch.compile` on the CPU (its forward layers and
-/// kinds hold; their check stays). Its compiled backward runs each kind of
-/// layer's mixer gradient under its own name (`aten::convolution_backward`
-/// in the linear layers, the attention's backward in the others), so no
-/// one name, nor its every n-th run, cuts the backward run into alike
-/// layers (`repeats::backward_key`), as DeepSeek-V3's was not
+/// LFM2 and gpt-oss trained under `torch.compile` on the CPU (their forward
+/// layers and kinds hold; their check stays). LFM2's compiled backward
+/// runs each kind of layer's mixer gradient under its own name
+/// (`aten::convolution_backward` in the linear layers, the attention's
+/// backward in the others), and gpt-oss's none (its attention is GEMMs),
+/// so no one name, nor its every n-th run, cuts the backward run into
+/// alike layers (`repeats::backward_key`), as DeepSeek-V3's was not
 /// (BENCHMARKS.md, twenty-second session).
-pub const KNOWN_HF: &[(&str, &str)] = &[("lfm2-6l-compiled-train", "backward")];
+pub const KNOWN_HF: &[(&str, &str)] = &[
+    ("lfm2-6l-compiled-train", "backward"),
+    ("gptoss-4l-compiled-train", "backward"),
+];
 
 /// The checks of the captures of folder `dir` (key_averages included)
 /// against `known`: what failed that is not known, and each known failure
