@@ -716,12 +716,10 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             if e < starts[i] + MIN_LAYER_ITEMS {
                 return None;
             }
-            let layer = &seq[starts[i]..e];
-            blocks_like &= layer.iter().any(|it| it.role == Role::Norm)
-                && layer.iter().any(|it| it.role.is_block_part());
+            let has = Holds::of(&seq[starts[i]..e]);
+            blocks_like &= has.norm && has.block_part;
             let routes = routing[i];
-            let experts = layer.iter().any(|it| it.role == Role::Moe);
-            by_routers &= routes && experts;
+            by_routers &= routes && has.experts;
             // A step that runs more before its layers (`Steps::lead`) is
             // a prefill, whose layers run more than the decodes' (BART's
             // make their cache and project the encoder's output: 45% of
@@ -735,11 +733,9 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             // `torch.compile` on the CPU: its dense first layer, alike to
             // no MoE layer, kept the split from holding,
             // hf/glmdsa-4l-compiled).
-            let combine = layer.iter().any(|it| it.role == Role::Combine);
-            let moe = is_moe(experts, routes, combine, topk_everywhere);
-            let kind = &mut kinds[usize::from(layer.iter().any(|it| it.role == Role::Attention))
-                + 2 * usize::from(moe)
-                + 4 * usize::from(cross[i])];
+            let moe = is_moe(has.experts, routes, has.combine, topk_everywhere);
+            let kind = &mut kinds
+                [usize::from(has.attention) + 2 * usize::from(moe) + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
                 if last[id] != layers {
@@ -782,6 +778,31 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
         covered,
         total,
     })
+}
+
+/// The roles a layer's items hold that its split reads, found in one pass.
+#[derive(Default)]
+struct Holds {
+    norm: bool,
+    /// An MLP, MoE or gate item ([`Role::is_block_part`]).
+    block_part: bool,
+    attention: bool,
+    experts: bool,
+    combine: bool,
+}
+
+impl Holds {
+    fn of(layer: &[Item]) -> Holds {
+        let mut h = Holds::default();
+        for it in layer {
+            h.norm |= it.role == Role::Norm;
+            h.block_part |= it.role.is_block_part();
+            h.attention |= it.role == Role::Attention;
+            h.experts |= it.role == Role::Moe;
+            h.combine |= it.role == Role::Combine;
+        }
+        h
+    }
 }
 
 /// Whether a layer routes tokens to experts, from what runs in it: items
