@@ -619,9 +619,9 @@ def fifth_draw(T, common):
                 v_head_dim=16, head_dim=16, index_topk=16, index_head_dim=16, index_n_heads=4,
                 **{**common, "num_key_value_heads": 4})),
          ["dense", "moe", "moe", "moe"]),
-        # Trained under `torch.compile` (holds, its layers 40-44% alike, within
-        # `Limit::LayerShare`'s margin: not kept).
-        ("llama4-4l", ("marked", "train"), lambda: T.Llama4ForCausalLM(
+        # Under `torch.compile` its NoPE layer runs no rotary ops
+        # (`repeats::before_blocks`); trained so, its forward layers hold.
+        ("llama4-4l", ("marked", "train", "compiled", "compiled-train"), lambda: T.Llama4ForCausalLM(
             T.Llama4TextConfig(
                 num_hidden_layers=4, head_dim=16, num_local_experts=4, num_experts_per_tok=1,
                 interleave_moe_layer_step=2, intermediate_size_mlp=128,

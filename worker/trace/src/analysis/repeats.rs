@@ -33,7 +33,7 @@
 
 use super::limits::{self, Limit};
 use crate::import::store::Sym;
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 
 pub(crate) use super::names::{role_of, Role};
 
@@ -384,7 +384,7 @@ fn place(
             });
         }
         let at: Vec<usize> = blocks.iter().map(|b| b.0).collect();
-        let (starts, end) = before_keys(seq, &at)?;
+        let (starts, end) = before_keys(seq, &at, true)?;
         return Some(Placed {
             starts,
             end,
@@ -392,7 +392,7 @@ fn place(
             at_norms: false,
         });
     }
-    let (starts, end) = before_keys(seq, pos)?;
+    let (starts, end) = before_keys(seq, pos, false)?;
     // More mixer blocks than layers, each layer holding one: one run of a
     // training step (forward or backward); the other run's blocks lie
     // outside these layers.
@@ -502,8 +502,10 @@ fn at_input_norms(
 /// is as long as the earlier layer it is most like (the one whose items it
 /// repeats the furthest, the latest on a tie): an interleaved model's last
 /// MoE layer as long as its MoE layers, not as the dense one before it
-/// (`interleaved-compile-4l` of the family's seed 7).
-fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
+/// (`interleaved-compile-4l` of the family's seed 7). Before mixer blocks
+/// (`own_items`), where that reaches further back in every layer, as many
+/// of the items whose names run before every block ([`before_blocks`]).
+fn before_keys(seq: &[Item], pos: &[usize], own_items: bool) -> Option<(Vec<usize>, usize)> {
     let n = pos.len();
     let gaps: Vec<usize> = pos.windows(2).map(|w| w[1] - w[0]).collect();
     let min_gap = gaps.iter().copied().min()?;
@@ -517,6 +519,14 @@ fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
         }
     }
     let starts: Vec<usize> = pos.iter().map(|&m| m - k).collect();
+    if own_items {
+        if let Some((further, alike)) = before_blocks(seq, pos, k) {
+            if further.iter().zip(&starts).all(|(f, s)| f < s) {
+                let end = last_alike(seq, &further, &alike);
+                return Some((further, end));
+            }
+        }
+    }
     let last = starts[n - 1];
     let like = |i: usize| {
         let len = starts[i + 1] - starts[i];
@@ -527,6 +537,129 @@ fn before_keys(seq: &[Item], pos: &[usize]) -> Option<(Vec<usize>, usize)> {
     let most_like = (0..n - 1).max_by_key(|&i| (like(i), i)).unwrap_or(n - 2);
     let end = (last + (starts[most_like + 1] - starts[most_like])).min(seq.len());
     Some((starts, end))
+}
+
+/// Each mixer block's layer from as many items before the block as every
+/// layer has alike there, counting only the names that run before every
+/// block (since the block before, or the step's start): a name that some
+/// layers run there and others do not is those layers' own, and is passed
+/// over. Llama 4 under `torch.compile` on the CPU runs no norm the
+/// profiler sees (Inductor's C++ fuses them), and its NoPE layer (every
+/// fourth) no rotary ops: each layer's query, key and value projections
+/// (`mm`, each with its rotary ops in the others) then start it, where
+/// the items alike before every block were one `mm` and each layer held
+/// the next one's projections (`hf/llama4-4l-compiled`: no layers, its
+/// layers 33% alike). The walk leaves each block before a layer's at
+/// least one such item of its own.
+fn before_blocks(seq: &[Item], pos: &[usize], k: usize) -> Option<(Vec<usize>, HashSet<Sym>)> {
+    let from = |i: usize| if i == 0 { 0 } else { pos[i - 1] + 1 };
+    let names_before =
+        |i: usize| -> HashSet<Sym> { seq[from(i)..pos[i]].iter().map(|it| it.name).collect() };
+    // The names before every block; before every block but the first (the
+    // tail of the layer before: the first has none); before some later
+    // block.
+    let first = names_before(0);
+    let mut common = first.clone();
+    let mut tails: Option<HashSet<Sym>> = None;
+    let mut later: HashSet<Sym> = HashSet::new();
+    for i in 1..pos.len() {
+        let here = names_before(i);
+        common.retain(|s| here.contains(s));
+        match &mut tails {
+            None => {
+                tails = Some(
+                    here.iter()
+                        .copied()
+                        .filter(|s| !first.contains(s))
+                        .collect(),
+                )
+            }
+            Some(t) => t.retain(|s| here.contains(s)),
+        }
+        later.extend(here);
+    }
+    let tails = tails.unwrap_or_default();
+    // Only where the items alike before every block stop at a layer's own
+    // item: one that the first layer and some later ones run there, but
+    // not all (a rotary op). Where they stop at the model's head (a name
+    // only the first layer runs there: SD3's patch embedding, which
+    // Inductor places after the first block's modulation), the layers
+    // begin where they stop (`hf/sd3-6l-compiled`, whose first layer took
+    // the convolution).
+    let own = |s: Sym| first.contains(&s) && later.contains(&s) && !common.contains(&s);
+    if common.is_empty()
+        || pos.iter().any(|&m| m <= k)
+        || !pos.iter().any(|&m| own(seq[m - k - 1].name))
+    {
+        return None;
+    }
+    let alike_before = |i: usize, at: usize| {
+        (from(i)..at)
+            .rev()
+            .find(|&j| common.contains(&{ seq[j].name }))
+    };
+    let mut at = pos.to_vec();
+    let mut walked = false;
+    'walk: loop {
+        let mut next = Vec::with_capacity(pos.len());
+        for i in 0..pos.len() {
+            let Some(p) = alike_before(i, at[i]) else {
+                break 'walk;
+            };
+            let leaves_one = i == 0 || alike_before(i, p).is_some();
+            let passes_tail = (p + 1..at[i]).any(|j| tails.contains(&{ seq[j].name }));
+            let same = next
+                .first()
+                .is_none_or(|&q: &usize| seq[q].name == seq[p].name);
+            if !leaves_one || passes_tail || !same {
+                break 'walk;
+            }
+            next.push(p);
+        }
+        at = next;
+        walked = true;
+    }
+    walked.then_some((at, common))
+}
+
+/// Where the last layer ends, its layers placed by [`before_blocks`]
+/// (`alike`: the names before every block): after as many items of those
+/// names as the earlier layer it is most like runs (the one whose items of
+/// those names it repeats the furthest, the latest on a tie), and the
+/// items after that an earlier layer runs too, up to the next of those
+/// names (the LM head's `mm`). Llama 4's last layer is a NoPE layer with
+/// experts, eleven items, where the dense layer before runs seventeen.
+fn last_alike(seq: &[Item], starts: &[usize], alike: &HashSet<Sym>) -> usize {
+    let n = starts.len();
+    let last = starts[n - 1];
+    let alike_in = |from: usize, to: usize| {
+        (from..to)
+            .filter(|&j| alike.contains(&{ seq[j].name }))
+            .collect::<Vec<usize>>()
+    };
+    let tail = alike_in(last, seq.len());
+    let like = |i: usize| {
+        let own = alike_in(starts[i], starts[i + 1]);
+        let same = own
+            .iter()
+            .zip(&tail)
+            .take_while(|&(&a, &b)| seq[a].name == seq[b].name)
+            .count();
+        (same, own.len())
+    };
+    let most_like = (0..n - 1).max_by_key(|&i| (like(i).0, i)).unwrap_or(n - 2);
+    let Some(&after) = tail.get(like(most_like).1.saturating_sub(1)) else {
+        return seq.len();
+    };
+    let earlier: HashSet<Sym> = seq[starts[0]..last].iter().map(|it| it.name).collect();
+    let mut end = after + 1;
+    while end < seq.len()
+        && !alike.contains(&{ seq[end].name })
+        && earlier.contains(&{ seq[end].name })
+    {
+        end += 1;
+    }
+    end
 }
 
 /// A key's layers over some steps, scored.

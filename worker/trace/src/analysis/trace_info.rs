@@ -3,7 +3,7 @@
 //! trace lacks (no launches, a graph capture, no kernel timing).
 
 use super::{us, Context};
-use crate::import::store::{self, GpuKind, IntColumn, Tables, TimeColumn};
+use crate::import::store::{self, GpuKind, IntColumn, Sym, Tables, TimeColumn};
 use kinetoscope_types::{units, CategoryCount, PeakMemory, TraceInfo, TraceLayout};
 
 /// First start and last end over all stored slices, ns.
@@ -72,14 +72,20 @@ pub(crate) fn trace_info(cx: &Context) -> TraceInfo {
             "GPU work appears only as {profiler_ranges} cuda_profiler_range counter ranges (CUPTI range profiler): there is no kernel timing"
         ));
     }
-    let runtime_calls = t.cpu.kind().iter().filter(|k| k.is_runtime()).count() as u64;
-    let launches = t
-        .cpu
-        .name()
+    // Runtime calls counted by name first, then the names read once each.
+    let mut by_name = vec![0u64; t.names.len()];
+    for (n, k) in t.cpu.name().iter().zip(t.cpu.kind()) {
+        if k.is_runtime() {
+            by_name[*n as usize] += 1;
+        }
+    }
+    let runtime_calls: u64 = by_name.iter().sum();
+    let launches: u64 = by_name
         .iter()
-        .zip(t.cpu.kind())
-        .filter(|(n, k)| k.is_runtime() && t.name(**n).contains("Launch"))
-        .count() as u64;
+        .enumerate()
+        .filter(|&(n, &c)| c > 0 && t.name(n as Sym).contains("Launch"))
+        .map(|(_, c)| c)
+        .sum();
     if launches > 100 && a.gpu_ops * 10 < launches {
         notes.push(format!(
             "{launches} launches but only {} GPU ops ran: this looks like a CUDA/HIP graph capture, which records launches without executing them",
