@@ -1911,7 +1911,10 @@ fn by_repetition(cx: &Context, seqs: &[Vec<Item>], cpu: bool) -> Option<Assignme
             let it = first.0.iter().find(|it| match key {
                 repeats::Key::Name(s) => it.name == s,
                 repeats::Key::Group(g) => it.group == g,
-                repeats::Key::Mixer | repeats::Key::NormPairs(_) | repeats::Key::Every(..) => false,
+                repeats::Key::Mixer
+                | repeats::Key::NormPairs(_)
+                | repeats::Key::Every(..)
+                | repeats::Key::Either(..) => false,
             })?;
             let name = super::names::short_name(t.name(it.name));
             match key {

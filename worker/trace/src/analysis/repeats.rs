@@ -82,6 +82,15 @@ pub(crate) enum Key {
     /// a layer, the attention's backward, cuts each layer's attention from
     /// its experts; [`backward_key`]).
     Every(Sym, u32),
+    /// The runs of either of two names, in a training step's backward run
+    /// of a model with two kinds of layer, each kind's mixer gradient
+    /// under its own name, in the order the forward run's kinds take in
+    /// reverse ([`either_key`]): LFM2 trained under `torch.compile` runs
+    /// `aten::convolution_backward` in its convolution layers and the
+    /// attention's backward in the others, so no one name cuts its
+    /// backward run (`hf/lfm2-6l-compiled-train`). The layers holding the
+    /// first name are one kind, the others the other.
+    Either(Sym, Sym),
 }
 
 /// The layers of every step.
@@ -285,6 +294,12 @@ fn positions(seq: &[Item], key: Key, blocks: &[(usize, usize)]) -> (Vec<usize>, 
             let (pairs, end) = (all.len() / 2, all[all.len() - 1]);
             (all.into_iter().step_by(2).take(pairs).collect(), Some(end))
         }
+        Key::Either(a, b) => (
+            (0..seq.len())
+                .filter(|&k| seq[k].name == a || seq[k].name == b)
+                .collect(),
+            None,
+        ),
         Key::Every(s, n) => {
             let all = runs_of(seq, s);
             if !all.len().is_multiple_of(n as usize) {
@@ -672,6 +687,8 @@ struct Tried {
     kind_share: f64,
     /// Cut by norm pairs ([`Key::NormPairs`]).
     norm_pairs: bool,
+    /// Cut by either of two names ([`Key::Either`]), a kind each.
+    two_names: bool,
     /// Every layer holds one mixer block.
     by_mixers: bool,
     /// Every layer starts at its input norm.
@@ -725,7 +742,8 @@ impl Tried {
     /// not (as a backward run after a forward one): what a split whose
     /// layers no mixer cuts and no router names must show.
     fn alike_as(&self, layers: usize, unnamed: bool) -> bool {
-        let hybrid = (self.by_mixers || self.norm_pairs) && self.kind_share > self.share;
+        let hybrid =
+            (self.by_mixers || self.norm_pairs || self.two_names) && self.kind_share > self.share;
         let alike = if hybrid {
             self.kind_share >= limits::get(Limit::LayerShare)
                 && self.share >= limits::get(Limit::MixedLayerShare)
@@ -739,7 +757,7 @@ impl Tried {
                 || self.by_routers
                 || ((layers >= limits::count(Limit::UnnamedLayers) || !unnamed)
                     && (self.share >= limits::get(Limit::UnnamedLayerShare)
-                        || hybrid && self.norm_pairs)
+                        || hybrid && (self.norm_pairs || self.two_names))
                     && (self.blocks_like || !unnamed)))
     }
 }
@@ -867,8 +885,13 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
             // no MoE layer, kept the split from holding,
             // hf/glmdsa-4l-compiled).
             let moe = is_moe(has.experts, routes, has.combine, topk_everywhere);
-            let kind = &mut kinds
-                [usize::from(has.attention) + 2 * usize::from(moe) + 4 * usize::from(cross[i])];
+            // Cut by either of two names: a layer's kind is which it runs.
+            let mixer = match key {
+                Key::Either(a, _) => seq[starts[i]..e].iter().any(|it| it.name == a),
+                _ => has.attention,
+            };
+            let kind =
+                &mut kinds[usize::from(mixer) + 2 * usize::from(moe) + 4 * usize::from(cross[i])];
             for k in starts[i]..e {
                 let id = ids.of(&seq[k]);
                 if last[id] != layers {
@@ -889,21 +912,24 @@ fn try_key(st: &Steps, steps: &[usize], key: Key, count: usize) -> Option<Tried>
     }
     let share = core_share(&seen, layers);
     let norm_pairs = matches!(key, Key::NormPairs(_));
-    let kind_share =
-        if (by_mixers || norm_pairs) && kinds.iter().filter(|k| k.layers > 0).count() >= 2 {
-            kinds
-                .iter()
-                .filter(|k| k.layers > 0)
-                .map(|k| core_share(&k.seen, k.layers))
-                .fold(f64::INFINITY, f64::min)
-        } else {
-            share
-        };
+    let two_names = matches!(key, Key::Either(..));
+    let kind_share = if (by_mixers || norm_pairs || two_names)
+        && kinds.iter().filter(|k| k.layers > 0).count() >= 2
+    {
+        kinds
+            .iter()
+            .filter(|k| k.layers > 0)
+            .map(|k| core_share(&k.seen, k.layers))
+            .fold(f64::INFINITY, f64::min)
+    } else {
+        share
+    };
     Some(Tried {
         bounds,
         share,
         kind_share,
         norm_pairs,
+        two_names,
         by_mixers,
         at_norms,
         blocks_like,
@@ -1349,7 +1375,93 @@ fn backward_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
             .map(|(_, _, key)| key)
     };
-    best(true).or_else(|| best(false))
+    best(true)
+        .or_else(|| best(false))
+        .or_else(|| either_key(st, fwd, c))
+}
+
+/// Most pairs of names [`either_key`] tries.
+const MAX_EITHER_KEYS: usize = 32;
+
+/// Where no one name cuts the backward run of `c` layers after `fwd`: two
+/// names that run, all after the forward run, `c` times between them, in
+/// the order of the forward layers' two kinds in reverse (the layers with
+/// attention or not, with experts or not), the first name in the kind of
+/// the last layer; of those that cut alike layers (each kind alike within
+/// itself), the most alike, then the earliest ([`Key::Either`]).
+fn either_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
+    let seq = st.all[st.first];
+    let f = try_key(st, &[st.first], fwd.key, c)?;
+    let (starts, end) = &f.bounds[0];
+    let layer_end = |i: usize| starts.get(i + 1).copied().unwrap_or(*end);
+    let routing: Vec<bool> = (0..c)
+        .map(|i| routed(seq, starts[i], layer_end(i)))
+        .collect();
+    let everywhere = routing.iter().all(|&r| r);
+    let kinds: Vec<(bool, bool)> = (0..c)
+        .rev()
+        .map(|i| {
+            let has = Holds::of(&seq[starts[i]..layer_end(i)]);
+            let moe = is_moe(has.experts, routing[i], has.combine, everywhere);
+            (has.attention, moe)
+        })
+        .collect();
+    if kinds.iter().all(|&k| k == kinds[0]) {
+        return None;
+    }
+    let mut runs: HashMap<Sym, Vec<usize>> = HashMap::new();
+    for (k, it) in seq.iter().enumerate() {
+        runs.entry(it.name).or_default().push(k);
+    }
+    let mut names: Vec<(usize, Sym)> = runs
+        .iter()
+        .filter(|(_, at)| at[0] >= fwd.end && at.len() < c)
+        .map(|(&s, at)| (at[0], s))
+        .collect();
+    names.sort_unstable();
+    // In the order of the kinds: the first name where the first kind
+    // runs, the other where the other does.
+    let fits = |a: Sym, b: Sym| {
+        let (ra, rb) = (&runs[&a], &runs[&b]);
+        let (mut i, mut j) = (0, 0);
+        kinds.iter().all(|&k| {
+            let take_a = j == rb.len() || (i < ra.len() && ra[i] < rb[j]);
+            let ok = take_a == (k == kinds[0]);
+            if take_a {
+                i += 1;
+            } else {
+                j += 1;
+            }
+            ok
+        })
+    };
+    let mut tried = 0;
+    let mut best: Option<(f64, usize, Key)> = None;
+    for (x, &(at_a, a)) in names.iter().enumerate() {
+        for &(_, b) in &names[x + 1..] {
+            let (na, nb) = (runs[&a].len(), runs[&b].len());
+            if na + nb != c || tried >= MAX_EITHER_KEYS {
+                continue;
+            }
+            // The first run is the first kind's (the names ordered by
+            // their first run).
+            if !fits(a, b) {
+                continue;
+            }
+            tried += 1;
+            let key = Key::Either(a, b);
+            if let Some(t) = try_key(st, &[st.first], key, c) {
+                if t.alike_backward(c)
+                    && best.is_none_or(|(share, at, _)| {
+                        t.share > share || t.share == share && at_a < at
+                    })
+                {
+                    best = Some((t.share, at_a, key));
+                }
+            }
+        }
+    }
+    best.map(|(_, _, key)| key)
 }
 
 /// Where no split holds: a forward run, the most layers first: its layers

@@ -201,21 +201,25 @@ pub fn wrong(captures: &[Capture], key_averages: bool) -> Vec<String> {
 /// layers (`layers::anchored_with_head`).
 ///
 /// On the list since 2026-12-07 (twenty-third session): `backward` of
-/// LFM2 and gpt-oss trained under `torch.compile` on the CPU (their forward
-/// layers and kinds hold; their check stays). LFM2's compiled backward
-/// runs each kind of layer's mixer gradient under its own name
-/// (`aten::convolution_backward` in the linear layers, the attention's
-/// backward in the others), and gpt-oss's none (its attention is GEMMs),
-/// so no one name, nor its every n-th run, cuts the backward run into
-/// alike layers (`repeats::backward_key`), as DeepSeek-V3's was not
+/// gpt-oss trained under `torch.compile` on the CPU (its forward layers
+/// and kinds hold; their check stays). Its compiled backward runs no
+/// mixer gradient under a name of its own (its attention is GEMMs), so no
+/// one name, nor its every n-th run, cuts the backward run into alike
+/// layers (`repeats::backward_key`), as DeepSeek-V3's was not
 /// (BENCHMARKS.md, twenty-second session).
+///
+/// Off the list since 2026-12-08 (twenty-fifth session): `backward` of
+/// LFM2 trained under `torch.compile`, whose backward runs each kind of
+/// layer's mixer gradient under its own name (`aten::convolution_backward`
+/// in the convolution layers, the attention's backward in the others):
+/// the runs of either name, in the forward kinds' order reversed, cut it
+/// (`repeats::Key::Either`).
 ///
 /// On the list since 2026-12-08 (twenty-fourth session): `backward` of
 /// Llama 4 trained under `torch.compile` (its forward layers and kinds
 /// hold since `repeats::before_blocks`): no key that `repeats::backward_key`
 /// tries cuts its backward run into alike layers. Not studied further.
 pub const KNOWN_HF: &[(&str, &str)] = &[
-    ("lfm2-6l-compiled-train", "backward"),
     ("gptoss-4l-compiled-train", "backward"),
     ("llama4-4l-compiled-train", "backward"),
 ];
