@@ -1437,10 +1437,12 @@ fn either_key(st: &Steps, fwd: &Run, c: usize) -> Option<Key> {
     };
     let mut tried = 0;
     let mut best: Option<(f64, usize, Key)> = None;
-    for (x, &(at_a, a)) in names.iter().enumerate() {
+    'pairs: for (x, &(at_a, a)) in names.iter().enumerate() {
         for &(_, b) in &names[x + 1..] {
-            let (na, nb) = (runs[&a].len(), runs[&b].len());
-            if na + nb != c || tried >= MAX_EITHER_KEYS {
+            if tried == MAX_EITHER_KEYS {
+                break 'pairs;
+            }
+            if runs[&a].len() + runs[&b].len() != c {
                 continue;
             }
             // The first run is the first kind's (the names ordered by
